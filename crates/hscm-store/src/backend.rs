@@ -1,0 +1,317 @@
+//! The durable side of a volume: a narrow trait with explicit sync semantics.
+//!
+//! Contract (every implementation): `write_at` returning Ok means the bytes reached the
+//! device (a later `read_at` returns them, but they may still sit in a volatile cache);
+//! `sync` returning Ok means every write that returned Ok before `sync` was called
+//! survives a power cut. Offsets, lengths and buffer addresses are multiples of
+//! [`SECTOR`](crate::SECTOR) for every call the volume makes.
+
+use std::alloc::{self, Layout};
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::ops::{Deref, DerefMut};
+use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::ptr::NonNull;
+
+use crate::error::{Error, Result};
+use crate::header::SECTOR;
+
+pub trait Backend: Send + Sync {
+    /// Size of the store in bytes.
+    fn len(&self) -> u64;
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()>;
+    /// Reads into several buffers from consecutive offsets (one syscall where possible).
+    fn read_vectored_at(&self, offset: u64, bufs: &mut [&mut [u8]]) -> io::Result<()> {
+        let mut at = offset;
+        for b in bufs.iter_mut() {
+            self.read_at(at, b)?;
+            at += b.len() as u64;
+        }
+        Ok(())
+    }
+    fn write_at(&self, offset: u64, buf: &[u8]) -> io::Result<()>;
+    fn sync(&self) -> io::Result<()>;
+    /// Names the store in messages (a path, or what a test backend stands for).
+    fn describe(&self) -> String;
+    /// True when reads and writes bypass the OS page cache.
+    fn is_direct(&self) -> bool {
+        false
+    }
+    /// True when the store must be exactly the size the header asks for (a regular
+    /// file); false where it may be larger (a block device holding a smaller volume).
+    fn exact_len(&self) -> bool {
+        true
+    }
+}
+
+/// A heap buffer aligned to [`SECTOR`], as O_DIRECT requires.
+pub struct AlignedBuf {
+    ptr: NonNull<u8>,
+    len: usize,
+}
+
+// SAFETY: AlignedBuf owns its allocation exclusively, like a Box<[u8]>.
+unsafe impl Send for AlignedBuf {}
+// SAFETY: shared access only hands out &[u8]; mutation needs &mut self.
+unsafe impl Sync for AlignedBuf {}
+
+impl AlignedBuf {
+    /// A zero-filled buffer of `len` bytes (`len` is rounded up to a whole sector).
+    pub fn zeroed(len: usize) -> AlignedBuf {
+        let len = len.max(1).next_multiple_of(SECTOR as usize);
+        let layout = Self::layout(len);
+        // SAFETY: layout has a non-zero size; alloc_zeroed returns memory that is
+        // initialised (zero) for all `len` bytes, or null, which we check.
+        let raw = unsafe { alloc::alloc_zeroed(layout) };
+        let ptr = NonNull::new(raw).unwrap_or_else(|| alloc::handle_alloc_error(layout));
+        AlignedBuf { ptr, len }
+    }
+
+    fn layout(len: usize) -> Layout {
+        Layout::from_size_align(len, SECTOR as usize).expect("sector-multiple length fits a layout")
+    }
+}
+
+impl Deref for AlignedBuf {
+    type Target = [u8];
+    fn deref(&self) -> &[u8] {
+        // SAFETY: ptr points to `len` initialised bytes owned by self, alive while self is.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl DerefMut for AlignedBuf {
+    fn deref_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in deref, and &mut self guarantees exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+    }
+}
+
+impl Drop for AlignedBuf {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `zeroed` with exactly this layout, freed only here.
+        unsafe { alloc::dealloc(self.ptr.as_ptr(), Self::layout(self.len)) }
+    }
+}
+
+/// A regular file or a block device, opened with O_DIRECT so the page cache keeps no
+/// second copy of what the volume already holds in RAM.
+pub struct FileBackend {
+    file: File,
+    path: PathBuf,
+    len: u64,
+    direct: bool,
+    block_device: bool,
+}
+
+impl FileBackend {
+    /// Opens an existing file or block device. Falls back to buffered I/O, with a
+    /// warning, where the file system refuses O_DIRECT (tmpfs, some FUSE mounts).
+    pub fn open(path: &Path, writable: bool) -> Result<FileBackend> {
+        let what = |verb: &str| format!("cannot {verb} {}", path.display());
+        let mut opts = OpenOptions::new();
+        opts.read(true).write(writable);
+        let direct_flag = rustix::fs::OFlags::DIRECT.bits() as i32;
+        let (file, direct) = match opts.clone().custom_flags(direct_flag).open(path) {
+            Ok(f) => (f, true),
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => (
+                opts.open(path).map_err(|e| Error::io(what("open"), e))?,
+                false,
+            ),
+            Err(e) => {
+                return Err(Error::io(
+                    what(if writable { "open for writing" } else { "open" }),
+                    e,
+                ))
+            }
+        };
+        let meta = file.metadata().map_err(|e| Error::io(what("stat"), e))?;
+        let block_device = meta.file_type().is_block_device();
+        let len = if block_device {
+            rustix::fs::seek(&file, rustix::fs::SeekFrom::End(0))
+                .map_err(|e| Error::io(what("size"), e.into()))?
+        } else if meta.is_file() {
+            meta.len()
+        } else {
+            return Err(Error::InvalidArgument(format!(
+                "{} is neither a regular file nor a block device",
+                path.display()
+            )));
+        };
+        let mut backend = FileBackend {
+            file,
+            path: path.to_path_buf(),
+            len,
+            direct,
+            block_device,
+        };
+        if direct && len >= SECTOR {
+            // Some file systems accept O_DIRECT at open and refuse it at the first I/O.
+            let mut probe = AlignedBuf::zeroed(SECTOR as usize);
+            if let Err(e) = backend.file.read_exact_at(&mut probe, 0) {
+                if e.raw_os_error() != Some(rustix::io::Errno::INVAL.raw_os_error()) {
+                    return Err(Error::io(what("read"), e));
+                }
+                backend.file = opts.open(path).map_err(|e| Error::io(what("open"), e))?;
+                backend.direct = false;
+            }
+        }
+        if !backend.direct {
+            tracing::warn!(
+                path = %path.display(),
+                "O_DIRECT refused by this file system; using buffered I/O (the page cache will hold a second copy)"
+            );
+        }
+        Ok(backend)
+    }
+
+    /// Creates (or, with `overwrite`, truncates) a regular file of `len` bytes with its
+    /// blocks allocated, so later writes cannot fail for lack of space and syncs need
+    /// no metadata update. A block device is used as it is if it is large enough.
+    pub fn create(path: &Path, len: u64, overwrite: bool) -> Result<FileBackend> {
+        let what = |verb: &str| format!("cannot {verb} {}", path.display());
+        let is_blockdev = std::fs::metadata(path)
+            .map(|m| m.file_type().is_block_device())
+            .unwrap_or(false);
+        if !is_blockdev {
+            let mut opts = OpenOptions::new();
+            opts.read(true).write(true);
+            if overwrite {
+                opts.create(true).truncate(true);
+            } else {
+                opts.create_new(true);
+            }
+            let file = opts.open(path).map_err(|e| {
+                if e.kind() == io::ErrorKind::AlreadyExists {
+                    Error::InvalidArgument(format!(
+                        "{} already exists (use --force to overwrite it)",
+                        path.display()
+                    ))
+                } else {
+                    Error::io(what("create"), e)
+                }
+            })?;
+            if let Err(e) =
+                rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, len)
+            {
+                if e == rustix::io::Errno::NOSPC {
+                    drop(file);
+                    let _ = std::fs::remove_file(path);
+                    return Err(Error::io(
+                        format!("cannot reserve {len} bytes for {}", path.display()),
+                        e.into(),
+                    ));
+                }
+                // File systems without fallocate (tmpfs on old kernels, some FUSE) still take set_len.
+                file.set_len(len).map_err(|e| Error::io(what("size"), e))?;
+            }
+        }
+        let backend = FileBackend::open(path, true)?;
+        if backend.len < len {
+            return Err(Error::InvalidArgument(format!(
+                "{} holds {} bytes, fewer than the {len} needed",
+                path.display(),
+                backend.len
+            )));
+        }
+        Ok(backend)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+impl Backend for FileBackend {
+    fn len(&self) -> u64 {
+        self.len
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.file.read_exact_at(buf, offset)
+    }
+    fn read_vectored_at(&self, offset: u64, bufs: &mut [&mut [u8]]) -> io::Result<()> {
+        let mut slices: Vec<io::IoSliceMut<'_>> =
+            bufs.iter_mut().map(|b| io::IoSliceMut::new(b)).collect();
+        let total: usize = slices.iter().map(|s| s.len()).sum();
+        let mut done = 0usize;
+        let mut view: &mut [io::IoSliceMut<'_>] = &mut slices;
+        while done < total {
+            let n = rustix::io::preadv(&self.file, view, offset + done as u64)
+                .map_err(io::Error::from)?;
+            if n == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "backing store ended early",
+                ));
+            }
+            done += n;
+            io::IoSliceMut::advance_slices(&mut view, n);
+        }
+        Ok(())
+    }
+    fn write_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        self.file.write_all_at(buf, offset)
+    }
+    fn sync(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+    fn describe(&self) -> String {
+        self.path.display().to_string()
+    }
+    fn is_direct(&self) -> bool {
+        self.direct
+    }
+    fn exact_len(&self) -> bool {
+        !self.block_device
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aligned_buf_is_aligned_zeroed_and_rounded() {
+        for len in [1usize, 4096, 5000, 1 << 20] {
+            let mut b = AlignedBuf::zeroed(len);
+            assert_eq!(b.as_ptr() as usize % SECTOR as usize, 0);
+            assert!(b.len() >= len && b.len() % SECTOR as usize == 0);
+            assert!(b.iter().all(|&x| x == 0));
+            b[len - 1] = 9;
+            assert_eq!(b[len - 1], 9);
+        }
+    }
+
+    #[test]
+    fn file_backend_round_trip_and_vectored_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("b");
+        let be = FileBackend::create(&p, 3 * SECTOR, false).unwrap();
+        let mut w = AlignedBuf::zeroed(3 * SECTOR as usize);
+        for (i, x) in w.iter_mut().enumerate() {
+            *x = (i % 251) as u8;
+        }
+        be.write_at(0, &w).unwrap();
+        be.sync().unwrap();
+        let mut a = AlignedBuf::zeroed(SECTOR as usize);
+        let mut b = AlignedBuf::zeroed(2 * SECTOR as usize);
+        be.read_vectored_at(0, &mut [&mut a, &mut b]).unwrap();
+        assert_eq!(&a[..], &w[..SECTOR as usize]);
+        assert_eq!(&b[..], &w[SECTOR as usize..]);
+    }
+
+    #[test]
+    fn create_refuses_to_clobber_and_names_the_path() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("exists");
+        std::fs::write(&p, b"x").unwrap();
+        let err = FileBackend::create(&p, SECTOR, false)
+            .err()
+            .expect("must refuse");
+        assert!(err.to_string().contains("exists"), "{err}");
+    }
+}

@@ -1,0 +1,58 @@
+use std::io;
+
+/// Everything that can go wrong with a volume. Every variant names what and where.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{path}: not an hscm volume (bad magic {found:02x?}; expected {expected:02x?})")]
+    BadMagic {
+        path: String,
+        found: [u8; 8],
+        expected: [u8; 8],
+    },
+    #[error("{path}: volume format version {found} is newer than this hscm understands (up to {supported}); upgrade hscm")]
+    UnsupportedVersion {
+        path: String,
+        found: u32,
+        supported: u32,
+    },
+    #[error("{path}: header checksum mismatch (stored {stored:#010x}, computed {computed:#010x}); the header is corrupt")]
+    HeaderChecksum {
+        path: String,
+        stored: u32,
+        computed: u32,
+    },
+    #[error("{path}: invalid geometry: {reason}")]
+    BadGeometry { path: String, reason: String },
+    #[error("{path}: backing store is {actual} bytes but the header needs exactly {expected} (header + {volume_size}-byte data area); it was {kind}")]
+    SizeMismatch {
+        path: String,
+        expected: u64,
+        actual: u64,
+        volume_size: u64,
+        kind: &'static str,
+    },
+    #[error("request [{offset}, {offset}+{len}) is outside the volume (size {size})")]
+    OutOfRange { offset: u64, len: u64, size: u64 },
+    #[error("volume is read-only: {reason}")]
+    ReadOnly { reason: String },
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn io(what: impl Into<String>, source: io::Error) -> Self {
+        Error::Io {
+            what: what.into(),
+            source,
+        }
+    }
+}

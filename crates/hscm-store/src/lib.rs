@@ -1,0 +1,72 @@
+//! hscm-store: the durable hybrid RAM volume.
+//!
+//! A [`Volume`] keeps its working copy in DRAM and writes every change through to a
+//! durable [`Backend`] before the write completes. It is usable the moment it opens:
+//! a background loader copies the backend into RAM chunk by chunk while requests are
+//! served (Baek & Park, "A Durable Hybrid RAM Disk with a Rapid Resilience", 2020, §3.3).
+
+mod backend;
+mod error;
+mod header;
+mod ram;
+pub mod testing;
+mod volume;
+
+pub use backend::{AlignedBuf, Backend, FileBackend};
+pub use error::{Error, Result};
+pub use header::{Header, FORMAT_VERSION, HEADER_LEN, MAGIC, SECTOR};
+pub use volume::{CreateOptions, LoadProgress, LoadState, OpenOptions, Volume, DEFAULT_CHUNK_SIZE};
+
+/// When a write is durable. See docs/design.md.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Durability {
+    /// `write_at` returns Ok only once the bytes survive a power cut.
+    /// Concurrent writers share device syncs (group commit).
+    Immediate,
+    /// Block-device semantics: `write_at` returns once the bytes reached the device;
+    /// `flush` makes every completed write durable.
+    OnFlush,
+}
+
+impl Durability {
+    pub(crate) fn code(self) -> u32 {
+        match self {
+            Durability::Immediate => 0,
+            Durability::OnFlush => 1,
+        }
+    }
+
+    pub(crate) fn from_code(code: u32) -> Option<Durability> {
+        match code {
+            0 => Some(Durability::Immediate),
+            1 => Some(Durability::OnFlush),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Durability::Immediate => "immediate",
+            Durability::OnFlush => "on-flush",
+        }
+    }
+}
+
+impl std::fmt::Display for Durability {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Durability {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Durability> {
+        match s {
+            "immediate" => Ok(Durability::Immediate),
+            "on-flush" | "onflush" => Ok(Durability::OnFlush),
+            _ => Err(Error::InvalidArgument(format!(
+                "unknown durability {s:?}; use immediate or on-flush"
+            ))),
+        }
+    }
+}

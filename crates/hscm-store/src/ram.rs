@@ -1,0 +1,64 @@
+//! The DRAM working copy: one anonymous mapping the size of the volume, populated
+//! lazily, so `open` costs no copying and no zeroing whatever the size.
+
+use memmap2::MmapMut;
+
+pub(crate) struct RamImage {
+    // Keeps the mapping alive; all access goes through `base`.
+    _map: MmapMut,
+    base: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping lives as long as the RamImage and is never remapped. The
+// raw accessors below are unsafe and their callers uphold the volume's chunk-locking
+// invariant (see `volume.rs`: RAM of a chunk is written only by a holder of that
+// chunk's io lock, and while the chunk is Loaded only under its ram write lock
+// too), so no byte is written while another thread reads or writes it.
+unsafe impl Send for RamImage {}
+// SAFETY: see Send above.
+unsafe impl Sync for RamImage {}
+
+impl RamImage {
+    pub(crate) fn new(len: usize) -> std::io::Result<RamImage> {
+        let mut map = MmapMut::map_anon(len)?;
+        // Fewer TLB misses on random reads over large volumes; harmless where THP is off.
+        #[cfg(target_os = "linux")]
+        let _ = map.advise(memmap2::Advice::HugePage);
+        let base = map.as_mut_ptr();
+        Ok(RamImage {
+            _map: map,
+            base,
+            len,
+        })
+    }
+
+    /// # Safety
+    /// No other thread writes `[offset, offset + dst.len())` during the call.
+    pub(crate) unsafe fn copy_out(&self, offset: usize, dst: &mut [u8]) {
+        assert!(offset + dst.len() <= self.len, "RAM read out of bounds");
+        // SAFETY: in bounds (checked above); no concurrent writer (caller's contract);
+        // dst is a distinct Rust allocation, so the ranges do not overlap.
+        unsafe { std::ptr::copy_nonoverlapping(self.base.add(offset), dst.as_mut_ptr(), dst.len()) }
+    }
+
+    /// # Safety
+    /// No other thread reads or writes `[offset, offset + src.len())` during the call.
+    pub(crate) unsafe fn copy_in(&self, offset: usize, src: &[u8]) {
+        assert!(offset + src.len() <= self.len, "RAM write out of bounds");
+        // SAFETY: in bounds; exclusive access (caller's contract); src does not overlap.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.base.add(offset), src.len()) }
+    }
+
+    /// A mutable view for reading straight from the backend into RAM.
+    ///
+    /// # Safety
+    /// No other thread reads or writes the range while the returned slice lives.
+    #[allow(clippy::mut_from_ref)]
+    pub(crate) unsafe fn slice_mut(&self, offset: usize, len: usize) -> &mut [u8] {
+        assert!(offset + len <= self.len, "RAM slice out of bounds");
+        // SAFETY: in bounds, initialised (anonymous mappings read as zero), exclusive
+        // for the slice's lifetime by the caller's contract.
+        unsafe { std::slice::from_raw_parts_mut(self.base.add(offset), len) }
+    }
+}

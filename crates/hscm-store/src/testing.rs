@@ -1,0 +1,186 @@
+//! Test tools: a backend that models a device with a volatile write cache and lets a
+//! test inject errors and cut the power. Public so that every crate's tests (and the
+//! CLI's fault drills) use the same model.
+
+use std::io;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+
+use crate::backend::Backend;
+
+/// An in-memory device with a "live" image (what reads see) and a "durable" image
+/// (what survives a power cut: only what a sync covered).
+#[derive(Clone)]
+pub struct FaultyBackend {
+    inner: Arc<Mutex<Device>>,
+    name: Arc<str>,
+}
+
+struct Device {
+    live: Vec<u8>,
+    durable: Vec<u8>,
+    /// Writes since the last sync, oldest first: a power cut keeps an arbitrary subset.
+    unsynced: Vec<(u64, Vec<u8>)>,
+    writes: u64,
+    syncs: u64,
+    fail_write_at: Option<(u64, i32)>,
+    fail_sync_at: Option<u64>,
+    powered: bool,
+}
+
+impl FaultyBackend {
+    pub fn new(len: usize, name: &str) -> FaultyBackend {
+        Self::from_image(vec![0; len], name)
+    }
+
+    fn from_image(image: Vec<u8>, name: &str) -> FaultyBackend {
+        FaultyBackend {
+            inner: Arc::new(Mutex::new(Device {
+                durable: image.clone(),
+                live: image,
+                unsynced: Vec::new(),
+                writes: 0,
+                syncs: 0,
+                fail_write_at: None,
+                fail_sync_at: None,
+                powered: true,
+            })),
+            name: name.into(),
+        }
+    }
+
+    /// The `n`-th write from now (0 = the next) fails with `errno`, as do all after it.
+    pub fn fail_write_after(&self, n: u64, errno: i32) {
+        let mut d = self.inner.lock();
+        d.fail_write_at = Some((d.writes + n, errno));
+    }
+
+    /// The `n`-th sync from now (0 = the next) fails with EIO, as do all after it.
+    pub fn fail_sync_after(&self, n: u64) {
+        let mut d = self.inner.lock();
+        d.fail_sync_at = Some(d.syncs + n);
+    }
+
+    /// Cuts the power: this device answers EIO from now on, and the returned one
+    /// holds what a restart would find — the durable image plus a random subset of
+    /// the unsynced writes, each kept whole or torn at a 512-byte boundary.
+    pub fn power_cut(&self, seed: u64) -> FaultyBackend {
+        let mut d = self.inner.lock();
+        d.powered = false;
+        let mut image = d.durable.clone();
+        let mut rng = seed | 1;
+        let mut next = || {
+            // xorshift64: a test helper needs no more randomness than this.
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        for (off, data) in &d.unsynced {
+            let keep = match next() % 3 {
+                0 => 0,
+                1 => data.len(),
+                _ => (next() as usize % (data.len() / 512 + 1)) * 512,
+            };
+            let off = *off as usize;
+            image[off..off + keep].copy_from_slice(&data[..keep]);
+        }
+        FaultyBackend::from_image(image, &self.name)
+    }
+
+    /// A copy of what reads currently see.
+    pub fn live_image(&self) -> Vec<u8> {
+        self.inner.lock().live.clone()
+    }
+
+    pub fn sync_count(&self) -> u64 {
+        self.inner.lock().syncs
+    }
+
+    pub fn write_count(&self) -> u64 {
+        self.inner.lock().writes
+    }
+}
+
+fn check_bounds(len: usize, offset: u64, n: usize) -> io::Result<usize> {
+    let off = usize::try_from(offset).map_err(|_| io::Error::from_raw_os_error(libc_einval()))?;
+    if off.checked_add(n).is_none_or(|end| end > len) {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "past the end of the device",
+        ));
+    }
+    Ok(off)
+}
+
+fn libc_einval() -> i32 {
+    rustix::io::Errno::INVAL.raw_os_error()
+}
+
+fn powered_off() -> io::Error {
+    io::Error::from_raw_os_error(rustix::io::Errno::IO.raw_os_error())
+}
+
+impl Backend for FaultyBackend {
+    fn len(&self) -> u64 {
+        self.inner.lock().live.len() as u64
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let d = self.inner.lock();
+        if !d.powered {
+            return Err(powered_off());
+        }
+        let off = check_bounds(d.live.len(), offset, buf.len())?;
+        buf.copy_from_slice(&d.live[off..off + buf.len()]);
+        Ok(())
+    }
+
+    fn write_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        let mut d = self.inner.lock();
+        if !d.powered {
+            return Err(powered_off());
+        }
+        let n = d.writes;
+        d.writes += 1;
+        if let Some((at, errno)) = d.fail_write_at {
+            if n >= at {
+                return Err(io::Error::from_raw_os_error(errno));
+            }
+        }
+        let off = check_bounds(d.live.len(), offset, buf.len())?;
+        d.live[off..off + buf.len()].copy_from_slice(buf);
+        d.unsynced.push((offset, buf.to_vec()));
+        Ok(())
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        let mut d = self.inner.lock();
+        if !d.powered {
+            return Err(powered_off());
+        }
+        let n = d.syncs;
+        d.syncs += 1;
+        if d.fail_sync_at.is_some_and(|at| n >= at) {
+            // Like Linux after a failed fsync: the unsynced data's fate is unknown, and
+            // a retry cannot be trusted. We keep it unsynced, so a power cut may drop it.
+            return Err(powered_off());
+        }
+        let Device {
+            live,
+            durable,
+            unsynced,
+            ..
+        } = &mut *d;
+        for (off, data) in unsynced.drain(..) {
+            let off = off as usize;
+            durable[off..off + data.len()].copy_from_slice(&live[off..off + data.len()]);
+        }
+        Ok(())
+    }
+
+    fn describe(&self) -> String {
+        self.name.to_string()
+    }
+}

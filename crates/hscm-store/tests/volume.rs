@@ -1,0 +1,319 @@
+use std::path::Path;
+use std::sync::Arc;
+
+use hscm_store::testing::FaultyBackend;
+use hscm_store::{Backend, CreateOptions, Durability, Error, OpenOptions, Volume, HEADER_LEN};
+
+const MIB: u64 = 1 << 20;
+
+fn small(chunk: u32) -> CreateOptions {
+    CreateOptions {
+        chunk_size: chunk,
+        ..CreateOptions::default()
+    }
+}
+
+fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    (0..len)
+        .map(|i| (seed.wrapping_mul(31).wrapping_add(i as u64 * 7) % 251) as u8)
+        .collect()
+}
+
+#[test]
+fn write_read_reopen_on_a_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("v.hscm");
+    Volume::create(&p, 4 * MIB, &small(64 << 10)).unwrap();
+    let writes: Vec<(u64, Vec<u8>)> = vec![
+        (0, pattern(1, 4096)),
+        (1000, pattern(2, 1000)),           // unaligned, inside a sector
+        (65_536 - 10, pattern(3, 20)),      // straddles a chunk boundary
+        (3 * MIB + 17, pattern(4, 70_000)), // unaligned, several chunks
+        (4 * MIB - 1, pattern(5, 1)),       // the last byte
+    ];
+    let mut model = vec![0u8; 4 * MIB as usize];
+    {
+        let v = Volume::open(&p, &OpenOptions::default()).unwrap();
+        for (off, data) in &writes {
+            v.write_at(*off, data).unwrap();
+            model[*off as usize..*off as usize + data.len()].copy_from_slice(data);
+            let mut back = vec![0; data.len()];
+            v.read_at(*off, &mut back).unwrap();
+            assert_eq!(&back, data, "read after write at {off}");
+        }
+        v.close().unwrap();
+    }
+    for background in [true, false] {
+        let v = Volume::open(
+            &p,
+            &OpenOptions {
+                background_load: background,
+                ..OpenOptions::default()
+            },
+        )
+        .unwrap();
+        let mut all = vec![0u8; model.len()];
+        v.read_at(0, &mut all).unwrap();
+        assert!(
+            all == model,
+            "reopened contents differ (background load {background})"
+        );
+        if background {
+            let progress = v.wait_loaded(None).unwrap();
+            assert_eq!(progress.loaded_chunks, progress.total_chunks);
+            v.read_at(0, &mut all).unwrap();
+            assert!(all == model, "contents differ after warm-up");
+        }
+    }
+}
+
+#[test]
+fn out_of_range_requests_are_refused_without_side_effects() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("v");
+    Volume::create(&p, MIB, &small(64 << 10)).unwrap();
+    let v = Volume::open(&p, &OpenOptions::default()).unwrap();
+    let mut buf = [0u8; 2];
+    for (off, len) in [(MIB - 1, 2usize), (MIB, 1), (u64::MAX, 2)] {
+        let err = v.read_at(off, &mut buf[..len]).unwrap_err();
+        assert!(matches!(err, Error::OutOfRange { .. }), "{err}");
+        let err = v.write_at(off, &buf[..len]).unwrap_err();
+        assert!(err.to_string().contains("outside the volume"), "{err}");
+    }
+    assert!(
+        v.failure().is_none(),
+        "a refused request must not fail the volume"
+    );
+    v.write_at(0, b"still fine").unwrap();
+}
+
+fn expect_open_error(p: &Path, needle: &str) {
+    let err = Volume::open(p, &OpenOptions::default())
+        .err()
+        .expect("open must fail");
+    let msg = err.to_string();
+    assert!(msg.contains(needle), "{msg:?} lacks {needle:?}");
+    assert!(
+        msg.contains(&p.display().to_string()),
+        "{msg:?} does not name the file"
+    );
+}
+
+#[test]
+fn bad_headers_and_sizes_give_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("v");
+    Volume::create(&p, MIB, &small(64 << 10)).unwrap();
+    let good = std::fs::read(&p).unwrap();
+
+    let mut bytes = good.clone();
+    bytes[0..8].copy_from_slice(b"NOTAVOL!");
+    std::fs::write(&p, &bytes).unwrap();
+    expect_open_error(&p, "not an hscm volume");
+
+    let mut bytes = good.clone();
+    bytes[8] = 99; // format version 99
+    std::fs::write(&p, &bytes).unwrap();
+    expect_open_error(&p, "newer than this hscm");
+
+    let mut bytes = good.clone();
+    bytes[20] ^= 1; // volume size, under the checksum
+    std::fs::write(&p, &bytes).unwrap();
+    expect_open_error(&p, "checksum");
+
+    std::fs::write(&p, &good[..good.len() - 4096]).unwrap();
+    expect_open_error(&p, "truncated");
+
+    let mut bytes = good.clone();
+    bytes.extend_from_slice(&[0; 4096]);
+    std::fs::write(&p, &bytes).unwrap();
+    expect_open_error(&p, "resized");
+
+    std::fs::write(&p, b"tiny").unwrap();
+    expect_open_error(&p, "truncated");
+
+    // inspect() (used by `hscm volume check`) agrees.
+    std::fs::write(&p, &good).unwrap();
+    let (h, len) = Volume::inspect(&p).unwrap();
+    assert_eq!((h.volume_size, len), (MIB, MIB + HEADER_LEN));
+}
+
+/// Makes `p` unwritable even for root: an immutable file as root, mode 0444 otherwise.
+fn make_unwritable(p: &Path) -> bool {
+    if rustix::process::geteuid().is_root() {
+        std::process::Command::new("chattr")
+            .arg("+i")
+            .arg(p)
+            .status()
+            .is_ok_and(|s| s.success())
+    } else {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o444)).is_ok()
+    }
+}
+
+#[test]
+fn a_read_only_file_is_named_and_left_intact() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("ro.hscm");
+    Volume::create(&p, MIB, &small(64 << 10)).unwrap();
+    let before = std::fs::read(&p).unwrap();
+    assert!(
+        make_unwritable(&p),
+        "could not make the file unwritable (chattr missing?)"
+    );
+    let result = Volume::open(&p, &OpenOptions::default());
+    if rustix::process::geteuid().is_root() {
+        let _ = std::process::Command::new("chattr")
+            .arg("-i")
+            .arg(&p)
+            .status();
+    }
+    let msg = result
+        .err()
+        .expect("open for writing must fail")
+        .to_string();
+    assert!(
+        msg.contains("ro.hscm") && msg.contains("open for writing"),
+        "{msg}"
+    );
+    assert_eq!(std::fs::read(&p).unwrap(), before);
+}
+
+#[test]
+fn read_only_volume_refuses_writes_and_serves_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("v");
+    Volume::create(&p, MIB, &small(64 << 10)).unwrap();
+    {
+        let v = Volume::open(&p, &OpenOptions::default()).unwrap();
+        v.write_at(10, b"kept").unwrap();
+    }
+    let v = Volume::open(
+        &p,
+        &OpenOptions {
+            read_only: true,
+            ..OpenOptions::default()
+        },
+    )
+    .unwrap();
+    let err = v.write_at(0, b"x").unwrap_err();
+    assert!(
+        matches!(err, Error::ReadOnly { .. }) && err.to_string().contains("read-only"),
+        "{err}"
+    );
+    let mut b = [0u8; 4];
+    v.read_at(10, &mut b).unwrap();
+    assert_eq!(&b, b"kept");
+}
+
+fn faulty_volume(size: u64, chunk: u32, durability: Durability) -> (FaultyBackend, Volume) {
+    let dev = FaultyBackend::new((HEADER_LEN + size) as usize, "faulty-dev");
+    Volume::format(
+        &dev,
+        size,
+        &CreateOptions {
+            chunk_size: chunk,
+            durability,
+            overwrite: false,
+        },
+    )
+    .unwrap();
+    let v = Volume::open_backend(Box::new(dev.clone()), &OpenOptions::default()).unwrap();
+    (dev, v)
+}
+
+#[test]
+fn full_disk_fails_the_write_and_turns_the_volume_read_only() {
+    let (dev, v) = faulty_volume(MIB, 64 << 10, Durability::Immediate);
+    v.write_at(0, &pattern(1, 8192)).unwrap();
+    dev.fail_write_after(0, rustix::io::Errno::NOSPC.raw_os_error());
+    let err = v.write_at(100_000, &pattern(2, 4096)).unwrap_err();
+    assert!(err.to_string().contains("No space left"), "{err}");
+    let err = v.write_at(0, b"again").unwrap_err();
+    assert!(matches!(err, Error::ReadOnly { .. }), "{err}");
+    assert!(v.failure().unwrap().contains("No space left"));
+    // What was durable before is untouched.
+    let after = dev.power_cut(7);
+    let v2 = Volume::open_backend(Box::new(after), &OpenOptions::default()).unwrap();
+    let mut b = vec![0; 8192];
+    v2.read_at(0, &mut b).unwrap();
+    assert_eq!(b, pattern(1, 8192));
+}
+
+#[test]
+fn failed_sync_is_never_acknowledged() {
+    for durability in [Durability::Immediate, Durability::OnFlush] {
+        let (dev, v) = faulty_volume(MIB, 64 << 10, durability);
+        dev.fail_sync_after(0);
+        let r = v.write_at(0, b"data");
+        let flushed = r.and_then(|()| v.flush());
+        assert!(
+            flushed.is_err(),
+            "{durability}: a failed sync was acknowledged"
+        );
+        let err = v.write_at(0, b"more").unwrap_err();
+        assert!(matches!(err, Error::ReadOnly { .. }), "{durability}: {err}");
+        assert!(
+            v.flush().is_err(),
+            "{durability}: flush after failure must not claim success"
+        );
+    }
+}
+
+#[test]
+fn group_commit_shares_syncs_between_writers() {
+    let (dev, v) = faulty_volume(16 * MIB, MIB as u32, Durability::Immediate);
+    v.wait_loaded(None).unwrap();
+    let v = Arc::new(v);
+    let before = dev.sync_count();
+    let threads: Vec<_> = (0..8)
+        .map(|t| {
+            let v = Arc::clone(&v);
+            std::thread::spawn(move || {
+                for i in 0..200u64 {
+                    v.write_at((t * 200 + i) * 4096, &pattern(i, 4096)).unwrap();
+                }
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let syncs = dev.sync_count() - before;
+    assert!(syncs >= 1 && syncs <= 1600, "{syncs} syncs for 1600 writes");
+    let mut b = vec![0; 4096];
+    v.read_at((3 * 200 + 5) * 4096, &mut b).unwrap();
+    assert_eq!(b, pattern(5, 4096));
+}
+
+#[test]
+fn per_write_durability_override() {
+    let (dev, v) = faulty_volume(MIB, 64 << 10, Durability::OnFlush);
+    let before = dev.sync_count();
+    v.write_at(0, b"lazy").unwrap();
+    assert_eq!(dev.sync_count(), before, "on-flush write must not sync");
+    v.write_at_with(4096, b"now", Durability::Immediate)
+        .unwrap();
+    assert!(dev.sync_count() > before, "immediate write must sync");
+    // Both are durable now: the sync covered the earlier completed write too.
+    let after = dev.power_cut(3);
+    let v2 = Volume::open_backend(Box::new(after), &OpenOptions::default()).unwrap();
+    let mut b = [0u8; 4];
+    v2.read_at(0, &mut b).unwrap();
+    assert_eq!(&b, b"lazy");
+}
+
+#[test]
+fn geometry_is_validated_at_create() {
+    let dir = tempfile::tempdir().unwrap();
+    let err = Volume::create(&dir.path().join("a"), 1000, &CreateOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("multiple of 4096"), "{err}");
+    let err = Volume::create(&dir.path().join("b"), MIB, &small(1000)).unwrap_err();
+    assert!(err.to_string().contains("chunk size"), "{err}");
+    assert!(!dir.path().join("a").exists());
+    let dev = FaultyBackend::new(4096, "small");
+    let err = Volume::format(&dev, MIB, &CreateOptions::default()).unwrap_err();
+    assert!(err.to_string().contains("fewer than"), "{err}");
+    assert_eq!(dev.len(), 4096);
+}
