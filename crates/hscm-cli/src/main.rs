@@ -1,1 +1,234 @@
-fn main() {}
+//! The `hscm` command. Thin: every capability lives in a library crate.
+
+mod bench;
+mod crash;
+mod report;
+mod units;
+mod volume_cmd;
+
+use std::path::PathBuf;
+
+use anyhow::Result;
+use clap::{Args, Parser, Subcommand};
+use hscm_store::Durability;
+
+use crate::bench::{TargetKind, Workload};
+
+/// hscm: the DRAM + storage-class-memory + flash hierarchy, real and measurable.
+///
+/// Start with `hscm volume create`, then `hscm bench volume` to see what it does on
+/// this machine, or `hscm reproduce` to run every experiment and write the report.
+#[derive(Parser)]
+#[command(name = "hscm", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Create, inspect and check durable hybrid RAM volumes.
+    #[command(subcommand)]
+    Volume(VolumeCmd),
+    /// Benchmarks: ours against baselines measured in the same run.
+    #[command(subcommand)]
+    Bench(BenchCmd),
+    /// Run every implemented experiment and write a report (Markdown, JSON, SVG plots)
+    /// with the published figure beside ours.
+    Reproduce(ReproduceArgs),
+    /// Helpers for the test suite (not a stable interface).
+    #[command(subcommand, hide = true)]
+    Debug(DebugCmd),
+}
+
+#[derive(Subcommand)]
+enum VolumeCmd {
+    /// Create a volume: a 4 KiB header and the data area, in a new file (space is
+    /// reserved up front) or on a block device.
+    ///
+    /// Example: hscm volume create /var/lib/app.hscm --size 4G --chunk 1M
+    Create {
+        path: PathBuf,
+        /// Data area size (e.g. 512M, 4G); a multiple of 4 KiB.
+        #[arg(long, value_parser = units::parse_size)]
+        size: u64,
+        /// Unit of warm-up and locking after a restart (e.g. 256k, 1M, 4M).
+        #[arg(long, default_value = "1M", value_parser = units::parse_size)]
+        chunk: u64,
+        /// Default durability: `immediate` (a write returns once it survives power
+        /// loss) or `on-flush` (block-device semantics: durable after a flush).
+        #[arg(long, default_value = "immediate")]
+        durability: Durability,
+        /// Overwrite an existing file at PATH.
+        #[arg(long)]
+        force: bool,
+    },
+    /// Show a volume's header and geometry; with --load, open it and time the warm-up.
+    Info {
+        path: PathBuf,
+        /// Open the volume read-only and warm it into RAM, with a progress bar.
+        #[arg(long)]
+        load: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Validate header (magic, version, checksum) and geometry against the backing
+    /// store. Exits non-zero with the reason on any problem.
+    Check {
+        path: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchCmd {
+    /// Throughput and latency of a volume against plain files with O_DIRECT
+    /// (`odirect`), buffered I/O (`pagecache`) and raw RAM copies (`memcpy`), all in
+    /// the same run on the same disk.
+    ///
+    /// Example: hscm bench volume --workload randread --bs 4k --threads 1 --seconds 5
+    Volume(VolumeBenchArgs),
+    /// Time to open, to first read and to fully warm, for several sizes, beside the
+    /// backend's raw sequential read speed.
+    Restart {
+        /// Largest size measured (smaller ones, 256M and 1G, run first).
+        #[arg(long, default_value = "8G", value_parser = units::parse_size)]
+        size: u64,
+        /// Directory on the disk to measure (default: the current directory).
+        #[arg(long)]
+        path: Option<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args)]
+struct VolumeBenchArgs {
+    #[arg(long, value_enum, default_value = "randread")]
+    workload: Workload,
+    /// Request size; any size works (1000 exercises unaligned I/O).
+    #[arg(long, default_value = "4k", value_parser = units::parse_size)]
+    bs: u64,
+    #[arg(long, default_value_t = 1)]
+    threads: usize,
+    #[arg(long, default_value_t = 5.0)]
+    seconds: f64,
+    #[arg(long, default_value = "on-flush")]
+    durability: Durability,
+    /// Working-set size (volume and baseline files).
+    #[arg(long, default_value = "1G", value_parser = units::parse_size)]
+    size: u64,
+    /// Directory on the disk to measure (default: the current directory).
+    #[arg(long)]
+    path: Option<PathBuf>,
+    /// Which targets to run (default: all four).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    targets: Vec<TargetKind>,
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Args)]
+struct ReproduceArgs {
+    /// Where the report goes.
+    #[arg(long, default_value = "report")]
+    out: PathBuf,
+    /// Seconds per benchmark point.
+    #[arg(long, default_value_t = 3.0)]
+    seconds: f64,
+    /// Largest volume in the restart experiment.
+    #[arg(long, default_value = "8G", value_parser = units::parse_size)]
+    restart_size: u64,
+    /// Small sizes and short runs: a smoke test of the whole pipeline in seconds.
+    #[arg(long)]
+    quick: bool,
+}
+
+#[derive(Subcommand)]
+enum DebugCmd {
+    /// Write stamped blocks forever, printing "A <block> <version>" after each
+    /// acknowledged write; the crash test kills it with SIGKILL.
+    CrashWriter {
+        path: PathBuf,
+        #[arg(long)]
+        seed: u64,
+        #[arg(long, default_value_t = 1536)]
+        block: usize,
+        #[arg(long, default_value = "immediate")]
+        durability: Durability,
+    },
+}
+
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("HSCM_LOG")
+                .unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    match run(Cli::parse()) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("hscm: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.command {
+        Command::Volume(VolumeCmd::Create {
+            path,
+            size,
+            chunk,
+            durability,
+            force,
+        }) => volume_cmd::create(&path, size, chunk, durability, force),
+        Command::Volume(VolumeCmd::Info { path, load, json }) => {
+            volume_cmd::info(&path, json, load)
+        }
+        Command::Volume(VolumeCmd::Check { path, json }) => volume_cmd::check(&path, json),
+        Command::Bench(BenchCmd::Volume(a)) => {
+            let spec = bench::VolumeBenchSpec {
+                workload: a.workload,
+                bs: usize::try_from(a.bs)?,
+                threads: a.threads,
+                seconds: a.seconds,
+                durability: a.durability,
+                size: a.size,
+                dir: a.path,
+                targets: if a.targets.is_empty() {
+                    TargetKind::ALL.to_vec()
+                } else {
+                    a.targets
+                },
+                progress: !a.json,
+            };
+            let r = bench::bench_volume(&spec)?;
+            if a.json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                bench::print_volume_result(&r);
+            }
+            Ok(())
+        }
+        Command::Bench(BenchCmd::Restart { size, path, json }) => {
+            let r = bench::bench_restart(&bench::restart_sizes(size), path.as_deref(), !json)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                bench::print_restart(&r);
+            }
+            Ok(())
+        }
+        Command::Reproduce(a) => report::reproduce(&a.out, a.seconds, a.restart_size, a.quick),
+        Command::Debug(DebugCmd::CrashWriter {
+            path,
+            seed,
+            block,
+            durability,
+        }) => crash::crash_writer(&path, seed, block, durability),
+    }
+}

@@ -4,8 +4,8 @@
 use memmap2::MmapMut;
 
 pub(crate) struct RamImage {
-    // Keeps the mapping alive; all access goes through `base`.
-    _map: MmapMut,
+    // Keeps the mapping alive; data access goes through `base`.
+    map: MmapMut,
     base: *mut u8,
     len: usize,
 }
@@ -24,13 +24,25 @@ impl RamImage {
         let mut map = MmapMut::map_anon(len)?;
         // Fewer TLB misses on random reads over large volumes; harmless where THP is off.
         #[cfg(target_os = "linux")]
-        let _ = map.advise(memmap2::Advice::HugePage);
+        if std::env::var_os("NOHUGE").is_none() {
+            let _ = map.advise(memmap2::Advice::HugePage);
+        }
         let base = map.as_mut_ptr();
-        Ok(RamImage {
-            _map: map,
-            base,
-            len,
-        })
+        Ok(RamImage { map, base, len })
+    }
+
+    /// Faults in (zero-filled, writable) the pages of a range ahead of the loader, so
+    /// the loader's device reads do not stall on page faults. The kernel only fills
+    /// page tables; contents are never changed, so this is safe whoever else uses the range.
+    pub(crate) fn prefault(&self, offset: usize, len: usize) {
+        let len = len.min(self.len.saturating_sub(offset));
+        #[cfg(target_os = "linux")]
+        if len > 0 {
+            // Kernels before 5.14 lack MADV_POPULATE_WRITE; the loader then faults as it reads.
+            let _ = self
+                .map
+                .advise_range(memmap2::Advice::PopulateWrite, offset, len);
+        }
     }
 
     /// # Safety

@@ -184,3 +184,23 @@ impl Backend for FaultyBackend {
         self.name.to_string()
     }
 }
+
+/// A self-describing block for crash tests: it names its block number and version and
+/// fills the rest from both, so a reader can tell which write it holds, or that it is torn.
+pub fn stamped_block(block: u64, version: u64, len: usize) -> Vec<u8> {
+    assert!(len >= 16, "a stamped block needs at least 16 bytes");
+    let mut b = vec![0u8; len];
+    b[..8].copy_from_slice(&block.to_le_bytes());
+    b[8..16].copy_from_slice(&version.to_le_bytes());
+    for (i, x) in b[16..].iter_mut().enumerate() {
+        *x = (block.wrapping_mul(131) ^ version.wrapping_mul(17)).wrapping_add(i as u64) as u8;
+    }
+    b
+}
+
+/// The version a block written by [`stamped_block`] holds, or None if it is torn,
+/// never written (zero), or belongs to another block.
+pub fn stamped_version(block: u64, bytes: &[u8]) -> Option<u64> {
+    let version = u64::from_le_bytes(bytes.get(8..16)?.try_into().ok()?);
+    (bytes == stamped_block(block, version, bytes.len()).as_slice()).then_some(version)
+}

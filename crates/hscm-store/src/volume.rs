@@ -36,6 +36,13 @@ const LOADED: u8 = 2;
 /// so warm-up runs at the backend's sequential speed even with small chunks.
 const MAX_LOAD_BATCH: u64 = 8 << 20;
 
+/// Loader threads: two keep two large reads in flight, which most devices need to
+/// reach their sequential speed.
+const LOADERS: usize = 2;
+
+/// How far ahead of the loader's sweep the prefault thread populates RAM.
+const PREFAULT_AHEAD: u64 = 64 << 20;
+
 /// Default chunk: the unit of loading, locking and request prioritisation.
 pub const DEFAULT_CHUNK_SIZE: u32 = 1 << 20;
 
@@ -126,6 +133,8 @@ struct Shared {
     /// Where the loader's sequential sweep stands.
     cursor: Mutex<usize>,
     stop: AtomicBool,
+    /// Loader threads still running; the last one out records the outcome.
+    active_loaders: AtomicUsize,
     load_state: Mutex<LoadState>,
     load_cv: Condvar,
     /// Set once, on the first failed backend write or sync: the volume is read-only from then on.
@@ -140,7 +149,7 @@ struct Shared {
 /// goes through to a durable backend. See docs/design.md for the durability contract.
 pub struct Volume {
     shared: Arc<Shared>,
-    loader: Option<JoinHandle<()>>,
+    loaders: Vec<JoinHandle<()>>,
 }
 
 impl Volume {
@@ -231,6 +240,7 @@ impl Volume {
             urgent: Mutex::new(VecDeque::new()),
             cursor: Mutex::new(0),
             stop: AtomicBool::new(false),
+            active_loaders: AtomicUsize::new(if opts.background_load { LOADERS } else { 0 }),
             load_state: Mutex::new(LoadState::Running),
             load_cv: Condvar::new(),
             failure: OnceLock::new(),
@@ -241,17 +251,26 @@ impl Volume {
             }),
             sync_cv: Condvar::new(),
         });
-        let loader = if opts.background_load {
+        let loaders = if opts.background_load {
+            let mut handles = Vec::new();
+            for i in 0..LOADERS {
+                let s = Arc::clone(&shared);
+                let handle = std::thread::Builder::new()
+                    .name(format!("hscm-loader-{i}"))
+                    .spawn(move || s.run_loader())
+                    .map_err(|e| Error::io("cannot start the loader thread", e))?;
+                handles.push(handle);
+            }
             let s = Arc::clone(&shared);
-            let handle = std::thread::Builder::new()
-                .name("hscm-loader".into())
-                .spawn(move || s.run_loader())
-                .map_err(|e| Error::io("cannot start the loader thread", e))?;
-            Some(handle)
+            // Best effort: without it the loader still works, only slower.
+            let _ = std::thread::Builder::new()
+                .name("hscm-prefault".into())
+                .spawn(move || s.run_prefault());
+            handles
         } else {
-            None
+            Vec::new()
         };
-        Ok(Volume { shared, loader })
+        Ok(Volume { shared, loaders })
     }
 
     pub fn header(&self) -> &Header {
@@ -312,7 +331,7 @@ impl Volume {
         {
             let mut st = self.shared.load_state.lock();
             let deadline = timeout.map(|t| std::time::Instant::now() + t);
-            while *st == LoadState::Running && self.loader.is_some() {
+            while *st == LoadState::Running && !self.loaders.is_empty() {
                 match deadline {
                     Some(d) => {
                         if self.shared.load_cv.wait_until(&mut st, d).timed_out() {
@@ -351,7 +370,7 @@ impl Volume {
 
     fn stop_loader(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
-        if let Some(h) = self.loader.take() {
+        for h in self.loaders.drain(..) {
             let _ = h.join();
         }
     }
@@ -359,7 +378,7 @@ impl Volume {
 
 impl Drop for Volume {
     fn drop(&mut self) {
-        if self.loader.is_some() || !self.shared.read_only {
+        if !self.loaders.is_empty() || !self.shared.read_only {
             if !self.shared.read_only && self.shared.failure.get().is_none() {
                 if let Err(e) = self.shared.flush() {
                     tracing::error!(volume = %self.shared.name, "flush on close failed: {e}");
@@ -669,41 +688,94 @@ impl Shared {
         Ok(())
     }
 
-    /// Next chunk to load: a requested one first, else the sweep's next unloaded one.
-    fn next_to_load(&self) -> Option<usize> {
-        while let Some(c) = self.urgent.lock().pop_front() {
-            if !self.is_loaded(c) {
-                return Some(c);
+    /// Picks the next batch and locks it: a requested chunk first, else the sweep's next
+    /// unloaded chunk. Sequential batches are handed out under the cursor lock, so
+    /// concurrent loaders get disjoint ones. None when nothing is left unloaded.
+    fn next_batch(&self) -> Option<(usize, Vec<MutexGuard<'_, ()>>)> {
+        loop {
+            let Some(c) = self.urgent.lock().pop_front() else {
+                break;
+            };
+            // Paper §3.3.1 case 3: a writer holding this chunk makes the loader wait.
+            let g = self.chunks[c].io.lock();
+            if self.chunks[c].state.load(Ordering::Acquire) == UNLOADED {
+                return Some(self.extend_batch(c, g));
             }
         }
         let mut cursor = self.cursor.lock();
-        while *cursor < self.chunks.len() && self.is_loaded(*cursor) {
+        let unloaded = |c: usize| self.chunks[c].state.load(Ordering::Acquire) == UNLOADED;
+        while *cursor < self.chunks.len() && !unloaded(*cursor) {
             *cursor += 1;
         }
-        (*cursor < self.chunks.len()).then_some(*cursor)
+        if *cursor == self.chunks.len() {
+            // A chunk whose inline load failed behind the sweep is retried from here.
+            *cursor = (0..self.chunks.len()).find(|&c| unloaded(c))?;
+        }
+        let c = *cursor;
+        let g = self.chunks[c].io.lock();
+        if !unloaded(c) {
+            return Some((c, Vec::new()));
+        }
+        let batch = self.extend_batch(c, g);
+        *cursor = c + batch.1.len();
+        Some(batch)
+    }
+
+    /// Extends a batch starting at locked chunk `c` over following unloaded chunks that
+    /// nobody holds, up to MAX_LOAD_BATCH bytes.
+    fn extend_batch<'a>(
+        &'a self,
+        c: usize,
+        first: MutexGuard<'a, ()>,
+    ) -> (usize, Vec<MutexGuard<'a, ()>>) {
+        let max_chunks = (MAX_LOAD_BATCH / self.chunk_size()).max(1) as usize;
+        let mut guards = vec![first];
+        while guards.len() < max_chunks {
+            let next = c + guards.len();
+            if next >= self.chunks.len()
+                || self.chunks[next].state.load(Ordering::Acquire) != UNLOADED
+            {
+                break;
+            }
+            match self.chunks[next].io.try_lock() {
+                Some(g) if self.chunks[next].state.load(Ordering::Acquire) == UNLOADED => {
+                    guards.push(g)
+                }
+                _ => break,
+            }
+        }
+        (c, guards)
     }
 
     fn load_step(&self) -> Result<bool> {
-        let Some(c) = self.next_to_load() else {
+        let Some((c, guards)) = self.next_batch() else {
             return Ok(false);
         };
-        // Paper §3.3.1 case 3: a writer holding this chunk makes the loader wait.
-        let mut guards = vec![self.chunks[c].io.lock()];
-        if self.is_loaded(c) {
-            return Ok(true);
+        if !guards.is_empty() {
+            self.load_locked(c, guards.len())?;
         }
-        // Extend the read over following unloaded chunks that nobody holds.
-        let max_chunks = (MAX_LOAD_BATCH / self.chunk_size()).max(1) as usize;
-        let mut n = 1;
-        while n < max_chunks && c + n < self.chunks.len() && !self.is_loaded(c + n) {
-            match self.chunks[c + n].io.try_lock() {
-                Some(g) => guards.push(g),
-                None => break,
-            }
-            n += 1;
-        }
-        self.load_locked(c, n)?;
         Ok(true)
+    }
+
+    /// Populates page tables up to PREFAULT_AHEAD past the loader's sweep, overlapping
+    /// page-fault work with the loader's device reads.
+    fn run_prefault(&self) {
+        let step = MAX_LOAD_BATCH;
+        let size = self.header.volume_size;
+        let mut done = 0u64;
+        while done < size
+            && *self.load_state.lock() == LoadState::Running
+            && !self.stop.load(Ordering::Relaxed)
+        {
+            let sweep = *self.cursor.lock() as u64 * self.chunk_size();
+            done = done.max(sweep);
+            if done >= sweep + PREFAULT_AHEAD {
+                std::thread::sleep(Duration::from_micros(200));
+                continue;
+            }
+            self.ram.prefault(done as usize, step as usize);
+            done += step;
+        }
     }
 
     fn run_loader(&self) {
@@ -720,7 +792,13 @@ impl Shared {
                 }
             }
         };
-        *self.load_state.lock() = outcome;
+        let mut st = self.load_state.lock();
+        // A failure or stop is final; Done only once every loader is done.
+        let last = self.active_loaders.fetch_sub(1, Ordering::AcqRel) == 1;
+        if *st == LoadState::Running && (outcome != LoadState::Done || last) {
+            *st = outcome;
+        }
+        drop(st);
         self.load_cv.notify_all();
     }
 }

@@ -6,28 +6,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hscm_store::testing::FaultyBackend;
+use hscm_store::testing::{stamped_block, stamped_version, FaultyBackend};
 use hscm_store::{CreateOptions, Durability, OpenOptions, Volume, HEADER_LEN};
 use rand::{Rng, SeedableRng};
 
 const BLOCK: usize = 1536; // not a sector multiple: exercises unaligned writes too
 const BLOCKS_PER_WRITER: u64 = 40;
 const WRITERS: u64 = 4;
-
-fn block_bytes(block: u64, version: u64) -> Vec<u8> {
-    let mut b = vec![0u8; BLOCK];
-    b[..8].copy_from_slice(&block.to_le_bytes());
-    b[8..16].copy_from_slice(&version.to_le_bytes());
-    for (i, x) in b[16..].iter_mut().enumerate() {
-        *x = (block * 131 + version * 17 + i as u64) as u8;
-    }
-    b
-}
-
-fn version_of(block: u64, bytes: &[u8]) -> Option<u64> {
-    let v = u64::from_le_bytes(bytes[8..16].try_into().unwrap());
-    (bytes == block_bytes(block, v).as_slice()).then_some(v)
-}
 
 fn round(durability: Durability, seed: u64) {
     let size = (WRITERS * BLOCKS_PER_WRITER * BLOCK as u64).next_multiple_of(4096);
@@ -66,7 +51,7 @@ fn round(durability: Durability, seed: u64) {
                     }
                     let block = w * BLOCKS_PER_WRITER + rng.gen_range(0..BLOCKS_PER_WRITER);
                     attempted.lock().unwrap()[block as usize] = version;
-                    if v.write_at(block * BLOCK as u64, &block_bytes(block, version))
+                    if v.write_at(block * BLOCK as u64, &stamped_block(block, version, BLOCK))
                         .is_err()
                     {
                         break;
@@ -104,7 +89,7 @@ fn round(durability: Durability, seed: u64) {
         let mut b = vec![0u8; BLOCK];
         v2.read_at(block * BLOCK as u64, &mut b).unwrap();
         let ack = acked[block as usize];
-        let found = version_of(block, &b);
+        let found = stamped_version(block, &b);
         match found {
             Some(ver) => assert!(
                 ver >= ack && ver <= attempted[block as usize],

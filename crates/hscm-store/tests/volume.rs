@@ -317,3 +317,93 @@ fn geometry_is_validated_at_create() {
     assert!(err.to_string().contains("fewer than"), "{err}");
     assert_eq!(dev.len(), 4096);
 }
+
+/// Loaders, writers and readers all at once during warm-up: every read sees a whole
+/// block version no older than the last one acknowledged before the read began.
+#[test]
+fn concurrent_io_during_warm_up_sees_whole_current_blocks() {
+    use hscm_store::testing::{stamped_block, stamped_version};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    const BLOCK: u64 = 2048; // half a sector: every write completes a sector from RAM
+    const SIZE: u64 = 8 * MIB;
+    let blocks = SIZE / BLOCK;
+    for round in 0..4u64 {
+        let dev = FaultyBackend::new((HEADER_LEN + SIZE) as usize, "warm-dev");
+        Volume::format(&dev, SIZE, &small(16 << 10)).unwrap();
+        {
+            let v = Volume::open_backend(
+                Box::new(dev.clone()),
+                &OpenOptions {
+                    background_load: false,
+                    ..OpenOptions::default()
+                },
+            )
+            .unwrap();
+            for b in 0..blocks {
+                v.write_at_with(
+                    b * BLOCK,
+                    &stamped_block(b, 1, BLOCK as usize),
+                    Durability::OnFlush,
+                )
+                .unwrap();
+            }
+            v.flush().unwrap();
+        }
+        let v = Arc::new(Volume::open_backend(Box::new(dev), &OpenOptions::default()).unwrap());
+        let acked: Arc<Vec<AtomicU64>> = Arc::new((0..blocks).map(|_| AtomicU64::new(1)).collect());
+        let mut threads = Vec::new();
+        for w in 0..2u64 {
+            let (v, acked) = (v.clone(), acked.clone());
+            threads.push(std::thread::spawn(move || {
+                let mut x = round * 7 + w + 1;
+                for version in 2..400u64 {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    // Writer w owns the blocks with b % 2 == w.
+                    let b = ((x >> 33) % (blocks / 2)) * 2 + w;
+                    v.write_at_with(
+                        b * BLOCK,
+                        &stamped_block(b, version, BLOCK as usize),
+                        Durability::OnFlush,
+                    )
+                    .unwrap();
+                    acked[b as usize].fetch_max(version, Ordering::SeqCst);
+                }
+            }));
+        }
+        for r in 0..2u64 {
+            let (v, acked) = (v.clone(), acked.clone());
+            threads.push(std::thread::spawn(move || {
+                let mut x = round * 13 + r + 5;
+                let mut buf = vec![0u8; BLOCK as usize];
+                for _ in 0..2000 {
+                    x = x
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    let b = (x >> 33) % blocks;
+                    let floor = acked[b as usize].load(Ordering::SeqCst);
+                    v.read_at(b * BLOCK, &mut buf).unwrap();
+                    let got = stamped_version(b, &buf);
+                    assert!(
+                        got.is_some_and(|g| g >= floor),
+                        "block {b}: read {got:?}, acknowledged {floor}"
+                    );
+                }
+            }));
+        }
+        for t in threads {
+            t.join().unwrap();
+        }
+        v.wait_loaded(None).unwrap();
+        let mut buf = vec![0u8; BLOCK as usize];
+        for b in 0..blocks {
+            v.read_at(b * BLOCK, &mut buf).unwrap();
+            assert_eq!(
+                stamped_version(b, &buf),
+                Some(acked[b as usize].load(Ordering::SeqCst)),
+                "block {b} after warm-up"
+            );
+        }
+    }
+}
