@@ -26,6 +26,7 @@ struct Device {
     syncs: u64,
     fail_write_at: Option<(u64, i32)>,
     fail_sync_at: Option<u64>,
+    sync_latency: std::time::Duration,
     powered: bool,
 }
 
@@ -44,6 +45,7 @@ impl FaultyBackend {
                 syncs: 0,
                 fail_write_at: None,
                 fail_sync_at: None,
+                sync_latency: std::time::Duration::ZERO,
                 powered: true,
             })),
             name: name.into(),
@@ -60,6 +62,11 @@ impl FaultyBackend {
     pub fn fail_sync_after(&self, n: u64) {
         let mut d = self.inner.lock();
         d.fail_sync_at = Some(d.syncs + n);
+    }
+
+    /// Every sync takes this long (outside the device lock), as a real flush does.
+    pub fn set_sync_latency(&self, latency: std::time::Duration) {
+        self.inner.lock().sync_latency = latency;
     }
 
     /// Cuts the power: this device answers EIO from now on, and the returned one
@@ -156,6 +163,10 @@ impl Backend for FaultyBackend {
     }
 
     fn sync(&self) -> io::Result<()> {
+        let latency = self.inner.lock().sync_latency;
+        if !latency.is_zero() {
+            std::thread::sleep(latency);
+        }
         let mut d = self.inner.lock();
         if !d.powered {
             return Err(powered_off());

@@ -1,0 +1,166 @@
+//! The `hscm` command as a user meets it: exit codes and messages.
+
+use std::process::{Command, Output};
+
+fn hscm(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hscm"))
+        .args(args)
+        .output()
+        .expect("run hscm")
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+#[test]
+fn create_info_check_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("v.hscm");
+    let ps = p.to_str().unwrap();
+    let o = hscm(&["volume", "create", ps, "--size", "8M", "--chunk", "256k"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = hscm(&["volume", "check", ps]);
+    assert!(
+        o.status.success() && text(&o).contains("ok"),
+        "{}",
+        text(&o)
+    );
+    let o = hscm(&["volume", "info", ps, "--json", "--load"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["volume_size"], 8 << 20);
+    assert_eq!(j["chunks"], 32);
+    assert_eq!(j["load"]["loaded_chunks"], 32);
+    // Creating over an existing file needs --force.
+    let o = hscm(&["volume", "create", ps, "--size", "8M"]);
+    assert!(
+        !o.status.success() && text(&o).contains("--force"),
+        "{}",
+        text(&o)
+    );
+    let o = hscm(&["volume", "create", ps, "--size", "4M", "--force"]);
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+#[test]
+fn check_fails_loudly_on_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("v.hscm");
+    let ps = p.to_str().unwrap();
+    assert!(hscm(&["volume", "create", ps, "--size", "1M"])
+        .status
+        .success());
+    let mut bytes = std::fs::read(&p).unwrap();
+    bytes[17] ^= 0xff;
+    std::fs::write(&p, &bytes).unwrap();
+    let o = hscm(&["volume", "check", ps]);
+    assert!(!o.status.success(), "a damaged header passed the check");
+    assert!(
+        text(&o).contains("checksum") && text(&o).contains("v.hscm"),
+        "{}",
+        text(&o)
+    );
+    let o = hscm(&[
+        "volume",
+        "check",
+        dir.path().join("missing").to_str().unwrap(),
+    ]);
+    assert!(
+        !o.status.success() && text(&o).contains("missing"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn bad_arguments_are_explained() {
+    let o = hscm(&["volume", "create", "/tmp/x", "--size", "4X"]);
+    assert!(
+        !o.status.success() && text(&o).contains("unknown unit"),
+        "{}",
+        text(&o)
+    );
+    let o = hscm(&["volume", "create", "/tmp/x", "--size", "1000"]);
+    assert!(
+        !o.status.success() && text(&o).contains("multiple of 4096"),
+        "{}",
+        text(&o)
+    );
+    let o = hscm(&["bench", "volume", "--durability", "sometimes"]);
+    assert!(
+        !o.status.success() && text(&o).contains("immediate or on-flush"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn bench_volume_json_contract() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = hscm(&[
+        "bench",
+        "volume",
+        "--workload",
+        "mixed",
+        "--bs",
+        "1000",
+        "--threads",
+        "2",
+        "--seconds",
+        "0.2",
+        "--size",
+        "8M",
+        "--path",
+        dir.path().to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["workload"], "mixed");
+    assert_eq!(j["bs"], 1000);
+    assert_eq!(j["threads"], 2);
+    assert_eq!(j["durability"], "on-flush");
+    for k in ["iops", "mbps", "p50_us", "p99_us"] {
+        assert!(j["ours"][k].as_f64().unwrap() > 0.0, "ours.{k}");
+    }
+    for b in ["odirect", "pagecache", "memcpy"] {
+        assert!(
+            j["baselines"][b]["iops"].as_f64().unwrap() > 0.0,
+            "baseline {b}"
+        );
+        let r = j["ratios"][b].as_f64().unwrap();
+        let want =
+            j["ours"]["iops"].as_f64().unwrap() / j["baselines"][b]["iops"].as_f64().unwrap();
+        assert!((r - want).abs() < 1e-9 * want.max(1.0), "ratio {b}");
+    }
+    // The scratch files are gone afterwards.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn bench_restart_json_contract() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = hscm(&[
+        "bench",
+        "restart",
+        "--size",
+        "16M",
+        "--path",
+        dir.path().to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let sizes = j["sizes"].as_array().unwrap();
+    assert_eq!(sizes.len(), 1);
+    assert_eq!(sizes[0]["bytes"], 16 << 20);
+    for k in ["open_ms", "first_read_ms", "warm_s", "warm_mbps"] {
+        assert!(sizes[0][k].as_f64().unwrap() > 0.0, "{k}");
+    }
+    assert!(j["backend_seq_read_mbps"].as_f64().unwrap() > 0.0);
+}

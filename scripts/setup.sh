@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what hscm needs to build and test, on a fresh Debian-based machine.
+# Idempotent: installs only what is missing.
+set -euo pipefail
+
+need_apt=()
+command -v cc >/dev/null || need_apt+=(build-essential)
+command -v chattr >/dev/null || need_apt+=(e2fsprogs)   # immutable-file test
+command -v curl >/dev/null || need_apt+=(curl)
+if [ ${#need_apt[@]} -gt 0 ]; then
+  SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${need_apt[@]}"
+fi
+
+if ! command -v cargo >/dev/null; then
+  if [ -x "$HOME/.cargo/bin/cargo" ]; then
+    export PATH="$HOME/.cargo/bin:$PATH"
+  else
+    echo "setup: Rust (cargo >= 1.85) is required; install it with rustup: https://rustup.rs" >&2
+    exit 1
+  fi
+fi
+if command -v rustup >/dev/null; then
+  cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
+  cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
+fi
