@@ -4,6 +4,22 @@
 //! durable [`Backend`] before the write completes. It is usable the moment it opens:
 //! a background loader copies the backend into RAM chunk by chunk while requests are
 //! served (Baek & Park, "A Durable Hybrid RAM Disk with a Rapid Resilience", 2020, §3.3).
+//!
+//! ```
+//! use hscm_store::{CreateOptions, Durability, OpenOptions, Volume};
+//! # let dir = tempfile::tempdir()?;
+//! let path = dir.path().join("data.hscm");
+//! Volume::create(&path, 1 << 20, &CreateOptions::default())?;
+//! let vol = Volume::open(&path, &OpenOptions::default())?;
+//! vol.write_at(1000, b"hello")?; // durable when it returns (the default, Immediate)
+//! vol.write_at_with(4096, b"lazy", Durability::OnFlush)?; // durable after flush()
+//! vol.flush()?;
+//! let mut buf = [0u8; 5];
+//! vol.read_at(1000, &mut buf)?;
+//! assert_eq!(&buf, b"hello");
+//! vol.close()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod backend;
 mod error;
