@@ -351,7 +351,8 @@ pub fn reproduce(out: &Path, seconds: f64, restart_size: u64, quick: bool) -> Re
     writeln!(md, "Paper: DHRD serves I/O during initialisation (§3.3) but gives no timing. Ours: `open` maps RAM lazily and \
         returns at once; two loader threads copy 8 MiB batches with O_DIRECT while a third pre-faults RAM ahead of them; \
         a request to an unloaded chunk is served from the device and moves that chunk to the front of the queue. \
-        `raw` is the faster of 1 and 2 concurrent 8 MiB O_DIRECT sequential reads of the same file, measured before and after.\n")?;
+        `raw` is the best of 1 and 2 concurrent 8 MiB O_DIRECT sequential reads of the same file into huge-page memory (as our loaders read), measured both before and after the warm-up. \
+        This machine's virtual disk is cached by its host, so figures swing widely between runs (we saw 0.8 to 2.9 GB/s for the same warm-up); treat one run's ratio with care.\n")?;
     writeln!(md, "| size | open (ms) | first read (ms) | fully warm (s) | warm MB/s | raw MB/s | warm / raw | RAM beyond size |")?;
     writeln!(md, "|---:|---:|---:|---:|---:|---:|---:|---:|")?;
     for s in &restart.sizes {

@@ -359,11 +359,7 @@ impl Volume {
 
     /// Flushes and stops the loader, reporting a failed flush.
     pub fn close(mut self) -> Result<()> {
-        let r = if self.shared.read_only {
-            Ok(())
-        } else {
-            self.shared.flush()
-        };
+        let r = self.shared.flush();
         self.stop_loader();
         r
     }
@@ -378,14 +374,13 @@ impl Volume {
 
 impl Drop for Volume {
     fn drop(&mut self) {
-        if !self.loaders.is_empty() || !self.shared.read_only {
-            if !self.shared.read_only && self.shared.failure.get().is_none() {
-                if let Err(e) = self.shared.flush() {
-                    tracing::error!(volume = %self.shared.name, "flush on close failed: {e}");
-                }
+        let s = &self.shared;
+        if !s.read_only && s.failure.get().is_none() {
+            if let Err(e) = s.flush() {
+                tracing::error!(volume = %s.name, "flush on close failed: {e}");
             }
-            self.stop_loader();
         }
+        self.stop_loader();
     }
 }
 
