@@ -417,6 +417,33 @@ const SERIES: [(&str, RGBColor); 4] = [
     ("memcpy", RGBColor(127, 127, 127)),
 ];
 
+type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
+
+/// Writes one label under each unit-wide category of a bar chart (category i spans
+/// x in [i, i+1)); `y_floor` is the value at the chart's bottom edge.
+fn label_categories<'a, Y: Ranged<ValueType = f64>>(
+    root: &Area<'a>,
+    chart: &ChartContext<
+        'a,
+        SVGBackend<'a>,
+        Cartesian2d<plotters::coord::types::RangedCoordf64, Y>,
+    >,
+    labels: &[String],
+    y_floor: f64,
+) -> Result<()> {
+    let style = TextStyle::from(("sans-serif", 10).into_font()).pos(
+        plotters::style::text_anchor::Pos::new(
+            plotters::style::text_anchor::HPos::Center,
+            plotters::style::text_anchor::VPos::Top,
+        ),
+    );
+    for (i, label) in labels.iter().enumerate() {
+        let (x, y) = chart.backend_coord(&(i as f64 + 0.5, y_floor));
+        root.draw(&Text::new(label.clone(), (x, y + 8), style.clone()))?;
+    }
+    Ok(())
+}
+
 fn plot_iops(
     path: &Path,
     exps: &[Experiment],
@@ -444,21 +471,15 @@ fn plot_iops(
         .margin(10)
         .x_label_area_size(60)
         .y_label_area_size(70)
-        .build_cartesian_2d(0f64..n as f64, (100f64..max * 2.0).log_scale())?;
+        .build_cartesian_2d(0f64..n as f64, (100f64..max * 30.0).log_scale())?;
     chart
         .configure_mesh()
         .disable_x_mesh()
-        .x_labels(n * 2)
-        .x_label_formatter(&|x| {
-            let i = x.floor() as usize;
-            if (x - x.floor() - 0.5).abs() < 0.01 && i < exps.len() {
-                exps[i].id.to_string()
-            } else {
-                String::new()
-            }
-        })
+        .x_labels(0)
         .y_desc("IOPS")
         .draw()?;
+    let labels: Vec<String> = exps.iter().map(|e| e.id.to_string()).collect();
+    label_categories(&root, &chart, &labels, 100.0)?;
     for (s, (name, color)) in SERIES.iter().enumerate() {
         let bars = results.iter().enumerate().filter_map(|(i, (_, r))| {
             let v = iops(r, name);
@@ -474,6 +495,7 @@ fn plot_iops(
     }
     chart
         .configure_series_labels()
+        .position(SeriesLabelPosition::UpperMiddle)
         .border_style(BLACK)
         .background_style(WHITE.mix(0.8))
         .draw()?;
@@ -495,21 +517,15 @@ fn plot_warmup(path: &Path, r: &bench::RestartResult) -> Result<()> {
         .margin(10)
         .x_label_area_size(40)
         .y_label_area_size(60)
-        .build_cartesian_2d(0f64..n as f64, 0f64..max * 1.15)?;
+        .build_cartesian_2d(0f64..n as f64, 0f64..max * 1.3)?;
     chart
         .configure_mesh()
         .disable_x_mesh()
-        .x_labels(n * 2)
-        .x_label_formatter(&|x| {
-            let i = x.floor() as usize;
-            if (x - x.floor() - 0.5).abs() < 0.01 && i < r.sizes.len() {
-                human_bytes(r.sizes[i].bytes)
-            } else {
-                String::new()
-            }
-        })
+        .x_labels(0)
         .y_desc("MB/s")
         .draw()?;
+    let labels: Vec<String> = r.sizes.iter().map(|s| human_bytes(s.bytes)).collect();
+    label_categories(&root, &chart, &labels, 0.0)?;
     for (k, (label, color)) in [
         ("warm-up (ours)", SERIES[0].1),
         ("raw O_DIRECT read", SERIES[3].1),
@@ -528,6 +544,7 @@ fn plot_warmup(path: &Path, r: &bench::RestartResult) -> Result<()> {
     }
     chart
         .configure_series_labels()
+        .position(SeriesLabelPosition::UpperMiddle)
         .border_style(BLACK)
         .background_style(WHITE.mix(0.8))
         .draw()?;

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use hscm_store::testing::stamped_version;
+use hscm_store::testing::check_restarted_block;
 use hscm_store::{CreateOptions, Durability, OpenOptions, Volume};
 use rand::{Rng, SeedableRng};
 
@@ -123,16 +123,8 @@ fn verify(path: &Path, acked: &[u64], attempted: &[u64], round: u64) {
     let mut buf = vec![0u8; BLOCK as usize];
     for b in 0..acked.len() as u64 {
         v.read_at(b * BLOCK, &mut buf).unwrap();
-        let ack = acked[b as usize];
-        match stamped_version(b, &buf) {
-            Some(ver) => assert!(
-                ver >= ack && ver <= attempted[b as usize],
-                "round {round}: block {b} holds v{ver}, acknowledged v{ack}"
-            ),
-            None => assert!(
-                ack == 0 || attempted[b as usize] > ack,
-                "round {round}: block {b} lost acknowledged v{ack}"
-            ),
+        if let Err(e) = check_restarted_block(b, &buf, acked[b as usize], attempted[b as usize]) {
+            panic!("round {round}: {e}");
         }
     }
 }

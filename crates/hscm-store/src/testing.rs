@@ -215,3 +215,25 @@ pub fn stamped_version(block: u64, bytes: &[u8]) -> Option<u64> {
     let version = u64::from_le_bytes(bytes.get(8..16)?.try_into().ok()?);
     (bytes == stamped_block(block, version, bytes.len()).as_slice()).then_some(version)
 }
+
+/// The crash oracle for one stamped block after a restart: it must hold a version no
+/// older than the last acknowledged one and no newer than the last attempted one. It
+/// may be torn (or still zero) only where a newer write, never acknowledged, was in
+/// flight: a device may tear an overwrite that no sync covered.
+pub fn check_restarted_block(
+    block: u64,
+    bytes: &[u8],
+    acked: u64,
+    attempted: u64,
+) -> Result<(), String> {
+    match stamped_version(block, bytes) {
+        Some(v) if v >= acked && v <= attempted => Ok(()),
+        Some(v) => Err(format!(
+            "block {block} holds v{v}; acknowledged v{acked}, attempted up to v{attempted}"
+        )),
+        None if acked == 0 || attempted > acked => Ok(()),
+        None => Err(format!(
+            "block {block} lost acknowledged v{acked} (torn or missing)"
+        )),
+    }
+}

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hscm_store::testing::{stamped_block, stamped_version, FaultyBackend};
+use hscm_store::testing::{check_restarted_block, stamped_block, FaultyBackend};
 use hscm_store::{CreateOptions, Durability, OpenOptions, Volume, HEADER_LEN};
 use rand::{Rng, SeedableRng};
 
@@ -88,19 +88,10 @@ fn round(durability: Durability, seed: u64) {
     for block in 0..WRITERS * BLOCKS_PER_WRITER {
         let mut b = vec![0u8; BLOCK];
         v2.read_at(block * BLOCK as u64, &mut b).unwrap();
-        let ack = acked[block as usize];
-        let found = stamped_version(block, &b);
-        match found {
-            Some(ver) => assert!(
-                ver >= ack && ver <= attempted[block as usize],
-                "{durability} seed {seed}: block {block} holds v{ver}, acknowledged v{ack}"
-            ),
-            // Torn or zero is allowed only where a newer, unacknowledged write was in
-            // flight: a device may tear an overwrite that no sync covered.
-            None => assert!(
-                ack == 0 || attempted[block as usize] > ack,
-                "{durability} seed {seed}: block {block} lost acknowledged v{ack}"
-            ),
+        if let Err(e) =
+            check_restarted_block(block, &b, acked[block as usize], attempted[block as usize])
+        {
+            panic!("{durability} seed {seed}: {e}");
         }
     }
 }
