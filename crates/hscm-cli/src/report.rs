@@ -49,6 +49,20 @@ impl Check {
             self.ours <= self.target
         }
     }
+    /// A row of the report's targets table.
+    fn table_row(&self, experiment: &str) -> String {
+        format!(
+            "| {experiment} | {} | {} {:.2}{} | {:.3}{} | {} |",
+            self.what,
+            if self.at_least { ">=" } else { "<=" },
+            self.target,
+            self.unit,
+            self.ours,
+            self.unit,
+            if self.passed() { "met" } else { "**not met**" }
+        )
+    }
+
     fn to_json(&self) -> Value {
         json!({"what": self.what, "ours": self.ours, "target": self.target,
                "comparison": if self.at_least { ">=" } else { "<=" }, "unit": self.unit, "passed": self.passed()})
@@ -286,18 +300,7 @@ pub fn reproduce(out: &Path, seconds: f64, restart_size: u64, quick: bool) -> Re
         for c in &checks {
             total += 1;
             passed += usize::from(c.passed());
-            writeln!(
-                md,
-                "| {} | {} | {} {:.2}{} | {:.2}{} | {} |",
-                e.title,
-                c.what,
-                if c.at_least { ">=" } else { "<=" },
-                c.target,
-                c.unit,
-                c.ours,
-                c.unit,
-                if c.passed() { "met" } else { "**not met**" }
-            )?;
+            writeln!(md, "{}", c.table_row(e.title))?;
         }
         js.push(
             json!({"id": id, "title": e.title, "paper": e.paper, "result": r,
@@ -334,17 +337,7 @@ pub fn reproduce(out: &Path, seconds: f64, restart_size: u64, quick: bool) -> Re
     for c in &restart_checks {
         total += 1;
         passed += usize::from(c.passed());
-        writeln!(
-            md,
-            "| restart | {} | {} {:.2}{} | {:.3}{} | {} |",
-            c.what,
-            if c.at_least { ">=" } else { "<=" },
-            c.target,
-            c.unit,
-            c.ours,
-            c.unit,
-            if c.passed() { "met" } else { "**not met**" }
-        )?;
+        writeln!(md, "{}", c.table_row("restart"))?;
     }
 
     writeln!(md, "\n### Rapid resilience: restart and warm-up\n")?;
