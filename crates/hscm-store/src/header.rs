@@ -194,3 +194,34 @@ mod tests {
         assert!(validate_geometry(12288, 8192).is_ok());
     }
 }
+
+#[cfg(test)]
+mod robustness {
+    use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        /// Arbitrary bytes never panic the parser, and whatever it accepts obeys the
+        /// geometry rules and re-encodes to the same header.
+        #[test]
+        fn decode_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..200)) {
+            if let Ok(h) = Header::decode(&bytes, "fuzz") {
+                prop_assert!(validate_geometry(h.volume_size, h.chunk_size).is_ok());
+                prop_assert_eq!(Header::decode(&h.encode(), "fuzz").unwrap(), h);
+            }
+        }
+
+        /// A valid header with any single byte of its checked part replaced is refused.
+        #[test]
+        fn corrupted_valid_headers_are_refused(size_sectors in 1u64..1 << 30, chunk_sectors in 1u32..1024,
+                                               at in 0usize..68, value in any::<u8>()) {
+            let h = Header { volume_size: size_sectors * SECTOR, chunk_size: chunk_sectors * SECTOR as u32,
+                             durability: Durability::Immediate, uuid: [3; 16], created_unix_s: 1 };
+            let mut b = h.encode();
+            prop_assume!(b[at] != value);
+            b[at] = value;
+            prop_assert!(Header::decode(&b, "fuzz").is_err());
+        }
+    }
+}
