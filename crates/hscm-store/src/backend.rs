@@ -171,12 +171,19 @@ impl FileBackend {
 
     /// Creates (or, with `overwrite`, truncates) a regular file of `len` bytes with its
     /// blocks allocated, so later writes cannot fail for lack of space and syncs need
-    /// no metadata update. A block device is used as it is if it is large enough.
+    /// no metadata update. A block device is used as it is, only with `overwrite`, and
+    /// only if it is large enough.
     pub fn create(path: &Path, len: u64, overwrite: bool) -> Result<FileBackend> {
         let what = |verb: &str| format!("cannot {verb} {}", path.display());
         let is_blockdev = std::fs::metadata(path)
             .map(|m| m.file_type().is_block_device())
             .unwrap_or(false);
+        if is_blockdev && !overwrite {
+            return Err(Error::InvalidArgument(format!(
+                "{} is a block device: formatting it destroys what it holds (use --force to do so)",
+                path.display()
+            )));
+        }
         if !is_blockdev {
             let mut opts = OpenOptions::new();
             opts.read(true).write(true);
@@ -313,5 +320,31 @@ mod tests {
             .err()
             .expect("must refuse");
         assert!(err.to_string().contains("exists"), "{err}");
+    }
+}
+
+#[cfg(test)]
+mod block_device_tests {
+    use super::*;
+
+    /// Any block device node: the guard refuses before opening it, so the test never
+    /// touches the device.
+    fn any_block_device() -> Option<PathBuf> {
+        std::fs::read_dir("/dev")
+            .ok()?
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| std::fs::metadata(p).is_ok_and(|m| m.file_type().is_block_device()))
+    }
+
+    #[test]
+    fn formatting_a_block_device_needs_overwrite() {
+        let Some(dev) = any_block_device() else {
+            panic!("no block device under /dev to test the guard against");
+        };
+        let err = FileBackend::create(&dev, SECTOR, false)
+            .err()
+            .expect("must refuse");
+        assert!(err.to_string().contains("--force"), "{err}");
     }
 }
