@@ -18,6 +18,7 @@ use crate::bench::{TargetKind, Workload};
 ///
 /// Start with `hscm volume create`, then `hscm bench volume` to see what it does on
 /// this machine, or `hscm reproduce` to run every experiment and write the report.
+/// Set HSCM_LOG=info (or debug) for more detail on standard error.
 #[derive(Parser)]
 #[command(name = "hscm", version, propagate_version = true)]
 struct Cli {
@@ -110,10 +111,14 @@ struct VolumeBenchArgs {
     /// Request size; any size works (1000 exercises unaligned I/O).
     #[arg(long, default_value = "4k", value_parser = units::parse_size)]
     bs: u64,
+    /// Concurrent client threads, each issuing one request at a time.
     #[arg(long, default_value_t = 1)]
     threads: usize,
+    /// Measured time per target (after setup and warm-up).
     #[arg(long, default_value_t = 5.0)]
     seconds: f64,
+    /// `immediate`: each write is durable when it returns (baselines add O_DSYNC /
+    /// fdatasync); `on-flush`: writes reach the device, nobody syncs.
     #[arg(long, default_value = "on-flush")]
     durability: Durability,
     /// Working-set size (volume and baseline files).
@@ -122,9 +127,10 @@ struct VolumeBenchArgs {
     /// Directory on the disk to measure (default: the current directory).
     #[arg(long)]
     path: Option<PathBuf>,
-    /// Which targets to run (default: all four).
+    /// Which targets to run, comma-separated (default: all four).
     #[arg(long, value_enum, value_delimiter = ',')]
     targets: Vec<TargetKind>,
+    /// Print one JSON object (a stable contract) instead of the table.
     #[arg(long)]
     json: bool,
 }

@@ -112,11 +112,23 @@ impl FileBackend {
     /// Opens an existing file or block device. Falls back to buffered I/O, with a
     /// warning, where the file system refuses O_DIRECT (tmpfs, some FUSE mounts).
     pub fn open(path: &Path, writable: bool) -> Result<FileBackend> {
+        Self::open_with(path, writable, true)
+    }
+
+    /// `try_direct: false` skips O_DIRECT: the path every refusal falls back to.
+    fn open_with(path: &Path, writable: bool, try_direct: bool) -> Result<FileBackend> {
         let what = |verb: &str| format!("cannot {verb} {}", path.display());
         let mut opts = OpenOptions::new();
         opts.read(true).write(writable);
         let direct_flag = rustix::fs::OFlags::DIRECT.bits() as i32;
-        let (file, direct) = match opts.clone().custom_flags(direct_flag).open(path) {
+        let first_try = if try_direct {
+            opts.clone().custom_flags(direct_flag).open(path)
+        } else {
+            Err(io::Error::from_raw_os_error(
+                rustix::io::Errno::INVAL.raw_os_error(),
+            ))
+        };
+        let (file, direct) = match first_try {
             Ok(f) => (f, true),
             Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => (
                 opts.open(path).map_err(|e| Error::io(what("open"), e))?,
@@ -309,6 +321,27 @@ mod tests {
         be.read_vectored_at(0, &mut [&mut a, &mut b]).unwrap();
         assert_eq!(&a[..], &w[..SECTOR as usize]);
         assert_eq!(&b[..], &w[SECTOR as usize..]);
+    }
+
+    #[test]
+    fn buffered_fallback_reads_and_writes() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("b");
+        drop(FileBackend::create(&p, 2 * SECTOR, false).unwrap());
+        let be = FileBackend::open_with(&p, true, false).unwrap();
+        assert!(!be.is_direct());
+        let mut w = AlignedBuf::zeroed(SECTOR as usize);
+        w[..5].copy_from_slice(b"plain");
+        be.write_at(SECTOR, &w).unwrap();
+        be.sync().unwrap();
+        let direct = FileBackend::open(&p, false).unwrap();
+        assert!(
+            direct.is_direct(),
+            "the test directory refuses O_DIRECT; run it on ext4/xfs"
+        );
+        let mut r = AlignedBuf::zeroed(SECTOR as usize);
+        direct.read_at(SECTOR, &mut r).unwrap();
+        assert_eq!(&r[..5], b"plain");
     }
 
     #[test]

@@ -409,3 +409,30 @@ fn concurrent_io_during_warm_up_sees_whole_current_blocks() {
         }
     }
 }
+
+/// tmpfs took O_DIRECT only from Linux 6.6 on: the volume works there either way.
+#[test]
+fn a_volume_on_tmpfs_works() {
+    let shm = Path::new("/dev/shm");
+    assert!(shm.is_dir(), "/dev/shm (tmpfs) is needed for this test");
+    let dir = tempfile::tempdir_in(shm).unwrap();
+    let p = dir.path().join("v.hscm");
+    Volume::create(&p, MIB, &small(64 << 10)).unwrap();
+    let v = Volume::open(&p, &OpenOptions::default()).unwrap();
+    v.write_at(123, b"on tmpfs").unwrap();
+    v.close().unwrap();
+    let v = Volume::open(&p, &OpenOptions::default()).unwrap();
+    let mut b = [0u8; 8];
+    v.read_at(123, &mut b).unwrap();
+    assert_eq!(&b, b"on tmpfs");
+}
+
+#[test]
+fn a_regular_file_on_disk_uses_o_direct() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let p = dir.path().join("v.hscm");
+    Volume::create(&p, MIB, &small(64 << 10)).unwrap();
+    let v = Volume::open(&p, &OpenOptions::default()).unwrap();
+    // ext4/xfs/btrfs all take O_DIRECT; if this fails, the target dir is on tmpfs.
+    assert!(v.backend_is_direct());
+}
