@@ -447,6 +447,25 @@ fn label_categories<'a, Y: Ranged<ValueType = f64>>(
     Ok(())
 }
 
+/// Draws the legend in the headroom above the bars and writes the file.
+fn finish_chart<'a, Y: Ranged<ValueType = f64>>(
+    root: &Area<'a>,
+    chart: &mut ChartContext<
+        'a,
+        SVGBackend<'a>,
+        Cartesian2d<plotters::coord::types::RangedCoordf64, Y>,
+    >,
+) -> Result<()> {
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperMiddle)
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.8))
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
 fn plot_iops(
     path: &Path,
     exps: &[Experiment],
@@ -496,14 +515,7 @@ fn plot_iops(
             .label(*name)
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperMiddle)
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.8))
-        .draw()?;
-    root.present()?;
-    Ok(())
+    finish_chart(&root, &mut chart)
 }
 
 fn plot_warmup(path: &Path, r: &bench::RestartResult) -> Result<()> {
@@ -545,12 +557,5 @@ fn plot_warmup(path: &Path, r: &bench::RestartResult) -> Result<()> {
             .label(label)
             .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
     }
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperMiddle)
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.8))
-        .draw()?;
-    root.present()?;
-    Ok(())
+    finish_chart(&root, &mut chart)
 }
