@@ -1,6 +1,7 @@
 //! `hscm bench volume` and `hscm bench restart`: our volume against baselines measured
 //! in the same run, on the same disk, with the same access pattern and the same timer.
 
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions as FsOpenOptions};
 use std::io::IsTerminal;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -108,8 +109,9 @@ pub struct VolumeBenchResult {
     /// False when the file system refused O_DIRECT and everything ran buffered.
     pub direct_io: bool,
     pub ours: Option<Stats>,
-    pub baselines: serde_json::Map<String, serde_json::Value>,
-    pub ratios: serde_json::Map<String, serde_json::Value>,
+    pub baselines: BTreeMap<String, Stats>,
+    /// Ours / baseline, in IOPS.
+    pub ratios: BTreeMap<String, f64>,
 }
 
 /// One thread's handle on a target.
@@ -405,8 +407,8 @@ pub fn bench_volume(spec: &VolumeBenchSpec) -> Result<VolumeBenchResult> {
         size: spec.size,
         direct_io: true,
         ours: None,
-        baselines: serde_json::Map::new(),
-        ratios: serde_json::Map::new(),
+        baselines: BTreeMap::new(),
+        ratios: BTreeMap::new(),
     };
     for &kind in &spec.targets {
         let stats = match kind {
@@ -486,19 +488,14 @@ pub fn bench_volume(spec: &VolumeBenchSpec) -> Result<VolumeBenchResult> {
         match kind {
             TargetKind::Ours => result.ours = Some(stats),
             other => {
-                result
-                    .baselines
-                    .insert(other.name().into(), serde_json::to_value(stats)?);
+                result.baselines.insert(other.name().into(), stats);
             }
         }
     }
     if let Some(ours) = result.ours {
         for (name, base) in &result.baselines {
-            let base_iops = base["iops"].as_f64().unwrap_or(0.0);
-            if base_iops > 0.0 {
-                result
-                    .ratios
-                    .insert(name.clone(), serde_json::json!(ours.iops / base_iops));
+            if base.iops > 0.0 {
+                result.ratios.insert(name.clone(), ours.iops / base.iops);
             }
         }
     }
@@ -538,27 +535,9 @@ pub fn print_volume_result(r: &VolumeBenchResult) {
     if let Some(o) = &r.ours {
         row("ours", o, None);
     }
-    for (name, v) in &r.baselines {
-        if let Ok(s) = serde_json::from_value::<StatsIn>(v.clone()) {
-            let s = Stats {
-                iops: s.iops,
-                mbps: s.mbps,
-                p50_us: s.p50_us,
-                p99_us: s.p99_us,
-                ops: s.ops,
-            };
-            row(name, &s, r.ratios.get(name).and_then(|x| x.as_f64()));
-        }
+    for (name, s) in &r.baselines {
+        row(name, s, r.ratios.get(name).copied());
     }
-}
-
-#[derive(serde::Deserialize)]
-struct StatsIn {
-    iops: f64,
-    mbps: f64,
-    p50_us: f64,
-    p99_us: f64,
-    ops: u64,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -10,7 +10,7 @@ use hscm_store::Durability;
 use plotters::prelude::*;
 use serde_json::{json, Value};
 
-use crate::bench::{self, TargetKind, VolumeBenchResult, VolumeBenchSpec, Workload};
+use crate::bench::{self, Stats, TargetKind, VolumeBenchResult, VolumeBenchSpec, Workload};
 use crate::units::human_bytes;
 
 /// A claim checked against a measurement.
@@ -143,10 +143,7 @@ fn experiments(size: u64, seconds: f64) -> Vec<Experiment> {
 }
 
 fn ratio(r: &VolumeBenchResult, baseline: &str) -> f64 {
-    r.ratios
-        .get(baseline)
-        .and_then(Value::as_f64)
-        .unwrap_or(0.0)
+    r.ratios.get(baseline).copied().unwrap_or(0.0)
 }
 
 fn checks_for(id: &str, r: &VolumeBenchResult, all: &[(String, VolumeBenchResult)]) -> Vec<Check> {
@@ -248,8 +245,7 @@ pub fn reproduce(out: &Path, seconds: f64, restart_size: u64, quick: bool) -> Re
         let b = |k: &str| {
             r.baselines
                 .get(k)
-                .and_then(|v| v["iops"].as_f64())
-                .map_or("-".into(), |x| format!("{x:.0}"))
+                .map_or("-".into(), |s| format!("{:.0}", s.iops))
         };
         writeln!(
             md,
@@ -269,23 +265,14 @@ pub fn reproduce(out: &Path, seconds: f64, restart_size: u64, quick: bool) -> Re
     writeln!(md, "| experiment | ours | odirect | pagecache | memcpy |")?;
     writeln!(md, "|---|---:|---:|---:|---:|")?;
     for (e, (_, r)) in exps.iter().zip(&results) {
-        let l = |v: Option<&Value>| {
-            v.map_or("-".into(), |v| {
-                format!(
-                    "{:.2} / {:.2}",
-                    v["p50_us"].as_f64().unwrap_or(0.0),
-                    v["p99_us"].as_f64().unwrap_or(0.0)
-                )
-            })
+        let l = |s: Option<&Stats>| {
+            s.map_or("-".into(), |s| format!("{:.2} / {:.2}", s.p50_us, s.p99_us))
         };
-        let ours = r
-            .ours
-            .map(|o| json!({"p50_us": o.p50_us, "p99_us": o.p99_us}));
         writeln!(
             md,
             "| {} | {} | {} | {} | {} |",
             e.title,
-            l(ours.as_ref()),
+            l(r.ours.as_ref()),
             l(r.baselines.get("odirect")),
             l(r.baselines.get("pagecache")),
             l(r.baselines.get("memcpy"))
@@ -477,10 +464,7 @@ fn plot_iops(
         if k == "ours" {
             r.ours.map_or(0.0, |o| o.iops)
         } else {
-            r.baselines
-                .get(k)
-                .and_then(|v| v["iops"].as_f64())
-                .unwrap_or(0.0)
+            r.baselines.get(k).map_or(0.0, |s| s.iops)
         }
     };
     let max = results
