@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use hdrhistogram::Histogram;
-use hscm_store::{AlignedBuf, CreateOptions, Durability, OpenOptions, Volume, HEADER_LEN, SECTOR};
+use hscm_store::{AlignedBuf, CreateOptions, Durability, OpenOptions, Volume, SECTOR};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
@@ -84,6 +84,8 @@ pub struct VolumeBenchSpec {
     pub seconds: f64,
     pub durability: Durability,
     pub size: u64,
+    /// Our volume's journal (None: the default for its size; Some(0): none).
+    pub journal: Option<u64>,
     pub dir: Option<PathBuf>,
     pub targets: Vec<TargetKind>,
     pub progress: bool,
@@ -112,6 +114,20 @@ pub struct VolumeBenchResult {
     pub baselines: BTreeMap<String, Stats>,
     /// Ours / baseline, in IOPS.
     pub ratios: BTreeMap<String, f64>,
+    /// Our volume's journal during the measured run (absent without one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub journal: Option<JournalFigures>,
+}
+
+/// What the journal did during a measured run: batching and checkpoint work.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct JournalFigures {
+    pub journal_len: u64,
+    pub batches: u64,
+    pub records: u64,
+    pub records_per_batch: f64,
+    pub checkpoints: u64,
+    pub home_writes: u64,
 }
 
 /// One thread's handle on a target.
@@ -409,6 +425,7 @@ pub fn bench_volume(spec: &VolumeBenchSpec) -> Result<VolumeBenchResult> {
         ours: None,
         baselines: BTreeMap::new(),
         ratios: BTreeMap::new(),
+        journal: None,
     };
     for &kind in &spec.targets {
         let stats = match kind {
@@ -416,10 +433,17 @@ pub fn bench_volume(spec: &VolumeBenchSpec) -> Result<VolumeBenchResult> {
                 let path = scratch.path().join("ours.hscm");
                 let opts = CreateOptions {
                     durability: spec.durability,
+                    journal_size: spec.journal,
                     ..CreateOptions::default()
                 };
-                Volume::create(&path, spec.size, &opts)?;
-                fill_file(&path, HEADER_LEN, spec.size, "fill ours", spec.progress)?;
+                let header = Volume::create(&path, spec.size, &opts)?;
+                fill_file(
+                    &path,
+                    header.data_offset(),
+                    spec.size,
+                    "fill ours",
+                    spec.progress,
+                )?;
                 let vol = Volume::open(&path, &OpenOptions::default())?;
                 watch_warmup(&vol, spec.progress && std::io::stderr().is_terminal())?;
                 result.direct_io &= vol.backend_is_direct();
@@ -429,7 +453,23 @@ pub fn bench_volume(spec: &VolumeBenchSpec) -> Result<VolumeBenchResult> {
                         durability: spec.durability,
                     })
                     .collect();
+                let before = vol.journal_stats();
                 let stats = drive(workers, spec)?;
+                let after = vol.journal_stats();
+                if after.journal_len > 0 {
+                    let (batches, records) = (
+                        after.batches - before.batches,
+                        after.records - before.records,
+                    );
+                    result.journal = Some(JournalFigures {
+                        journal_len: after.journal_len,
+                        batches,
+                        records,
+                        records_per_batch: records as f64 / batches.max(1) as f64,
+                        checkpoints: after.checkpoints - before.checkpoints,
+                        home_writes: after.home_runs - before.home_runs,
+                    });
+                }
                 vol.close()?;
                 std::fs::remove_file(&path)?;
                 stats
@@ -650,12 +690,12 @@ pub fn bench_restart(sizes: &[u64], dir: Option<&Path>, progress: bool) -> Resul
             bail!("restart size {size} must be a multiple of {SECTOR}");
         }
         let path = scratch.path().join(format!("restart-{size}.hscm"));
-        Volume::create(&path, size, &CreateOptions::default())?;
-        fill_file(&path, HEADER_LEN, size, "fill", progress)?;
+        let data_offset = Volume::create(&path, size, &CreateOptions::default())?.data_offset();
+        fill_file(&path, data_offset, size, "fill", progress)?;
         // A raw pass first lets the device settle after the fill (a host may still be
         // writing it back); the better of the passes before and after the warm-up is
         // the baseline, which can only favour the baseline.
-        let raw_before = seq_read_mbps(&path, HEADER_LEN, size)?;
+        let raw_before = seq_read_mbps(&path, data_offset, size)?;
 
         let rss0 = resident_bytes()?;
         let t0 = Instant::now();
@@ -670,7 +710,7 @@ pub fn bench_restart(sizes: &[u64], dir: Option<&Path>, progress: bool) -> Resul
         out.direct_io &= vol.backend_is_direct();
         vol.close()?;
 
-        let raw_mbps = raw_before.max(seq_read_mbps(&path, HEADER_LEN, size)?);
+        let raw_mbps = raw_before.max(seq_read_mbps(&path, data_offset, size)?);
         let fresh_memory_mbps = fresh_memory_mbps(size)?;
         out.backend_seq_read_mbps = out.backend_seq_read_mbps.max(raw_mbps);
         out.sizes.push(RestartSize {

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use hscm_store::{
-    CreateOptions, Durability, Header, LoadState, OpenOptions, Volume, FORMAT_VERSION, HEADER_LEN,
+    CreateOptions, Durability, Header, LoadState, OpenOptions, Volume, HEADER_LEN, JOURNAL_OFFSET,
 };
 use serde_json::json;
 
@@ -17,6 +17,7 @@ pub fn create(
     size: u64,
     chunk: u64,
     durability: Durability,
+    journal: Option<u64>,
     force: bool,
 ) -> Result<()> {
     let chunk_size = u32::try_from(chunk).context("--chunk must be below 4 GiB")?;
@@ -27,24 +28,34 @@ pub fn create(
             chunk_size,
             durability,
             overwrite: force,
+            journal_size: journal,
         },
     )?;
     println!(
-        "created {}: {} volume, {} chunks of {}, durability {}, uuid {}",
+        "created {}: {} volume, {} chunks of {}, durability {}, journal {}, uuid {}",
         path.display(),
         human_bytes(header.volume_size),
         header.chunk_count(),
         human_bytes(u64::from(header.chunk_size)),
         header.durability,
+        journal_text(&header),
         header.uuid_string()
     );
     Ok(())
 }
 
+fn journal_text(h: &Header) -> String {
+    if h.journal_len == 0 {
+        "none (writes go straight home)".into()
+    } else {
+        human_bytes(h.journal_len)
+    }
+}
+
 fn header_json(path: &Path, h: &Header, backing_len: u64) -> serde_json::Value {
     json!({
         "path": path.display().to_string(),
-        "format_version": FORMAT_VERSION,
+        "format_version": h.version,
         "uuid": h.uuid_string(),
         "volume_size": h.volume_size,
         "chunk_size": h.chunk_size,
@@ -52,14 +63,15 @@ fn header_json(path: &Path, h: &Header, backing_len: u64) -> serde_json::Value {
         "durability": h.durability.name(),
         "created_unix_s": h.created_unix_s,
         "backing_len": backing_len,
-        "data_offset": HEADER_LEN,
+        "data_offset": h.data_offset(),
+        "journal_len": h.journal_len,
     })
 }
 
 fn print_header(path: &Path, h: &Header, backing_len: u64) {
     println!("volume        {}", path.display());
     println!("uuid          {}", h.uuid_string());
-    println!("format        version {FORMAT_VERSION}");
+    println!("format        version {}", h.version);
     println!(
         "size          {} ({} bytes)",
         human_bytes(h.volume_size),
@@ -71,18 +83,35 @@ fn print_header(path: &Path, h: &Header, backing_len: u64) {
         human_bytes(u64::from(h.chunk_size))
     );
     println!("durability    {}", h.durability);
-    println!(
-        "backing       {} bytes (header {HEADER_LEN} + data)",
-        backing_len
-    );
+    println!("journal       {}", journal_text(h));
+    let layout = if h.version == 1 {
+        format!("header {HEADER_LEN} + data")
+    } else {
+        format!(
+            "header and checkpoint slots {JOURNAL_OFFSET} + journal {} + data",
+            h.journal_len
+        )
+    };
+    println!("backing       {backing_len} bytes ({layout})");
+}
+
+/// Walks the journal: batches a crash left behind, which the next writable open replays.
+fn pending_batches(path: &Path) -> Result<u64> {
+    Volume::inspect_journal(path)
+        .with_context(|| format!("journal of {} is unreadable", path.display()))
 }
 
 /// Header and geometry; with `load`, also opens the volume and warms it, showing progress.
 pub fn info(path: &Path, json_out: bool, load: bool) -> Result<()> {
     let (header, backing_len) = Volume::inspect(path)?;
     let mut out = header_json(path, &header, backing_len);
+    let pending = pending_batches(path)?;
+    out["journal_pending_batches"] = json!(pending);
     if !json_out {
         print_header(path, &header, backing_len);
+        if pending > 0 {
+            println!("replay        {pending} journal batches left by a crash; the next writable open replays them");
+        }
     }
     if load {
         let t0 = Instant::now();
@@ -156,16 +185,26 @@ pub fn watch_warmup(vol: &Volume, bar: bool) -> Result<hscm_store::LoadProgress>
 pub fn check(path: &Path, json_out: bool) -> Result<()> {
     let (header, backing_len) =
         Volume::inspect(path).with_context(|| format!("check of {} failed", path.display()))?;
+    let pending =
+        pending_batches(path).with_context(|| format!("check of {} failed", path.display()))?;
     if json_out {
         let mut out = header_json(path, &header, backing_len);
+        out["journal_pending_batches"] = json!(pending);
         out["ok"] = json!(true);
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
         println!(
-            "{}: ok (hscm volume v{FORMAT_VERSION}, {} in {} chunks, header checksum valid, backing size matches)",
+            "{}: ok (hscm volume v{}, {} in {} chunks, header checksum valid, backing size matches, journal {}{})",
             path.display(),
+            header.version,
             human_bytes(header.volume_size),
-            header.chunk_count()
+            header.chunk_count(),
+            journal_text(&header),
+            if pending > 0 {
+                format!(" with {pending} batches to replay")
+            } else {
+                String::new()
+            }
         );
     }
     Ok(())

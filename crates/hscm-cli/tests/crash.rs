@@ -25,6 +25,7 @@ fn run_rounds(durability: Durability, rounds: u64) {
             chunk_size: 64 << 10,
             durability,
             overwrite: false,
+            journal_size: None,
         },
     )
     .unwrap();

@@ -1,16 +1,20 @@
-//! The on-media header: one 4 KiB block at offset 0, the data area right after it.
+//! The on-media header: one 4 KiB block at offset 0. Version 1 puts the data area
+//! right after it; version 2 puts two checkpoint slots and the journal in between.
 //! Layout (little endian) is documented in docs/format.md; keep the two in step.
 
 use crate::error::{Error, Result};
+use crate::journal::{JOURNAL_OFFSET, MIN_JOURNAL};
 use crate::Durability;
 
 pub const MAGIC: [u8; 8] = *b"HSCMVOL\0";
-pub const FORMAT_VERSION: u32 = 1;
-/// The header block's size; also the data area's offset, so the data area stays
-/// aligned for O_DIRECT on both 512-byte and 4 KiB-sector devices.
+/// The version this hscm writes; it reads every version from 1 up to it.
+pub const FORMAT_VERSION: u32 = 2;
+/// The header block's size. Every region after it starts at a multiple of 4 KiB, so
+/// I/O stays aligned for O_DIRECT on both 512-byte and 4 KiB-sector devices.
 pub const HEADER_LEN: u64 = 4096;
 /// Bytes of the header covered by the checksum (the checksum field follows them).
-const CHECKED_LEN: usize = 64;
+const CHECKED_LEN_V1: usize = 64;
+const CHECKED_LEN_V2: usize = 80;
 
 /// What the header says about a volume.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -20,6 +24,10 @@ pub struct Header {
     pub durability: Durability,
     pub uuid: [u8; 16],
     pub created_unix_s: u64,
+    /// The on-media format version this volume was written with.
+    pub version: u32,
+    /// Bytes of write-ahead journal (0: writes go straight to their home locations).
+    pub journal_len: u64,
 }
 
 impl Header {
@@ -27,9 +35,14 @@ impl Header {
         uuid::Uuid::from_bytes(self.uuid).hyphenated().to_string()
     }
 
-    /// Bytes the backing store must hold: header plus data area.
+    /// Backing offset of volume byte 0.
+    pub fn data_offset(&self) -> u64 {
+        data_offset(self.version, self.journal_len)
+    }
+
+    /// Bytes the backing store must hold: header, checkpoint slots, journal, data area.
     pub fn backing_len(&self) -> u64 {
-        HEADER_LEN + self.volume_size
+        self.data_offset() + self.volume_size
     }
 
     pub fn chunk_count(&self) -> usize {
@@ -39,16 +52,23 @@ impl Header {
     pub fn encode(&self) -> [u8; HEADER_LEN as usize] {
         let mut b = [0u8; HEADER_LEN as usize];
         b[0..8].copy_from_slice(&MAGIC);
-        b[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        b[8..12].copy_from_slice(&self.version.to_le_bytes());
         b[12..16].copy_from_slice(&(HEADER_LEN as u32).to_le_bytes());
         b[16..24].copy_from_slice(&self.volume_size.to_le_bytes());
         b[24..28].copy_from_slice(&self.chunk_size.to_le_bytes());
         b[28..32].copy_from_slice(&self.durability.code().to_le_bytes());
         b[32..48].copy_from_slice(&self.uuid);
-        b[48..56].copy_from_slice(&HEADER_LEN.to_le_bytes());
+        b[48..56].copy_from_slice(&self.data_offset().to_le_bytes());
         b[56..64].copy_from_slice(&self.created_unix_s.to_le_bytes());
-        let crc = crc32c::crc32c(&b[..CHECKED_LEN]);
-        b[64..68].copy_from_slice(&crc.to_le_bytes());
+        let checked = if self.version == 1 {
+            CHECKED_LEN_V1
+        } else {
+            b[64..72].copy_from_slice(&JOURNAL_OFFSET.to_le_bytes());
+            b[72..80].copy_from_slice(&self.journal_len.to_le_bytes());
+            CHECKED_LEN_V2
+        };
+        let crc = crc32c::crc32c(&b[..checked]);
+        b[checked..checked + 4].copy_from_slice(&crc.to_le_bytes());
         b
     }
 
@@ -58,11 +78,11 @@ impl Header {
             path: path.to_string(),
             reason,
         };
-        if b.len() < CHECKED_LEN + 4 {
+        if b.len() < CHECKED_LEN_V2 + 4 {
             return Err(bad(format!(
                 "header is {} bytes, shorter than the {} needed",
                 b.len(),
-                CHECKED_LEN + 4
+                CHECKED_LEN_V2 + 4
             )));
         }
         let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"));
@@ -84,8 +104,13 @@ impl Header {
                 supported: FORMAT_VERSION,
             });
         }
-        let stored = u32_at(64);
-        let computed = crc32c::crc32c(&b[..CHECKED_LEN]);
+        let checked = if version <= 1 {
+            CHECKED_LEN_V1
+        } else {
+            CHECKED_LEN_V2
+        };
+        let stored = u32_at(checked);
+        let computed = crc32c::crc32c(&b[..checked]);
         if stored != computed {
             return Err(Error::HeaderChecksum {
                 path: path.to_string(),
@@ -97,10 +122,28 @@ impl Header {
             return Err(bad("format version 0 does not exist".into()));
         }
         let header_len = u32_at(12);
-        let data_offset = u64_at(48);
-        if u64::from(header_len) != HEADER_LEN || data_offset != HEADER_LEN {
+        if u64::from(header_len) != HEADER_LEN {
             return Err(bad(format!(
-                "header length {header_len} / data offset {data_offset}; version {version} requires {HEADER_LEN}"
+                "header length {header_len}; version {version} requires {HEADER_LEN}"
+            )));
+        }
+        let journal_len = if version == 1 {
+            0
+        } else {
+            let journal_offset = u64_at(64);
+            if journal_offset != JOURNAL_OFFSET {
+                return Err(bad(format!(
+                    "journal offset {journal_offset}; version {version} requires {JOURNAL_OFFSET}"
+                )));
+            }
+            u64_at(72)
+        };
+        validate_journal(journal_len).map_err(bad)?;
+        let data_offset = u64_at(48);
+        if data_offset != self::data_offset(version, journal_len) {
+            return Err(bad(format!(
+                "data offset {data_offset}; version {version} with a {journal_len}-byte journal requires {}",
+                self::data_offset(version, journal_len)
             )));
         }
         let durability = Durability::from_code(u32_at(28))
@@ -111,10 +154,34 @@ impl Header {
             durability,
             uuid: b[32..48].try_into().expect("16 bytes"),
             created_unix_s: u64_at(56),
+            version,
+            journal_len,
         };
         validate_geometry(h.volume_size, h.chunk_size).map_err(bad)?;
         Ok(h)
     }
+}
+
+/// Backing offset of the data area for a version and journal size.
+fn data_offset(version: u32, journal_len: u64) -> u64 {
+    if version == 1 {
+        HEADER_LEN
+    } else {
+        JOURNAL_OFFSET + journal_len
+    }
+}
+
+/// A journal is absent (0) or at least MIN_JOURNAL bytes, in whole sectors.
+pub fn validate_journal(journal_len: u64) -> std::result::Result<(), String> {
+    if journal_len != 0 && (journal_len < MIN_JOURNAL || journal_len % SECTOR != 0) {
+        return Err(format!(
+            "journal size {journal_len} must be 0 (none) or a multiple of {SECTOR} bytes of at least {MIN_JOURNAL}"
+        ));
+    }
+    if journal_len > 1 << 40 {
+        return Err(format!("journal size {journal_len} is beyond 1 TiB"));
+    }
+    Ok(())
 }
 
 /// The rules every volume's geometry obeys; shared by create and open.
@@ -151,7 +218,31 @@ mod tests {
             durability: Durability::OnFlush,
             uuid: [7; 16],
             created_unix_s: 1_700_000_000,
+            version: FORMAT_VERSION,
+            journal_len: 1 << 20,
         }
+    }
+
+    #[test]
+    fn version_1_headers_still_decode_with_their_layout() {
+        let h = Header {
+            version: 1,
+            journal_len: 0,
+            ..sample()
+        };
+        let back = Header::decode(&h.encode(), "v").unwrap();
+        assert_eq!(back, h);
+        assert_eq!(back.data_offset(), HEADER_LEN);
+        assert_eq!(sample().data_offset(), JOURNAL_OFFSET + (1 << 20));
+    }
+
+    #[test]
+    fn a_journal_below_the_minimum_is_refused() {
+        let h = Header {
+            journal_len: 8192,
+            ..sample()
+        };
+        assert!(Header::decode(&h.encode(), "v").is_err());
     }
 
     #[test]
@@ -163,7 +254,7 @@ mod tests {
     #[test]
     fn any_flipped_bit_in_checked_bytes_is_caught() {
         let enc = sample().encode();
-        for byte in 0..CHECKED_LEN + 4 {
+        for byte in 0..CHECKED_LEN_V2 + 4 {
             let mut b = enc;
             b[byte] ^= 0x10;
             assert!(
@@ -215,9 +306,10 @@ mod robustness {
         /// A valid header with any single byte of its checked part replaced is refused.
         #[test]
         fn corrupted_valid_headers_are_refused(size_sectors in 1u64..1 << 30, chunk_sectors in 1u32..1024,
-                                               at in 0usize..68, value in any::<u8>()) {
+                                               at in 0usize..84, value in any::<u8>(), journal_sectors in 64u64..1 << 20) {
             let h = Header { volume_size: size_sectors * SECTOR, chunk_size: chunk_sectors * SECTOR as u32,
-                             durability: Durability::Immediate, uuid: [3; 16], created_unix_s: 1 };
+                             durability: Durability::Immediate, uuid: [3; 16], created_unix_s: 1,
+                             version: FORMAT_VERSION, journal_len: journal_sectors * SECTOR };
             let mut b = h.encode();
             prop_assume!(b[at] != value);
             b[at] = value;

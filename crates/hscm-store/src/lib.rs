@@ -24,6 +24,7 @@
 mod backend;
 mod error;
 mod header;
+mod journal;
 mod ram;
 pub mod testing;
 mod volume;
@@ -31,7 +32,11 @@ mod volume;
 pub use backend::{AlignedBuf, Backend, FileBackend};
 pub use error::{Error, Result};
 pub use header::{Header, FORMAT_VERSION, HEADER_LEN, MAGIC, SECTOR};
-pub use volume::{CreateOptions, LoadProgress, LoadState, OpenOptions, Volume, DEFAULT_CHUNK_SIZE};
+pub use journal::{JOURNAL_OFFSET, MIN_JOURNAL};
+pub use volume::{
+    CreateOptions, JournalStats, LoadProgress, LoadState, OpenOptions, Volume, DEFAULT_CHUNK_SIZE,
+    DEFAULT_MAX_JOURNAL,
+};
 
 /// When a write is durable. See docs/design.md.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -10,8 +10,16 @@
 //!   Release), under the `ram` read lock. A holder of `io` may read RAM without `ram`,
 //!   since every RAM writer also holds `io`.
 //! * Multi-chunk requests take `io` locks in ascending chunk order; the loader does too.
-//! * The backend always holds every completed write (writes go to it before they
-//!   complete), so reading a non-Loaded chunk from the backend is always current.
+//! * With a journal, the batch leader writes RAM on behalf of the records in its batch.
+//!   Each record's owner holds the io locks of its chunks and waits until the leader is
+//!   done, so the leader acts as that holder; it also takes each chunk's `ram` write lock.
+//! * The home location of a non-Loaded chunk is always current: writes to such chunks go
+//!   home directly (journal records exist only for Loaded chunks, which never turn back),
+//!   and recovery brings home up to date before anything is loaded. So reading a
+//!   non-Loaded chunk from the backend is always current.
+//! * Every RAM change of a Loaded chunk sets the chunk's dirty bits under its `ram` write
+//!   lock; a checkpoint copies and clears them under the `ram` read lock, so what it
+//!   captures is exactly what those bits describe.
 
 use std::collections::VecDeque;
 use std::path::Path;
@@ -22,9 +30,14 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
 
+use std::collections::BTreeMap;
+
 use crate::backend::{AlignedBuf, Backend, FileBackend};
 use crate::error::{Error, Result};
-use crate::header::{validate_geometry, Header, HEADER_LEN, SECTOR};
+use crate::header::{
+    validate_geometry, validate_journal, Header, FORMAT_VERSION, HEADER_LEN, SECTOR,
+};
+use crate::journal::{self, Checkpoint, JOURNAL_OFFSET, MIN_JOURNAL};
 use crate::ram::RamImage;
 use crate::Durability;
 
@@ -46,6 +59,34 @@ const PREFAULT_AHEAD: u64 = 64 << 20;
 /// Default chunk: the unit of loading, locking and request prioritisation.
 pub const DEFAULT_CHUNK_SIZE: u32 = 1 << 20;
 
+/// The journal a new volume gets unless told otherwise: an eighth of the volume,
+/// between [`MIN_JOURNAL`] and this. It bounds replay after a crash (one journal's worth).
+pub const DEFAULT_MAX_JOURNAL: u64 = 1 << 30;
+
+/// How long a batch leader waits at most for writers released by the previous batch,
+/// and how long without a new arrival makes it stop waiting.
+const GATHER_WAIT: Duration = Duration::from_micros(60);
+const GATHER_QUIET: Duration = Duration::from_micros(15);
+/// Batches over which the largest one estimates the number of writers.
+const PEAK_WINDOW: u32 = 64;
+
+/// Home runs separated by at most this many clean sectors are written as one.
+const MERGE_GAP_SECTORS: u64 = 4;
+
+/// Checkpoints copy dirty sectors through a buffer of this size (reused).
+const STAGING_BYTES: usize = 8 << 20;
+
+/// A chunk with at least this many dirty sectors is written home as one span.
+const DENSE_CHUNK_SECTORS: u64 = 8;
+
+/// A checkpoint starts once this much of the journal is in use (the rest absorbs writes
+/// while it runs), or after a second of quiet with anything in it. Later checkpoints
+/// find more writes per chunk, so they write fewer bytes home per write.
+fn checkpoint_threshold(journal_len: u64) -> u64 {
+    journal_len / 4 * 3
+}
+const CHECKPOINT_IDLE: Duration = Duration::from_secs(1);
+
 /// How a new volume is laid out.
 #[derive(Debug, Clone)]
 pub struct CreateOptions {
@@ -54,6 +95,9 @@ pub struct CreateOptions {
     pub durability: Durability,
     /// Replace an existing regular file at the path.
     pub overwrite: bool,
+    /// Bytes of write-ahead journal: None picks [`CreateOptions::journal_for`];
+    /// Some(0) makes a volume without one (every write goes to its home location).
+    pub journal_size: Option<u64>,
 }
 
 impl Default for CreateOptions {
@@ -62,7 +106,22 @@ impl Default for CreateOptions {
             chunk_size: DEFAULT_CHUNK_SIZE,
             durability: Durability::Immediate,
             overwrite: false,
+            journal_size: None,
         }
+    }
+}
+
+impl CreateOptions {
+    /// The journal a volume of `volume_size` bytes gets with these options.
+    pub fn journal_for(&self, volume_size: u64) -> u64 {
+        self.journal_size.unwrap_or_else(|| {
+            (volume_size / 8 / SECTOR * SECTOR).clamp(MIN_JOURNAL, DEFAULT_MAX_JOURNAL)
+        })
+    }
+
+    /// Bytes the backing store needs for a volume of `volume_size` bytes.
+    pub fn backing_len(&self, volume_size: u64) -> u64 {
+        JOURNAL_OFFSET + self.journal_for(volume_size) + volume_size
     }
 }
 
@@ -110,6 +169,74 @@ struct Chunk {
     state: AtomicU8,
     io: Mutex<()>,
     ram: RwLock<()>,
+    /// Some of its sectors changed in RAM since the last checkpoint captured it.
+    dirty: AtomicBool,
+}
+
+/// One record waiting for a batch: whole sectors at a sector-aligned volume offset.
+struct Pending {
+    id: u64,
+    start: u64,
+    data: Vec<u8>,
+    /// The owner needs it durable before returning (an Immediate write).
+    durable: bool,
+}
+
+struct CommitState {
+    queue: VecDeque<Pending>,
+    next_id: u64,
+    /// Every record with a smaller id is written and applied to RAM.
+    finished_id: u64,
+    writing: bool,
+    next_seq: u64,
+    /// Log position after the last batch written.
+    head: u64,
+    /// Log position of the last durable checkpoint: replay starts here.
+    tail: u64,
+    nonce: u64,
+    generation: u64,
+    checkpoint_wanted: bool,
+    stop: bool,
+    /// Records in the last batch, and the largest batch of the last window (an
+    /// estimate of how many writers there are), with the window being measured.
+    last_batch: usize,
+    recent_peak: usize,
+    window_peak: usize,
+    window_batches: u32,
+}
+
+/// The write-ahead journal of a writable volume (format v2 with a journal).
+struct Journal {
+    len: u64,
+    state: Mutex<CommitState>,
+    /// Batch completions and freed space.
+    cv: Condvar,
+    /// Wakes the checkpointer.
+    checkpoint_cv: Condvar,
+    /// One checkpoint at a time; holds its staging buffer between checkpoints.
+    checkpoint_lock: Mutex<Option<AlignedBuf>>,
+    /// One bit per sector of the volume: changed since the last checkpoint captured it.
+    dirty: Box<[AtomicU64]>,
+    checkpoints: AtomicU64,
+    batches: AtomicU64,
+    records: AtomicU64,
+    home_runs: AtomicU64,
+}
+
+/// Journal figures, for `hscm volume info` and benchmarks.
+#[derive(Debug, Clone, Default)]
+pub struct JournalStats {
+    pub journal_len: u64,
+    /// Bytes between the last checkpoint and the head: what a crash now would replay.
+    pub in_use: u64,
+    pub batches: u64,
+    /// Records (writes, or pieces of large ones) in those batches.
+    pub records: u64,
+    pub checkpoints: u64,
+    /// Device writes the checkpoints made to home locations.
+    pub home_runs: u64,
+    /// Batches found and replayed when the volume was opened.
+    pub replayed_batches: u64,
 }
 
 struct SyncState {
@@ -143,6 +270,12 @@ struct Shared {
     completed: AtomicU64,
     sync: Mutex<SyncState>,
     sync_cv: Condvar,
+    /// Writable volumes with a journal.
+    journal: Option<Journal>,
+    /// Read-only volumes whose journal held batches at open: their effect, applied to
+    /// everything read from the backend (nothing is written back).
+    overlay: BTreeMap<u64, Box<[u8]>>,
+    replayed_batches: u64,
 }
 
 /// A byte-addressable volume whose working copy lives in RAM and whose every write
@@ -150,6 +283,7 @@ struct Shared {
 pub struct Volume {
     shared: Arc<Shared>,
     loaders: Vec<JoinHandle<()>>,
+    checkpointer: Option<JoinHandle<()>>,
 }
 
 impl Volume {
@@ -159,7 +293,11 @@ impl Volume {
             path: path.display().to_string(),
             reason,
         })?;
-        let backend = FileBackend::create(path, HEADER_LEN + size, opts.overwrite)?;
+        validate_journal(opts.journal_for(size)).map_err(|reason| Error::BadGeometry {
+            path: path.display().to_string(),
+            reason,
+        })?;
+        let backend = FileBackend::create(path, opts.backing_len(size), opts.overwrite)?;
         Self::format(&backend, size, opts)
     }
 
@@ -170,11 +308,16 @@ impl Volume {
             path: name.clone(),
             reason,
         })?;
-        if backend.len() < HEADER_LEN + size {
+        let journal_len = opts.journal_for(size);
+        validate_journal(journal_len).map_err(|reason| Error::BadGeometry {
+            path: name.clone(),
+            reason,
+        })?;
+        if backend.len() < opts.backing_len(size) {
             return Err(Error::InvalidArgument(format!(
-                "{name} holds {} bytes, fewer than the {} a {size}-byte volume needs",
+                "{name} holds {} bytes, fewer than the {} a {size}-byte volume with a {journal_len}-byte journal needs",
                 backend.len(),
-                HEADER_LEN + size
+                opts.backing_len(size)
             )));
         }
         let header = Header {
@@ -185,12 +328,36 @@ impl Volume {
             created_unix_s: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),
+            version: FORMAT_VERSION,
+            journal_len,
         };
-        let mut block = AlignedBuf::zeroed(HEADER_LEN as usize);
-        block.copy_from_slice(&header.encode());
+        // Slot 0 starts the chain; slot 1 is blanked so no record of an earlier volume
+        // on the same store can be taken for ours (the UUID already guards this).
+        let first = Checkpoint {
+            generation: 0,
+            next_seq: 1,
+            log_pos: 0,
+            nonce: journal::new_nonce(),
+        };
+        let mut block = AlignedBuf::zeroed(JOURNAL_OFFSET as usize);
+        block[..HEADER_LEN as usize].copy_from_slice(&header.encode());
+        let slot = first.slot() as usize;
+        block[slot..slot + SECTOR as usize].copy_from_slice(&first.encode(&header.uuid));
         backend
             .write_at(0, &block)
             .map_err(|e| Error::io(format!("cannot write the header of {name}"), e))?;
+        // Written once now, the journal's blocks are real (not unwritten extents), so
+        // an append never waits for a file-system metadata update and its sync commits
+        // data only.
+        let zeros = AlignedBuf::zeroed(journal_len.min(4 << 20) as usize);
+        let mut at = 0;
+        while at < journal_len {
+            let n = (journal_len - at).min(zeros.len() as u64) as usize;
+            backend
+                .write_at(JOURNAL_OFFSET + at, &zeros[..n])
+                .map_err(|e| Error::io(format!("cannot initialise the journal of {name}"), e))?;
+            at += n as u64;
+        }
         backend
             .sync()
             .map_err(|e| Error::io(format!("cannot sync the header of {name}"), e))?;
@@ -203,6 +370,18 @@ impl Volume {
         let header = read_header(&backend)?;
         check_backing_len(&backend, &header)?;
         Ok((header, backend.len()))
+    }
+
+    /// Validates the journal of a volume without changing anything: the newest
+    /// checkpoint record must be readable; returns the batches a crash left to replay.
+    pub fn inspect_journal(path: &Path) -> Result<u64> {
+        let backend = FileBackend::open(path, false)?;
+        let header = read_header(&backend)?;
+        check_backing_len(&backend, &header)?;
+        if header.journal_len == 0 {
+            return Ok(0);
+        }
+        Ok(journal::scan(&backend, &header)?.batches)
     }
 
     pub fn open(path: &Path, opts: &OpenOptions) -> Result<Volume> {
@@ -225,8 +404,27 @@ impl Volume {
                 state: AtomicU8::new(UNLOADED),
                 io: Mutex::new(()),
                 ram: RwLock::new(()),
+                dirty: AtomicBool::new(false),
             })
             .collect();
+        let (journal, overlay, replayed_batches) = if header.journal_len == 0 {
+            (None, BTreeMap::new(), 0)
+        } else {
+            let replay = journal::scan(backend.as_ref(), &header)?;
+            let batches = replay.batches;
+            if opts.read_only {
+                (None, replay.sectors, batches)
+            } else {
+                (
+                    Some(recover(backend.as_ref(), &header, replay)?),
+                    BTreeMap::new(),
+                    batches,
+                )
+            }
+        };
+        if replayed_batches > 0 {
+            tracing::info!(volume = %name, batches = replayed_batches, "replayed the journal");
+        }
         let shared = Arc::new(Shared {
             durability: opts.durability.unwrap_or(header.durability),
             backend,
@@ -250,6 +448,9 @@ impl Volume {
                 syncing: false,
             }),
             sync_cv: Condvar::new(),
+            journal,
+            overlay,
+            replayed_batches,
         });
         let loaders = if opts.background_load {
             let mut handles = Vec::new();
@@ -270,7 +471,23 @@ impl Volume {
         } else {
             Vec::new()
         };
-        Ok(Volume { shared, loaders })
+        let checkpointer = match &shared.journal {
+            Some(_) => {
+                let s = Arc::clone(&shared);
+                Some(
+                    std::thread::Builder::new()
+                        .name("hscm-checkpoint".into())
+                        .spawn(move || s.run_checkpointer())
+                        .map_err(|e| Error::io("cannot start the checkpoint thread", e))?,
+                )
+            }
+            None => None,
+        };
+        Ok(Volume {
+            shared,
+            loaders,
+            checkpointer,
+        })
     }
 
     pub fn header(&self) -> &Header {
@@ -316,6 +533,32 @@ impl Volume {
         self.shared.flush()
     }
 
+    /// Writes every journaled change to its home location and empties the journal
+    /// (after which a crash replays nothing). Runs in the background on its own;
+    /// `close` calls it. A no-op on volumes without a journal and read-only ones.
+    pub fn checkpoint(&self) -> Result<()> {
+        self.shared.flush()?;
+        self.shared.checkpoint()
+    }
+
+    pub fn journal_stats(&self) -> JournalStats {
+        let s = &self.shared;
+        let mut out = JournalStats {
+            journal_len: s.header.journal_len,
+            replayed_batches: s.replayed_batches,
+            ..JournalStats::default()
+        };
+        if let Some(j) = &s.journal {
+            let st = j.state.lock();
+            out.in_use = st.head - st.tail;
+            out.batches = j.batches.load(Ordering::Relaxed);
+            out.checkpoints = j.checkpoints.load(Ordering::Relaxed);
+            out.records = j.records.load(Ordering::Relaxed);
+            out.home_runs = j.home_runs.load(Ordering::Relaxed);
+        }
+        out
+    }
+
     pub fn load_progress(&self) -> LoadProgress {
         let s = &self.shared;
         LoadProgress {
@@ -357,16 +600,21 @@ impl Volume {
         self.shared.load_step()
     }
 
-    /// Flushes and stops the loader, reporting a failed flush.
+    /// Flushes, checkpoints (so the next open replays nothing) and stops the
+    /// background threads, reporting a failure.
     pub fn close(mut self) -> Result<()> {
-        let r = self.shared.flush();
-        self.stop_loader();
+        let r = self.shared.flush().and_then(|()| self.shared.checkpoint());
+        self.stop_threads();
         r
     }
 
-    fn stop_loader(&mut self) {
+    fn stop_threads(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
-        for h in self.loaders.drain(..) {
+        if let Some(j) = &self.shared.journal {
+            j.state.lock().stop = true;
+            j.checkpoint_cv.notify_all();
+        }
+        for h in self.loaders.drain(..).chain(self.checkpointer.take()) {
             let _ = h.join();
         }
     }
@@ -376,12 +624,73 @@ impl Drop for Volume {
     fn drop(&mut self) {
         let s = &self.shared;
         if !s.read_only && s.failure.get().is_none() {
-            if let Err(e) = s.flush() {
+            if let Err(e) = s.flush().and_then(|()| s.checkpoint()) {
                 tracing::error!(volume = %s.name, "flush on close failed: {e}");
             }
         }
-        self.stop_loader();
+        self.stop_threads();
     }
+}
+
+/// Brings the home locations up to date with what the journal holds, then starts a
+/// new incarnation (a fresh nonce) whose chain begins where the old one ended.
+fn recover(backend: &dyn Backend, header: &Header, replay: journal::Replay) -> Result<Journal> {
+    let name = backend.describe();
+    let fail = |what: &str, e| Error::io(format!("journal recovery of {name}: {what}"), e);
+    if !replay.sectors.is_empty() {
+        let runs = journal::runs_of(&replay.sectors);
+        let writes: Vec<(u64, &[u8])> = runs
+            .iter()
+            .map(|(o, b)| (header.data_offset() + o, &b[..]))
+            .collect();
+        backend
+            .write_many(&writes)
+            .map_err(|e| fail("writing replayed sectors home", e))?;
+        backend.sync().map_err(|e| fail("sync after replay", e))?;
+    }
+    let ck = Checkpoint {
+        generation: replay.checkpoint.generation + 1,
+        next_seq: replay.next_seq,
+        log_pos: replay.end_pos,
+        nonce: journal::new_nonce(),
+    };
+    backend
+        .write_at(ck.slot(), &ck.encode(&header.uuid))
+        .map_err(|e| fail("writing the checkpoint record", e))?;
+    backend
+        .sync()
+        .map_err(|e| fail("sync of the checkpoint record", e))?;
+    let sectors = header.volume_size / SECTOR;
+    Ok(Journal {
+        len: header.journal_len,
+        state: Mutex::new(CommitState {
+            queue: VecDeque::new(),
+            next_id: 0,
+            finished_id: 0,
+            writing: false,
+            next_seq: ck.next_seq,
+            head: ck.log_pos,
+            tail: ck.log_pos,
+            nonce: ck.nonce,
+            generation: ck.generation,
+            checkpoint_wanted: false,
+            stop: false,
+            last_batch: 0,
+            recent_peak: 0,
+            window_peak: 0,
+            window_batches: 0,
+        }),
+        cv: Condvar::new(),
+        checkpoint_cv: Condvar::new(),
+        checkpoint_lock: Mutex::new(None),
+        dirty: (0..sectors.div_ceil(64))
+            .map(|_| AtomicU64::new(0))
+            .collect(),
+        checkpoints: AtomicU64::new(0),
+        batches: AtomicU64::new(0),
+        records: AtomicU64::new(0),
+        home_runs: AtomicU64::new(0),
+    })
 }
 
 fn read_header(backend: &dyn Backend) -> Result<Header> {
@@ -419,6 +728,63 @@ fn check_backing_len(backend: &dyn Backend, header: &Header) -> Result<()> {
         volume_size: header.volume_size,
         kind,
     })
+}
+
+/// Sets the bits of sectors `[first, end)`.
+fn mark_dirty(bits: &[AtomicU64], first: u64, end: u64) {
+    let mut s = first;
+    while s < end {
+        let word = s / 64;
+        let hi = end.min((word + 1) * 64);
+        let mask = range_mask(s % 64, hi - word * 64);
+        bits[word as usize].fetch_or(mask, Ordering::Relaxed);
+        s = hi;
+    }
+}
+
+/// Groups dirty sectors (ascending) into spans `(first, last)` to write home: one span
+/// for a dense chunk, otherwise runs of nearby sectors. On the devices measured here,
+/// scattered small writes slow every concurrent flush far more than sequential bytes
+/// do (docs/design.md).
+fn dirty_spans(sectors: &[u64]) -> Vec<(u64, u64)> {
+    let (Some(&lo), Some(&hi)) = (sectors.first(), sectors.last()) else {
+        return Vec::new();
+    };
+    if sectors.len() as u64 >= DENSE_CHUNK_SECTORS {
+        return vec![(lo, hi)];
+    }
+    let mut spans: Vec<(u64, u64)> = Vec::new();
+    for &s in sectors {
+        match spans.last_mut() {
+            Some((_, last)) if s - *last <= MERGE_GAP_SECTORS + 1 => *last = s,
+            _ => spans.push((s, s)),
+        }
+    }
+    spans
+}
+
+/// Clears the bits of sectors `[first, end)` and returns the sectors that were set.
+fn take_dirty(bits: &[AtomicU64], first: u64, end: u64) -> Vec<u64> {
+    let mut out = Vec::new();
+    let mut s = first;
+    while s < end {
+        let word = s / 64;
+        let hi = end.min((word + 1) * 64);
+        let mask = range_mask(s % 64, hi - word * 64);
+        let mut got = bits[word as usize].fetch_and(!mask, Ordering::Relaxed) & mask;
+        while got != 0 {
+            out.push(word * 64 + u64::from(got.trailing_zeros()));
+            got &= got - 1;
+        }
+        s = hi;
+    }
+    out
+}
+
+/// Bits `[lo, hi)` of a word, 0 <= lo < hi <= 64.
+fn range_mask(lo: u64, hi: u64) -> u64 {
+    let upto = if hi == 64 { u64::MAX } else { (1u64 << hi) - 1 };
+    upto & !((1u64 << lo) - 1)
 }
 
 fn align_down(x: u64) -> u64 {
@@ -498,7 +864,7 @@ impl Shared {
         let end = align_up(at + dst.len() as u64);
         let mut tmp = AlignedBuf::zeroed((end - start) as usize);
         self.backend
-            .read_at(HEADER_LEN + start, &mut tmp)
+            .read_at(self.header.data_offset() + start, &mut tmp)
             .map_err(|e| {
                 Error::io(
                     format!(
@@ -509,9 +875,20 @@ impl Shared {
                     e,
                 )
             })?;
+        self.apply_overlay(start, &mut tmp);
         let skip = (at - start) as usize;
         dst.copy_from_slice(&tmp[skip..skip + dst.len()]);
         Ok(())
+    }
+
+    /// For read-only volumes opened after a crash: lays the journal's unreplayed
+    /// sectors over bytes read from home (`at` is sector-aligned).
+    fn apply_overlay(&self, at: u64, buf: &mut [u8]) {
+        let end = at + buf.len() as u64;
+        for (&off, data) in self.overlay.range(at..end) {
+            let from = (off - at) as usize;
+            buf[from..from + SECTOR as usize].copy_from_slice(data);
+        }
     }
 
     fn refuse_writes(&self) -> Result<()> {
@@ -531,6 +908,13 @@ impl Shared {
     fn fail(&self, why: String) {
         tracing::error!(volume = %self.name, "{why}; the volume is now read-only");
         let _ = self.failure.set(why);
+        if let Some(j) = &self.journal {
+            // Under the lock: a writer that saw no failure a moment ago is waiting by
+            // now, so it hears this. (Never called with the journal state held.)
+            let _st = j.state.lock();
+            j.cv.notify_all();
+            j.checkpoint_cv.notify_all();
+        }
     }
 
     fn write_at(&self, offset: u64, data: &[u8], durability: Durability) -> Result<()> {
@@ -577,19 +961,258 @@ impl Shared {
         let skip = (offset - start) as usize;
         sectors[skip..skip + data.len()].copy_from_slice(data);
 
-        if let Err(e) = self.backend.write_at(HEADER_LEN + start, &sectors) {
+        let ticket = match &self.journal {
+            Some(j) => self.write_journaled(j, start, &sectors, durability)?,
+            None => self.write_in_place(offset, data, start, &sectors)?,
+        };
+        drop(_io);
+        match durability {
+            Durability::Immediate => self.wait_durable(ticket),
+            Durability::OnFlush => Ok(()),
+        }
+    }
+
+    /// Journal mode: Loaded chunks get journal records (the batch leader updates their
+    /// RAM); runs of non-Loaded chunks go home directly (paper case 3). The caller holds
+    /// every io lock of `[start, start + sectors.len())`. Returns the ticket to wait for.
+    fn write_journaled(
+        &self,
+        j: &Journal,
+        start: u64,
+        sectors: &[u8],
+        durability: Durability,
+    ) -> Result<u64> {
+        let stop = start + sectors.len() as u64;
+        let mut ticket = 0;
+        let mut records = Vec::new();
+        let mut at = start;
+        while at < stop {
+            let loaded = self.is_loaded(self.chunk_of(at));
+            let mut end = self.chunk_range(self.chunk_of(at)).1.min(stop);
+            while end < stop && self.is_loaded(self.chunk_of(end)) == loaded {
+                end = self.chunk_range(self.chunk_of(end)).1.min(stop);
+            }
+            let part = &sectors[(at - start) as usize..(end - start) as usize];
+            if loaded {
+                let max = journal::max_payload(j.len) as usize;
+                for (i, piece) in part.chunks(max).enumerate() {
+                    records.push((at + (i * max) as u64, piece.to_vec()));
+                }
+            } else {
+                let mut buf = AlignedBuf::zeroed(part.len());
+                buf.copy_from_slice(part);
+                ticket = ticket.max(self.write_sectors_home(at, &buf)?);
+            }
+            at = end;
+        }
+        if !records.is_empty() {
+            ticket = ticket.max(self.append(j, records, durability == Durability::Immediate)?);
+        }
+        Ok(ticket)
+    }
+
+    /// One device write of whole sectors at their home location; fails the volume on error.
+    fn write_sectors_home(&self, start: u64, sectors: &AlignedBuf) -> Result<u64> {
+        if let Err(e) = self
+            .backend
+            .write_at(self.header.data_offset() + start, sectors)
+        {
             let why = format!(
-                "write of {} bytes at volume offset {offset} to {} failed: {e}",
-                data.len(),
+                "write of {} bytes at volume offset {start} to {} failed: {e}",
+                sectors.len(),
+                self.name
+            );
+            self.fail(why.clone());
+            return Err(Error::io(why, e));
+        }
+        Ok(self.completed.fetch_add(1, Ordering::SeqCst) + 1)
+    }
+
+    /// Appends records to the journal and returns once they are written and in RAM
+    /// (and durable, with `durable`). Whoever finds no batch in flight leads the next
+    /// one: it takes the queue's head, writes it as one batch, applies it to RAM for
+    /// every owner and, if any owner asked for durability, syncs before letting them go.
+    /// Writers arriving meanwhile queue up, so one write and one sync serve them all.
+    fn append(&self, j: &Journal, records: Vec<(u64, Vec<u8>)>, durable: bool) -> Result<u64> {
+        let mut st = j.state.lock();
+        let first_id = st.next_id;
+        for (start, data) in records {
+            let id = st.next_id;
+            st.next_id += 1;
+            st.queue.push_back(Pending {
+                id,
+                start,
+                data,
+                durable,
+            });
+        }
+        let last_id = st.next_id - 1;
+        loop {
+            if st.finished_id > last_id {
+                // A durable record's leader synced before finishing its batch: nothing
+                // left to wait for. Others only need the ticket for a later flush.
+                return Ok(if durable {
+                    0
+                } else {
+                    self.completed.load(Ordering::SeqCst)
+                });
+            }
+            // A batch in flight may hold our records, and its leader writes RAM for us
+            // under our io locks: never leave before it ends.
+            if st.writing {
+                j.cv.wait(&mut st);
+                continue;
+            }
+            if let Some(why) = self.failure.get() {
+                // Ours never reached the device, or an earlier batch of the same chain failed.
+                st.queue.retain(|p| p.id < first_id || p.id > last_id);
+                return Err(Error::ReadOnly {
+                    reason: why.clone(),
+                });
+            }
+            if st.queue.is_empty() {
+                j.cv.wait(&mut st);
+                continue;
+            }
+            // Lead. The claim comes first, so nobody else leads while we gather.
+            st.writing = true;
+            // Writers released by the last batch need a moment to come back, and with
+            // more writers than cores they come back one by one; left alone, batches
+            // settle at half the writers (one group in flight, the other queued). So a
+            // leader that is not alone keeps yielding while records keep arriving, for
+            // a moment much shorter than the sync it is about to share.
+            if st.last_batch > 1 || st.queue.len() > 1 {
+                let start = std::time::Instant::now();
+                let (mut seen, mut last_arrival) = (st.queue.len(), start);
+                while seen < st.recent_peak.max(2) {
+                    MutexGuard::unlocked(&mut st, std::thread::yield_now);
+                    let now = std::time::Instant::now();
+                    if st.queue.len() > seen {
+                        (seen, last_arrival) = (st.queue.len(), now);
+                    }
+                    if now - last_arrival >= GATHER_QUIET || now - start >= GATHER_WAIT {
+                        break;
+                    }
+                }
+            }
+            // The longest queue prefix that fits one batch.
+            let limit = journal::max_batch(j.len) - SECTOR;
+            let (mut count, mut bytes) = (0usize, 0u64);
+            for p in &st.queue {
+                if count == journal::MAX_ENTRIES || bytes + p.data.len() as u64 > limit {
+                    break;
+                }
+                count += 1;
+                bytes += p.data.len() as u64;
+            }
+            let pos = journal::place(st.head, j.len);
+            if pos + SECTOR + bytes - st.tail > j.len {
+                // Give up the claim: the checkpoint that frees space waits for it.
+                st.writing = false;
+                st.checkpoint_wanted = true;
+                j.checkpoint_cv.notify_all();
+                j.cv.notify_all();
+                // Gathering let go of the lock: a failure may have been announced since
+                // the check above, and its wake-up would be missed.
+                if self.failure.get().is_none() {
+                    j.cv.wait(&mut st);
+                }
+                continue;
+            }
+            st.last_batch = count;
+            // The largest batch of the last PEAK_WINDOW: how many writers there are.
+            st.window_peak = st.window_peak.max(count);
+            st.window_batches += 1;
+            if st.window_batches == PEAK_WINDOW {
+                st.recent_peak = st.window_peak;
+                (st.window_peak, st.window_batches) = (0, 0);
+            }
+            let batch: Vec<Pending> = st.queue.drain(..count).collect();
+            let (seq, nonce) = (st.next_seq, st.nonce);
+            let needs_sync = batch.iter().any(|p| p.durable);
+            let written = MutexGuard::unlocked(&mut st, || {
+                let ticket = self.write_batch(j, seq, nonce, pos, &batch)?;
+                if needs_sync {
+                    self.wait_durable(ticket)?;
+                }
+                Ok::<(), Error>(())
+            });
+            st.writing = false;
+            if written.is_ok() {
+                st.next_seq += 1;
+                st.head = pos + SECTOR + bytes;
+                st.finished_id = batch.last().map_or(st.finished_id, |p| p.id + 1);
+                if st.head - st.tail >= checkpoint_threshold(j.len) {
+                    j.checkpoint_cv.notify_all();
+                }
+            }
+            j.cv.notify_all();
+        }
+    }
+
+    /// Writes one batch to the journal, then applies it to RAM; returns its ticket.
+    /// Fails the volume on error.
+    fn write_batch(
+        &self,
+        j: &Journal,
+        seq: u64,
+        nonce: u64,
+        pos: u64,
+        batch: &[Pending],
+    ) -> Result<u64> {
+        let payloads: Vec<(u64, &[u8])> = batch.iter().map(|p| (p.start, &p.data[..])).collect();
+        let buf = journal::encode_batch(&self.header.uuid, nonce, seq, pos, &payloads);
+        if let Err(e) = self.backend.write_at(JOURNAL_OFFSET + pos % j.len, &buf) {
+            let why = format!(
+                "journal write of {} bytes ({} records) to {} failed: {e}",
+                buf.len(),
+                batch.len(),
                 self.name
             );
             self.fail(why.clone());
             return Err(Error::io(why, e));
         }
         let ticket = self.completed.fetch_add(1, Ordering::SeqCst) + 1;
+        j.batches.fetch_add(1, Ordering::Relaxed);
+        j.records.fetch_add(batch.len() as u64, Ordering::Relaxed);
+        for p in batch {
+            let end = p.start + p.data.len() as u64;
+            let mut at = p.start;
+            while at < end {
+                let c = self.chunk_of(at);
+                let e = self.chunk_range(c).1.min(end);
+                let _excl = self.chunks[c].ram.write();
+                // SAFETY: the record's owner holds chunk c's io lock and waits for us
+                // (module invariant), the chunk is Loaded (checked by the owner under
+                // that lock), and we hold its ram write lock: exclusive.
+                unsafe {
+                    self.ram.copy_in(
+                        at as usize,
+                        &p.data[(at - p.start) as usize..(e - p.start) as usize],
+                    )
+                };
+                mark_dirty(&j.dirty, at / SECTOR, e / SECTOR);
+                self.chunks[c].dirty.store(true, Ordering::Release);
+                at = e;
+            }
+        }
+        Ok(ticket)
+    }
+
+    /// Volumes without a journal: the write goes home, then to RAM of Loaded chunks.
+    fn write_in_place(
+        &self,
+        offset: u64,
+        data: &[u8],
+        start: u64,
+        sectors: &AlignedBuf,
+    ) -> Result<u64> {
+        let end = offset + data.len() as u64;
+        let (first, last) = (self.chunk_of(offset), self.chunk_of(end - 1));
+        let ticket = self.write_sectors_home(start, sectors)?;
 
         // Paper §3.3.1 case 2 for loaded chunks; unloaded ones (case 3) got the backend
-        // write only, and the loader — which waits for our io lock — picks it up.
+        // write only, and the loader — which waits for the caller's io lock — picks it up.
         for c in first..=last {
             if self.is_loaded(c) {
                 let (cs, ce) = self.chunk_range(c);
@@ -604,10 +1227,176 @@ impl Shared {
                 };
             }
         }
-        drop(_io);
-        match durability {
-            Durability::Immediate => self.wait_durable(ticket),
-            Durability::OnFlush => Ok(()),
+        Ok(ticket)
+    }
+
+    /// Writes every change captured since the last checkpoint home, syncs, and moves
+    /// the replay start past them, freeing their journal space.
+    fn checkpoint(&self) -> Result<()> {
+        let Some(j) = &self.journal else {
+            return Ok(());
+        };
+        // Held for the whole checkpoint: one at a time, and its staging buffer.
+        let mut staging = j.checkpoint_lock.lock();
+        self.refuse_writes()?;
+        // Every batch before (seq, pos) is written and applied to RAM once no batch is
+        // in flight; batches after it may or may not be captured below, and replay from
+        // (seq, pos) covers them either way.
+        let (seq, pos, generation, nonce) = {
+            let mut st = j.state.lock();
+            while st.writing {
+                j.cv.wait(&mut st);
+            }
+            if st.head == st.tail {
+                return Ok(());
+            }
+            (st.next_seq, st.head, st.generation, st.nonce)
+        };
+        let fail = |what: String, e: std::io::Error| {
+            let why = format!("checkpoint of {}: {what} failed: {e}", self.name);
+            self.fail(why.clone());
+            Error::io(why, e)
+        };
+        self.write_dirty_home(j, &mut staging)
+            .map_err(|e| fail("writing dirty sectors home".into(), e))?;
+        self.backend
+            .sync()
+            .map_err(|e| fail("sync of home writes".into(), e))?;
+        let ck = Checkpoint {
+            generation: generation + 1,
+            next_seq: seq,
+            log_pos: pos,
+            nonce,
+        };
+        self.backend
+            .write_at(ck.slot(), &ck.encode(&self.header.uuid))
+            .map_err(|e| fail("writing the checkpoint record".into(), e))?;
+        self.backend
+            .sync()
+            .map_err(|e| fail("sync of the checkpoint record".into(), e))?;
+        let mut st = j.state.lock();
+        st.tail = pos;
+        st.generation = ck.generation;
+        j.checkpoints.fetch_add(1, Ordering::Relaxed);
+        drop(st);
+        j.cv.notify_all();
+        Ok(())
+    }
+
+    /// Copies every dirty sector out of RAM (clearing its bit) and writes it home,
+    /// through a staging buffer that is reused from one checkpoint to the next (fresh
+    /// memory is costly: every page must be faulted in and zeroed). No sync.
+    fn write_dirty_home(
+        &self,
+        j: &Journal,
+        staging: &mut Option<AlignedBuf>,
+    ) -> std::io::Result<()> {
+        let stage = staging.get_or_insert_with(|| AlignedBuf::zeroed(STAGING_BYTES));
+        let data_offset = self.header.data_offset();
+        // (volume offset, where in the stage, length)
+        let mut staged: Vec<(u64, usize, usize)> = Vec::new();
+        let mut used = 0usize;
+        let write_out = |stage: &AlignedBuf, staged: &mut Vec<(u64, usize, usize)>| {
+            let writes: Vec<(u64, &[u8])> = staged
+                .iter()
+                .map(|&(off, at, len)| (data_offset + off, &stage[at..at + len]))
+                .collect();
+            j.home_runs
+                .fetch_add(writes.len() as u64, Ordering::Relaxed);
+            let r = self.backend.write_many(&writes);
+            staged.clear();
+            r
+        };
+        for (c, chunk) in self.chunks.iter().enumerate() {
+            if !chunk.dirty.load(Ordering::Acquire) {
+                continue;
+            }
+            let (cs, ce) = self.chunk_range(c);
+            // A chunk never waits on device I/O while its ram lock is held: make room first.
+            if used + (ce - cs) as usize > stage.len() {
+                write_out(stage, &mut staged)?;
+                used = 0;
+            }
+            let oversized = (ce - cs) as usize > stage.len();
+            let mut own;
+            let buf: &mut [u8] = if oversized {
+                own = AlignedBuf::zeroed((ce - cs) as usize);
+                &mut own
+            } else {
+                &mut stage[used..]
+            };
+            let mut runs = Vec::new();
+            {
+                let _shared = chunk.ram.read();
+                chunk.dirty.store(false, Ordering::Relaxed);
+                let mut at = 0usize;
+                for (first, last) in dirty_spans(&take_dirty(&j.dirty, cs / SECTOR, ce / SECTOR)) {
+                    let len = ((last - first + 1) * SECTOR) as usize;
+                    // SAFETY: chunk c is Loaded (only Loaded chunks get dirty bits) and
+                    // we hold its ram read lock, so no writer changes these bytes.
+                    unsafe {
+                        self.ram
+                            .copy_out((first * SECTOR) as usize, &mut buf[at..at + len])
+                    };
+                    runs.push((first * SECTOR, at, len));
+                    at += len;
+                }
+            }
+            if oversized {
+                let writes: Vec<(u64, &[u8])> = runs
+                    .iter()
+                    .map(|&(off, at, len)| (data_offset + off, &buf[at..at + len]))
+                    .collect();
+                j.home_runs
+                    .fetch_add(writes.len() as u64, Ordering::Relaxed);
+                self.backend.write_many(&writes)?;
+            } else {
+                let taken = runs.last().map_or(0, |&(_, at, len)| at + len);
+                staged.extend(runs.into_iter().map(|(off, at, len)| (off, used + at, len)));
+                used += taken;
+            }
+        }
+        if !staged.is_empty() {
+            write_out(stage, &mut staged)?;
+        }
+        Ok(())
+    }
+
+    /// Checkpoints past the threshold, when a writer waits for space, or after a quiet
+    /// second with anything in the journal.
+    fn run_checkpointer(&self) {
+        let Some(j) = &self.journal else {
+            return;
+        };
+        loop {
+            {
+                let mut st = j.state.lock();
+                loop {
+                    if st.stop {
+                        return;
+                    }
+                    let used = st.head - st.tail;
+                    if st.checkpoint_wanted || used >= checkpoint_threshold(j.len) {
+                        break;
+                    }
+                    if used == 0 {
+                        j.checkpoint_cv.wait(&mut st);
+                    } else if j
+                        .checkpoint_cv
+                        .wait_for(&mut st, CHECKPOINT_IDLE)
+                        .timed_out()
+                    {
+                        break;
+                    }
+                }
+                st.checkpoint_wanted = false;
+            }
+            if let Err(e) = self.checkpoint() {
+                tracing::error!(volume = %self.name, "checkpoint failed: {e}");
+                // Writers waiting for space must see the failure.
+                j.cv.notify_all();
+                return;
+            }
         }
     }
 
@@ -672,7 +1461,10 @@ impl Shared {
         // SAFETY: we hold the io locks of these chunks and they are not Loaded, so no
         // reader touches their RAM and no other writer can (module invariant).
         let dst = unsafe { self.ram.slice_mut(start as usize, (end - start) as usize) };
-        let result = self.backend.read_at(HEADER_LEN + start, dst);
+        let result = self.backend.read_at(self.header.data_offset() + start, dst);
+        if result.is_ok() {
+            self.apply_overlay(start, dst);
+        }
         let new_state = if result.is_ok() { LOADED } else { UNLOADED };
         for c in first..first + count {
             self.chunks[c].state.store(new_state, Ordering::Release);

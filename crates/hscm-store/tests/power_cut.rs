@@ -7,7 +7,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hscm_store::testing::{check_restarted_block, stamped_block, FaultyBackend};
-use hscm_store::{CreateOptions, Durability, OpenOptions, Volume, HEADER_LEN};
+use hscm_store::{CreateOptions, Durability, OpenOptions, Volume};
 use rand::{Rng, SeedableRng};
 
 const BLOCK: usize = 1536; // not a sector multiple: exercises unaligned writes too
@@ -16,7 +16,10 @@ const WRITERS: u64 = 4;
 
 fn round(durability: Durability, seed: u64) {
     let size = (WRITERS * BLOCKS_PER_WRITER * BLOCK as u64).next_multiple_of(4096);
-    let dev = FaultyBackend::new((HEADER_LEN + size) as usize, "cut-dev");
+    let dev = FaultyBackend::new(
+        CreateOptions::default().backing_len(size) as usize,
+        "cut-dev",
+    );
     Volume::format(
         &dev,
         size,
@@ -24,6 +27,7 @@ fn round(durability: Durability, seed: u64) {
             chunk_size: 8192,
             durability,
             overwrite: false,
+            journal_size: None,
         },
     )
     .unwrap();

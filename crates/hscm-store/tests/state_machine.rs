@@ -1,9 +1,10 @@
 //! The chunk state machine (paper §3.3) against a reference model: any interleaving of
 //! reads, writes (aligned or not, across chunks) and loader steps must read back
 //! exactly what a flat byte array would, and once loaded, RAM must equal the device.
+//! Run with and without a journal: both layouts obey the same model.
 
 use hscm_store::testing::FaultyBackend;
-use hscm_store::{CreateOptions, Durability, OpenOptions, Volume, HEADER_LEN};
+use hscm_store::{CreateOptions, Durability, OpenOptions, Volume, MIN_JOURNAL};
 use proptest::prelude::*;
 
 const SIZE: u64 = 16 * 4096;
@@ -35,9 +36,11 @@ fn op() -> impl Strategy<Value = Op> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(200))]
     #[test]
-    fn volume_matches_a_flat_model(ops in proptest::collection::vec(op(), 1..60)) {
-        let dev = FaultyBackend::new((HEADER_LEN + SIZE) as usize, "model-dev");
-        Volume::format(&dev, SIZE, &CreateOptions { chunk_size: CHUNK, durability: Durability::OnFlush, overwrite: false }).unwrap();
+    fn volume_matches_a_flat_model(ops in proptest::collection::vec(op(), 1..60), journaled in any::<bool>()) {
+        let opts = CreateOptions { chunk_size: CHUNK, durability: Durability::OnFlush, overwrite: false,
+                                   journal_size: Some(if journaled { MIN_JOURNAL } else { 0 }) };
+        let dev = FaultyBackend::new(opts.backing_len(SIZE) as usize, "model-dev");
+        Volume::format(&dev, SIZE, &opts).unwrap();
         let v = Volume::open_backend(Box::new(dev.clone()), &OpenOptions { background_load: false, ..OpenOptions::default() }).unwrap();
         let mut model = vec![0u8; SIZE as usize];
         let mut loaded_before = 0;
@@ -61,8 +64,11 @@ proptest! {
             prop_assert!(p.loaded_chunks <= p.total_chunks);
             loaded_before = p.loaded_chunks;
         }
-        // The device always holds every completed write.
-        prop_assert!(dev.live_image()[HEADER_LEN as usize..] == model[..]);
+        // After a checkpoint (a no-op without a journal) the home area holds every
+        // completed write.
+        v.checkpoint().unwrap();
+        let data_offset = v.header().data_offset() as usize;
+        prop_assert!(dev.live_image()[data_offset..] == model[..]);
         while v.load_step().unwrap() {}
         let mut all = vec![0u8; SIZE as usize];
         v.read_at(0, &mut all).unwrap();
@@ -73,7 +79,10 @@ proptest! {
 #[test]
 fn reads_of_unloaded_chunks_jump_the_queue() {
     let size = 64 * 4096;
-    let dev = FaultyBackend::new((HEADER_LEN + size) as usize, "prio-dev");
+    let dev = FaultyBackend::new(
+        CreateOptions::default().backing_len(size) as usize,
+        "prio-dev",
+    );
     Volume::format(
         &dev,
         size,

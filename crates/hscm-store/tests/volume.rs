@@ -2,7 +2,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use hscm_store::testing::FaultyBackend;
-use hscm_store::{Backend, CreateOptions, Durability, Error, OpenOptions, Volume, HEADER_LEN};
+use hscm_store::{Backend, CreateOptions, Durability, Error, OpenOptions, Volume};
 
 const MIB: u64 = 1 << 20;
 
@@ -135,7 +135,10 @@ fn bad_headers_and_sizes_give_clear_errors() {
     // inspect() (used by `hscm volume check`) agrees.
     std::fs::write(&p, &good).unwrap();
     let (h, len) = Volume::inspect(&p).unwrap();
-    assert_eq!((h.volume_size, len), (MIB, MIB + HEADER_LEN));
+    assert_eq!(
+        (h.volume_size, len),
+        (MIB, CreateOptions::default().backing_len(MIB))
+    );
 }
 
 /// Makes `p` unwritable even for root: an immutable file as root, mode 0444 otherwise.
@@ -208,7 +211,10 @@ fn read_only_volume_refuses_writes_and_serves_reads() {
 }
 
 fn faulty_volume(size: u64, chunk: u32, durability: Durability) -> (FaultyBackend, Volume) {
-    let dev = FaultyBackend::new((HEADER_LEN + size) as usize, "faulty-dev");
+    let dev = FaultyBackend::new(
+        CreateOptions::default().backing_len(size) as usize,
+        "faulty-dev",
+    );
     Volume::format(
         &dev,
         size,
@@ -216,6 +222,7 @@ fn faulty_volume(size: u64, chunk: u32, durability: Durability) -> (FaultyBacken
             chunk_size: chunk,
             durability,
             overwrite: false,
+            journal_size: None,
         },
     )
     .unwrap();
@@ -330,7 +337,10 @@ fn concurrent_io_during_warm_up_sees_whole_current_blocks() {
     const SIZE: u64 = 8 * MIB;
     let blocks = SIZE / BLOCK;
     for round in 0..4u64 {
-        let dev = FaultyBackend::new((HEADER_LEN + SIZE) as usize, "warm-dev");
+        let dev = FaultyBackend::new(
+            CreateOptions::default().backing_len(SIZE) as usize,
+            "warm-dev",
+        );
         Volume::format(&dev, SIZE, &small(16 << 10)).unwrap();
         {
             let v = Volume::open_backend(

@@ -1,0 +1,353 @@
+//! The write-ahead journal: on-media records and recovery.
+//!
+//! Layout (docs/format.md, version 2): two checkpoint slots (4 KiB each) after the
+//! header, then a circular journal region of `journal_len` bytes, then the data area.
+//! Writes to loaded chunks are appended to the journal in batches (one sequential
+//! device write for many writers); a checkpoint later writes the dirty sectors to their
+//! home locations, syncs, and records in a checkpoint slot where replay must start.
+//!
+//! Positions in the journal are monotone byte counts ("log positions"); the physical
+//! offset is `position % journal_len`. A batch never straddles the region's end: one
+//! that would start less than [`max_batch`] bytes before the end starts at the next lap
+//! instead ([`place`]). Writer and recovery apply the same rule, so recovery can walk
+//! the chain of batches without any pointer stored between them.
+
+use std::collections::BTreeMap;
+
+use crate::backend::{AlignedBuf, Backend};
+use crate::error::{Error, Result};
+use crate::header::{Header, SECTOR};
+
+/// Where the two checkpoint slots live (backing offsets).
+pub(crate) const CHECKPOINT_SLOTS: [u64; 2] = [4096, 8192];
+/// Where the journal region starts (backing offset), in format version 2.
+pub const JOURNAL_OFFSET: u64 = 12288;
+/// The smallest journal a volume may have (0 = none).
+pub const MIN_JOURNAL: u64 = 256 << 10;
+/// The largest batch: bounds one device write and the region's unused tail.
+const MAX_BATCH_CAP: u64 = 4 << 20;
+
+const BATCH_MAGIC: [u8; 8] = *b"HSCMJNL\0";
+const CHECKPOINT_MAGIC: [u8; 8] = *b"HSCMCKP\0";
+/// Bytes of a batch descriptor before its entries.
+const DESCRIPTOR_FIXED: usize = 64;
+const ENTRY_LEN: usize = 16;
+/// Records one batch can describe.
+pub(crate) const MAX_ENTRIES: usize = (SECTOR as usize - DESCRIPTOR_FIXED) / ENTRY_LEN;
+
+/// The largest batch (descriptor included) for a journal of `journal_len` bytes.
+pub(crate) fn max_batch(journal_len: u64) -> u64 {
+    (journal_len / 4).min(MAX_BATCH_CAP) / SECTOR * SECTOR
+}
+
+/// The largest record payload one batch carries.
+pub(crate) fn max_payload(journal_len: u64) -> u64 {
+    max_batch(journal_len) - SECTOR
+}
+
+/// Where a batch that follows log position `pos` starts.
+pub(crate) fn place(pos: u64, journal_len: u64) -> u64 {
+    let off = pos % journal_len;
+    if off + max_batch(journal_len) > journal_len {
+        pos - off + journal_len
+    } else {
+        pos
+    }
+}
+
+/// Where replay starts, as recorded by the last checkpoint. `nonce` names the
+/// incarnation: every open for writing starts a new one, so batches left in the region
+/// by an earlier incarnation can never be mistaken for current ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Checkpoint {
+    pub generation: u64,
+    pub next_seq: u64,
+    pub log_pos: u64,
+    pub nonce: u64,
+}
+
+impl Checkpoint {
+    pub(crate) fn slot(&self) -> u64 {
+        CHECKPOINT_SLOTS[(self.generation % 2) as usize]
+    }
+
+    pub(crate) fn encode(&self, uuid: &[u8; 16]) -> AlignedBuf {
+        let mut b = AlignedBuf::zeroed(SECTOR as usize);
+        b[0..8].copy_from_slice(&CHECKPOINT_MAGIC);
+        b[8..24].copy_from_slice(uuid);
+        b[24..32].copy_from_slice(&self.generation.to_le_bytes());
+        b[32..40].copy_from_slice(&self.next_seq.to_le_bytes());
+        b[40..48].copy_from_slice(&self.log_pos.to_le_bytes());
+        b[48..56].copy_from_slice(&self.nonce.to_le_bytes());
+        let crc = crc32c::crc32c(&b[..56]);
+        b[56..60].copy_from_slice(&crc.to_le_bytes());
+        b
+    }
+
+    /// None if the block is not a valid checkpoint of this volume (torn, never written).
+    pub(crate) fn decode(b: &[u8], uuid: &[u8; 16]) -> Option<Checkpoint> {
+        if b.len() < 60 || b[0..8] != CHECKPOINT_MAGIC || &b[8..24] != uuid {
+            return None;
+        }
+        let stored = u32::from_le_bytes(b[56..60].try_into().ok()?);
+        if stored != crc32c::crc32c(&b[..56]) {
+            return None;
+        }
+        let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
+        Some(Checkpoint {
+            generation: u64_at(24),
+            next_seq: u64_at(32),
+            log_pos: u64_at(40),
+            nonce: u64_at(48),
+        })
+    }
+}
+
+/// One write in a batch: whole sectors at a sector-aligned volume offset.
+pub(crate) struct Entry {
+    pub offset: u64,
+    pub len: u64,
+}
+
+/// Builds a batch: descriptor, then every payload in order, checksummed together.
+pub(crate) fn encode_batch(
+    uuid: &[u8; 16],
+    nonce: u64,
+    seq: u64,
+    log_pos: u64,
+    payloads: &[(u64, &[u8])],
+) -> AlignedBuf {
+    assert!(
+        payloads.len() <= MAX_ENTRIES,
+        "too many records for one batch"
+    );
+    let total: usize = SECTOR as usize + payloads.iter().map(|(_, p)| p.len()).sum::<usize>();
+    let mut b = AlignedBuf::zeroed(total);
+    b[0..8].copy_from_slice(&BATCH_MAGIC);
+    b[8..24].copy_from_slice(uuid);
+    b[24..32].copy_from_slice(&nonce.to_le_bytes());
+    b[32..40].copy_from_slice(&seq.to_le_bytes());
+    b[40..48].copy_from_slice(&log_pos.to_le_bytes());
+    b[48..52].copy_from_slice(&(total as u32).to_le_bytes());
+    b[52..56].copy_from_slice(&(payloads.len() as u32).to_le_bytes());
+    let mut at = SECTOR as usize;
+    for (i, (offset, data)) in payloads.iter().enumerate() {
+        let e = DESCRIPTOR_FIXED + i * ENTRY_LEN;
+        b[e..e + 8].copy_from_slice(&offset.to_le_bytes());
+        b[e + 8..e + 16].copy_from_slice(&(data.len() as u64).to_le_bytes());
+        b[at..at + data.len()].copy_from_slice(data);
+        at += data.len();
+    }
+    let crc = crc32c::crc32c(&b);
+    b[56..60].copy_from_slice(&crc.to_le_bytes());
+    b
+}
+
+/// What a batch descriptor promises, if it is one of the expected batch.
+fn decode_descriptor(
+    d: &[u8],
+    header: &Header,
+    ck: &Checkpoint,
+    seq: u64,
+    pos: u64,
+) -> Option<(u64, Vec<Entry>)> {
+    let u64_at = |o: usize| u64::from_le_bytes(d[o..o + 8].try_into().expect("8 bytes"));
+    let u32_at = |o: usize| u32::from_le_bytes(d[o..o + 4].try_into().expect("4 bytes"));
+    if d[0..8] != BATCH_MAGIC
+        || d[8..24] != header.uuid
+        || u64_at(24) != ck.nonce
+        || u64_at(32) != seq
+        || u64_at(40) != pos
+    {
+        return None;
+    }
+    let total = u64::from(u32_at(48));
+    let count = u32_at(52) as usize;
+    if total < SECTOR || total > max_batch(header.journal_len) || total % SECTOR != 0 {
+        return None;
+    }
+    if count > MAX_ENTRIES {
+        return None;
+    }
+    let mut entries = Vec::with_capacity(count);
+    let mut sum = SECTOR;
+    for i in 0..count {
+        let e = DESCRIPTOR_FIXED + i * ENTRY_LEN;
+        let (offset, len) = (u64_at(e), u64_at(e + 8));
+        let end = offset.checked_add(len)?;
+        if offset % SECTOR != 0 || len == 0 || len % SECTOR != 0 || end > header.volume_size {
+            return None;
+        }
+        sum = sum.checked_add(len)?;
+        entries.push(Entry { offset, len });
+    }
+    (sum == total).then_some((total, entries))
+}
+
+/// What recovery found in the journal.
+pub(crate) struct Replay {
+    /// The checkpoint replay started from.
+    pub checkpoint: Checkpoint,
+    /// Valid batches found after it.
+    pub batches: u64,
+    /// Their effect, latest write wins: sector offset → 4 KiB of data.
+    pub sectors: BTreeMap<u64, Box<[u8]>>,
+    /// The sequence number and log position after the last valid batch.
+    pub next_seq: u64,
+    pub end_pos: u64,
+}
+
+/// Reads both checkpoint slots and returns the newest valid one.
+pub(crate) fn read_checkpoint(backend: &dyn Backend, header: &Header) -> Result<Checkpoint> {
+    let mut best: Option<Checkpoint> = None;
+    for slot in CHECKPOINT_SLOTS {
+        let mut b = AlignedBuf::zeroed(SECTOR as usize);
+        backend.read_at(slot, &mut b).map_err(|e| {
+            Error::io(
+                format!(
+                    "cannot read the checkpoint slot at {slot} of {}",
+                    backend.describe()
+                ),
+                e,
+            )
+        })?;
+        if let Some(ck) = Checkpoint::decode(&b, &header.uuid) {
+            if best.is_none_or(|b| ck.generation > b.generation) {
+                best = Some(ck);
+            }
+        }
+    }
+    best.ok_or_else(|| Error::BadGeometry {
+        path: backend.describe(),
+        reason: "neither checkpoint slot holds a valid record (offsets 4096 and 8192); the journal cannot be replayed".into(),
+    })
+}
+
+/// Walks the chain of batches after the newest checkpoint.
+pub(crate) fn scan(backend: &dyn Backend, header: &Header) -> Result<Replay> {
+    let ck = read_checkpoint(backend, header)?;
+    let j = header.journal_len;
+    let mut replay = Replay {
+        checkpoint: ck,
+        batches: 0,
+        sectors: BTreeMap::new(),
+        next_seq: ck.next_seq,
+        end_pos: ck.log_pos,
+    };
+    let read = |pos: u64, buf: &mut [u8]| {
+        backend.read_at(JOURNAL_OFFSET + pos % j, buf).map_err(|e| {
+            Error::io(
+                format!(
+                    "cannot read the journal of {} at log position {pos}",
+                    backend.describe()
+                ),
+                e,
+            )
+        })
+    };
+    loop {
+        let pos = place(replay.end_pos, j);
+        // A valid chain never holds more than one region's worth past the checkpoint.
+        if pos + SECTOR - ck.log_pos > j {
+            break;
+        }
+        let mut desc = AlignedBuf::zeroed(SECTOR as usize);
+        read(pos, &mut desc)?;
+        let Some((total, entries)) = decode_descriptor(&desc, header, &ck, replay.next_seq, pos)
+        else {
+            break;
+        };
+        if pos + total - ck.log_pos > j {
+            break;
+        }
+        let mut payload = AlignedBuf::zeroed((total - SECTOR) as usize);
+        if total > SECTOR {
+            read(pos + SECTOR, &mut payload)?;
+        }
+        let mut check = desc.to_vec();
+        check[56..60].fill(0);
+        let stored = u32::from_le_bytes(desc[56..60].try_into().expect("4 bytes"));
+        let crc = crc32c::crc32c_append(
+            crc32c::crc32c(&check),
+            &payload[..(total - SECTOR) as usize],
+        );
+        if crc != stored {
+            break;
+        }
+        let mut at = 0usize;
+        for e in entries {
+            for s in 0..e.len / SECTOR {
+                let from = at + (s * SECTOR) as usize;
+                replay.sectors.insert(
+                    e.offset + s * SECTOR,
+                    payload[from..from + SECTOR as usize].into(),
+                );
+            }
+            at += e.len as usize;
+        }
+        replay.batches += 1;
+        replay.next_seq += 1;
+        replay.end_pos = pos + total;
+    }
+    Ok(replay)
+}
+
+/// Groups sorted sectors into runs of consecutive ones, each copied into one buffer.
+pub(crate) fn runs_of(sectors: &BTreeMap<u64, Box<[u8]>>) -> Vec<(u64, AlignedBuf)> {
+    let mut runs: Vec<(u64, Vec<&[u8]>)> = Vec::new();
+    for (&off, data) in sectors {
+        match runs.last_mut() {
+            Some((start, parts)) if *start + parts.len() as u64 * SECTOR == off => parts.push(data),
+            _ => runs.push((off, vec![data])),
+        }
+    }
+    runs.into_iter()
+        .map(|(start, parts)| {
+            let mut b = AlignedBuf::zeroed(parts.len() * SECTOR as usize);
+            for (i, p) in parts.iter().enumerate() {
+                b[i * SECTOR as usize..(i + 1) * SECTOR as usize].copy_from_slice(p);
+            }
+            (start, b)
+        })
+        .collect()
+}
+
+/// A fresh random incarnation number.
+pub(crate) fn new_nonce() -> u64 {
+    let b = *uuid::Uuid::new_v4().as_bytes();
+    u64::from_le_bytes(b[..8].try_into().expect("8 bytes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn placement_never_straddles_the_end() {
+        let j = MIN_JOURNAL;
+        let mb = max_batch(j);
+        for pos in (0..4 * j).step_by(SECTOR as usize) {
+            let p = place(pos, j);
+            assert!(p >= pos && p - pos < mb.max(SECTOR));
+            assert!(p % j + mb <= j, "batch at {p} could cross the end");
+        }
+    }
+
+    #[test]
+    fn checkpoint_round_trips_and_rejects_other_volumes_and_flips() {
+        let ck = Checkpoint {
+            generation: 9,
+            next_seq: 77,
+            log_pos: 123 * SECTOR,
+            nonce: 0xfeed,
+        };
+        let enc = ck.encode(&[1; 16]);
+        assert_eq!(Checkpoint::decode(&enc, &[1; 16]), Some(ck));
+        assert_eq!(Checkpoint::decode(&enc, &[2; 16]), None);
+        for byte in 0..60 {
+            let mut b = enc.to_vec();
+            b[byte] ^= 4;
+            assert_eq!(Checkpoint::decode(&b, &[1; 16]), None, "byte {byte}");
+        }
+    }
+}

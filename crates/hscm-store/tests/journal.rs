@@ -1,0 +1,304 @@
+//! The write-ahead journal: power cuts while it wraps and checkpoints run, replay on
+//! open (writable and read-only), stale batches of an earlier incarnation, and
+//! failures during a checkpoint.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hscm_store::testing::{check_restarted_block, stamped_block, FaultyBackend};
+use hscm_store::{CreateOptions, Durability, Error, OpenOptions, Volume, MIN_JOURNAL};
+use rand::{Rng, SeedableRng};
+
+const MIB: u64 = 1 << 20;
+
+fn journaled(size: u64, chunk: u32, durability: Durability) -> (FaultyBackend, CreateOptions) {
+    let opts = CreateOptions {
+        chunk_size: chunk,
+        durability,
+        overwrite: false,
+        journal_size: Some(MIN_JOURNAL),
+    };
+    let dev = FaultyBackend::new(opts.backing_len(size) as usize, "journal-dev");
+    Volume::format(&dev, size, &opts).unwrap();
+    (dev, opts)
+}
+
+fn open(dev: &FaultyBackend) -> Volume {
+    Volume::open_backend(Box::new(dev.clone()), &OpenOptions::default()).unwrap()
+}
+
+/// Many writers over a small journal, so it wraps many times and checkpoints run
+/// concurrently with writes; a power cut at a random moment; every acknowledged write
+/// survives the restart.
+fn wrap_round(durability: Durability, seed: u64) -> (u64, u64) {
+    const BLOCK: usize = 4096 + 512; // two sectors, one partial: records of varying shape
+    const BLOCKS: u64 = 96;
+    let size = (BLOCKS * BLOCK as u64).next_multiple_of(4096);
+    let (dev, _) = journaled(size, 16 << 10, durability);
+    let v = Arc::new(open(&dev));
+    v.wait_loaded(None).unwrap();
+    let acked = Arc::new(Mutex::new(vec![0u64; BLOCKS as usize]));
+    let attempted = Arc::new(Mutex::new(vec![0u64; BLOCKS as usize]));
+    let stop = Arc::new(AtomicBool::new(false));
+    let writers: Vec<_> = (0..4u64)
+        .map(|w| {
+            let (v, acked, attempted, stop) =
+                (v.clone(), acked.clone(), attempted.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut rng = rand::rngs::SmallRng::seed_from_u64(seed * 10 + w);
+                let mut completed = Vec::new();
+                for version in 1.. {
+                    if stop.load(Ordering::Relaxed) {
+                        break;
+                    }
+                    // Each writer owns every fourth block, so versions per block are ordered.
+                    let block = rng.gen_range(0..BLOCKS / 4) * 4 + w;
+                    attempted.lock().unwrap()[block as usize] = version;
+                    let data = stamped_block(block, version, BLOCK);
+                    if v.write_at(block * BLOCK as u64, &data).is_err() {
+                        break;
+                    }
+                    match durability {
+                        Durability::Immediate => acked.lock().unwrap()[block as usize] = version,
+                        Durability::OnFlush => {
+                            completed.push((block, version));
+                            if rng.gen_ratio(1, 6) {
+                                if v.flush().is_err() {
+                                    break;
+                                }
+                                let mut a = acked.lock().unwrap();
+                                for (b, ver) in completed.drain(..) {
+                                    a[b as usize] = a[b as usize].max(ver);
+                                }
+                            }
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+    std::thread::sleep(Duration::from_millis(rng.gen_range(5..40)));
+    let stats = v.journal_stats();
+    let after = dev.power_cut(seed);
+    stop.store(true, Ordering::Relaxed);
+    for w in writers {
+        w.join().unwrap();
+    }
+    let (acked, attempted) = (
+        acked.lock().unwrap().clone(),
+        attempted.lock().unwrap().clone(),
+    );
+    // Read-only first (replay into an overlay, nothing written), then writable (replay
+    // home): both must show every acknowledged write.
+    for read_only in [true, false] {
+        let v2 = Volume::open_backend(
+            Box::new(after.clone()),
+            &OpenOptions {
+                read_only,
+                ..OpenOptions::default()
+            },
+        )
+        .unwrap();
+        for block in 0..BLOCKS {
+            let mut b = vec![0u8; BLOCK];
+            v2.read_at(block * BLOCK as u64, &mut b).unwrap();
+            if let Err(e) =
+                check_restarted_block(block, &b, acked[block as usize], attempted[block as usize])
+            {
+                panic!("{durability} seed {seed} (read-only open: {read_only}): {e}");
+            }
+        }
+    }
+    (stats.batches, stats.checkpoints)
+}
+
+#[test]
+fn power_cuts_while_the_journal_wraps_and_checkpoints_immediate() {
+    let (mut batches, mut checkpoints) = (0, 0);
+    for seed in 1..=30 {
+        let (b, c) = wrap_round(Durability::Immediate, seed);
+        batches += b;
+        checkpoints += c;
+    }
+    // The rounds really did wrap the journal and checkpoint under load: a batch is at
+    // least 8 KiB, so 32 of them fill the 256 KiB journal once.
+    assert!(
+        checkpoints >= 30,
+        "only {checkpoints} checkpoints in 30 rounds"
+    );
+    assert!(
+        batches >= 30 * 32,
+        "only {batches} batches in 30 rounds: less than a journal's worth per round"
+    );
+}
+
+#[test]
+fn power_cuts_while_the_journal_wraps_and_checkpoints_on_flush() {
+    let mut checkpoints = 0;
+    for seed in 1..=30 {
+        checkpoints += wrap_round(Durability::OnFlush, seed).1;
+    }
+    assert!(
+        checkpoints >= 30,
+        "only {checkpoints} checkpoints in 30 rounds"
+    );
+}
+
+/// A crash leaves the newest writes only in the journal: a read-only open shows them
+/// without writing anything, a writable open replays them home.
+#[test]
+fn replay_after_a_crash_read_only_then_writable() {
+    let size = 4 * MIB;
+    let (dev, _) = journaled(size, 64 << 10, Durability::Immediate);
+    let v = open(&dev);
+    v.wait_loaded(None).unwrap();
+    v.write_at(5000, b"journaled").unwrap();
+    v.write_at(3 * MIB - 3, b"across a chunk").unwrap();
+    // No checkpoint ran (the idle one waits a second): home still holds zeros.
+    let data_offset = v.header().data_offset() as usize;
+    assert_eq!(v.journal_stats().checkpoints, 0);
+    assert!(dev.live_image()[data_offset + 5000..data_offset + 5009]
+        .iter()
+        .all(|&b| b == 0));
+    let after = dev.power_cut(1);
+    drop(v);
+
+    let ro = Volume::open_backend(
+        Box::new(after.clone()),
+        &OpenOptions {
+            read_only: true,
+            ..OpenOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(ro.journal_stats().replayed_batches >= 2);
+    let mut b = [0u8; 9];
+    ro.read_at(5000, &mut b).unwrap(); // served from the backend + overlay, or RAM
+    assert_eq!(&b, b"journaled");
+    ro.wait_loaded(None).unwrap();
+    let mut c = [0u8; 14];
+    ro.read_at(3 * MIB - 3, &mut c).unwrap(); // from RAM, loaded with the overlay
+    assert_eq!(&c, b"across a chunk");
+    drop(ro);
+    assert!(
+        after.live_image()[data_offset + 5000..data_offset + 5009]
+            .iter()
+            .all(|&b| b == 0),
+        "a read-only open wrote to the device"
+    );
+
+    let rw = Volume::open_backend(Box::new(after.clone()), &OpenOptions::default()).unwrap();
+    assert_eq!(
+        &after.live_image()[data_offset + 5000..data_offset + 5009],
+        b"journaled",
+        "a writable open replays home before serving"
+    );
+    rw.close().unwrap();
+    // A clean close leaves nothing to replay.
+    let again = Volume::open_backend(Box::new(after), &OpenOptions::default()).unwrap();
+    assert_eq!(again.journal_stats().replayed_batches, 0);
+    let mut b = [0u8; 9];
+    again.read_at(5000, &mut b).unwrap();
+    assert_eq!(&b, b"journaled");
+}
+
+/// A device may keep a later batch and lose an earlier one when power fails before a
+/// sync. Recovery stops at the lost one; the next incarnation then writes its own
+/// batches at the same positions with the same sequence numbers. After another crash,
+/// the stale survivor of the first incarnation must not be replayed over what the
+/// second one acknowledged (the incarnation nonce in every batch guards this).
+#[test]
+fn stale_batches_of_an_earlier_incarnation_are_never_replayed() {
+    let size = MIB;
+    let (dev, _) = journaled(size, 64 << 10, Durability::OnFlush);
+    let v = open(&dev);
+    v.wait_loaded(None).unwrap();
+    // Incarnation 1, one batch each, 8 KiB apiece (descriptor + one sector), starting
+    // at log position 0: X (durable) at 0, Y at 8 KiB, Z at 16 KiB (Z to offset 4096).
+    v.write_at_with(0, &[b'X'; 4096], Durability::Immediate)
+        .unwrap();
+    v.write_at(65536, &[b'Y'; 4096]).unwrap();
+    v.write_at(4096, &[b'Z'; 4096]).unwrap();
+    assert_eq!(v.journal_stats().batches, 3);
+    let mut image = dev.live_image();
+    drop(dev.power_cut(1));
+    std::mem::forget(v); // a crash: no close, no checkpoint
+                         // The device lost Y's batch but kept Z's.
+    let y = (hscm_store::JOURNAL_OFFSET + 8192) as usize;
+    image[y..y + 4096].fill(0);
+    let dev2 = FaultyBackend::new(image.len(), "stale-dev");
+    hscm_store::Backend::write_at(&dev2, 0, &image).unwrap();
+    hscm_store::Backend::sync(&dev2).unwrap();
+
+    // Incarnation 2 replays X only, then acknowledges V at offset 4096: its batch
+    // lands where Y was, with Y's number, so the chain continues exactly where the
+    // stale Z batch lies.
+    let v2 = open(&dev2);
+    assert_eq!(v2.journal_stats().replayed_batches, 1);
+    v2.wait_loaded(None).unwrap();
+    v2.write_at_with(4096, &[b'V'; 4096], Durability::Immediate)
+        .unwrap();
+    let dev3 = dev2.power_cut(2);
+    std::mem::forget(v2);
+
+    let v3 = Volume::open_backend(Box::new(dev3), &OpenOptions::default()).unwrap();
+    let mut b = [0u8; 1];
+    v3.read_at(4096, &mut b).unwrap();
+    assert_eq!(b[0], b'V', "a stale batch overwrote an acknowledged write");
+    v3.read_at(0, &mut b).unwrap();
+    assert_eq!(b[0], b'X');
+}
+
+/// A failed checkpoint (the device refuses the home writes) turns the volume read-only;
+/// what was acknowledged is still recovered from the journal.
+#[test]
+fn a_failed_checkpoint_turns_the_volume_read_only_and_loses_nothing() {
+    let size = MIB;
+    let (dev, _) = journaled(size, 64 << 10, Durability::Immediate);
+    let v = open(&dev);
+    v.wait_loaded(None).unwrap();
+    for i in 0..8u64 {
+        v.write_at(i * 8192, &stamped_block(i, 1, 4096)).unwrap();
+    }
+    dev.fail_write_after(0, rustix::io::Errno::IO.raw_os_error());
+    let err = v.checkpoint().unwrap_err();
+    assert!(err.to_string().contains("checkpoint"), "{err}");
+    let err = v.write_at(0, b"no").unwrap_err();
+    assert!(matches!(err, Error::ReadOnly { .. }), "{err}");
+    let after = dev.power_cut(4);
+    let v2 = Volume::open_backend(Box::new(after), &OpenOptions::default()).unwrap();
+    for i in 0..8u64 {
+        let mut b = vec![0u8; 4096];
+        v2.read_at(i * 8192, &mut b).unwrap();
+        check_restarted_block(i, &b, 1, 1).unwrap();
+    }
+}
+
+/// Writes that span loaded and unloaded chunks split between the journal (loaded) and
+/// home (unloaded, paper case 3); both halves survive a power cut once acknowledged.
+#[test]
+fn writes_spanning_loaded_and_unloaded_chunks() {
+    let size = 16 * MIB; // twice what one load step takes (8 MiB)
+    let (dev, _) = journaled(size, MIB as u32, Durability::Immediate);
+    let v = Volume::open_backend(
+        Box::new(dev.clone()),
+        &OpenOptions {
+            background_load: false,
+            ..OpenOptions::default()
+        },
+    )
+    .unwrap();
+    v.load_step().unwrap(); // loads the first batch of chunks only
+    let loaded = v.load_progress().loaded_chunks as u64;
+    assert!(loaded > 0 && loaded < 16, "{loaded} chunks loaded");
+    let boundary = loaded * MIB;
+    let data: Vec<u8> = (0..3 * 4096).map(|i| (i % 253) as u8).collect();
+    v.write_at(boundary - 4096, &data).unwrap();
+    let after = dev.power_cut(5);
+    let v2 = Volume::open_backend(Box::new(after), &OpenOptions::default()).unwrap();
+    let mut back = vec![0u8; data.len()];
+    v2.read_at(boundary - 4096, &mut back).unwrap();
+    assert_eq!(back, data);
+}
