@@ -84,8 +84,8 @@ pub struct VolumeBenchSpec {
     pub seconds: f64,
     pub durability: Durability,
     pub size: u64,
-    /// Our volume's journal (None: the default for its size; Some(0): none).
-    pub journal: Option<u64>,
+    /// Our volume's journal in bytes (0: none).
+    pub journal: u64,
     pub dir: Option<PathBuf>,
     pub targets: Vec<TargetKind>,
     pub progress: bool,

@@ -60,12 +60,15 @@ enum VolumeCmd {
         /// loss) or `on-flush` (block-device semantics: durable after a flush).
         #[arg(long, default_value = "immediate")]
         durability: Durability,
-        /// Write-ahead journal size. Concurrent writers share one sequential journal
-        /// write per batch; a background checkpoint writes changes home. Default: an
-        /// eighth of the volume, 256K..64M. `0` writes every change straight home.
-        /// After a crash, opening replays at most one journal's worth.
-        #[arg(long, value_parser = units::parse_size)]
-        journal: Option<u64>,
+        /// Write-ahead journal size (0: none, every write goes straight home, as the
+        /// paper's design). With a journal, concurrent writers share one sequential
+        /// write and one sync per batch, and a background checkpoint writes changes
+        /// home in large sequential spans. It pays off for random writes when it is
+        /// about as large as the data they touch (the hot set); smaller, it costs more
+        /// than it saves (docs/design.md). At least 256K. After a crash, opening
+        /// replays at most one journal's worth.
+        #[arg(long, default_value = "0", value_parser = units::parse_size)]
+        journal: u64,
         /// Overwrite an existing file at PATH.
         #[arg(long)]
         force: bool,
@@ -130,10 +133,10 @@ struct VolumeBenchArgs {
     /// Working-set size (volume and baseline files).
     #[arg(long, default_value = "1G", value_parser = units::parse_size)]
     size: u64,
-    /// Our volume's journal size (default as `hscm volume create`; 0: writes go
-    /// straight home, as the paper's design).
-    #[arg(long, value_parser = units::parse_size)]
-    journal: Option<u64>,
+    /// Our volume's journal size (0, the default: writes go straight home, as the
+    /// paper's design; see `hscm volume create --help`).
+    #[arg(long, default_value = "0", value_parser = units::parse_size)]
+    journal: u64,
     /// Directory on the disk to measure (default: the current directory).
     #[arg(long)]
     path: Option<PathBuf>,

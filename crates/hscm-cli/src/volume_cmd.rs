@@ -17,7 +17,7 @@ pub fn create(
     size: u64,
     chunk: u64,
     durability: Durability,
-    journal: Option<u64>,
+    journal: u64,
     force: bool,
 ) -> Result<()> {
     let chunk_size = u32::try_from(chunk).context("--chunk must be below 4 GiB")?;

@@ -36,6 +36,41 @@ fn create_info_check_round_trip() {
     assert_eq!(j["volume_size"], 8 << 20);
     assert_eq!(j["chunks"], 32);
     assert_eq!(j["load"]["loaded_chunks"], 32);
+    // Format 2, no journal by default, cleanly created: nothing to replay.
+    assert_eq!(j["format_version"], 2);
+    assert_eq!(j["journal_len"], 0);
+    assert_eq!(j["data_offset"], 12288);
+    assert_eq!(j["journal_pending_batches"], 0);
+    // With a journal.
+    let pj = dir.path().join("journal.hscm");
+    let pjs = pj.to_str().unwrap();
+    let o = hscm(&["volume", "create", pjs, "--size", "1M", "--journal", "1M"]);
+    assert!(
+        o.status.success() && text(&o).contains("journal 1 MiB"),
+        "{}",
+        text(&o)
+    );
+    let o = hscm(&["volume", "check", pjs, "--json"]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (j["journal_len"].as_u64(), j["ok"].as_bool()),
+        (Some(1 << 20), Some(true))
+    );
+    let o = hscm(&[
+        "volume",
+        "create",
+        pjs,
+        "--size",
+        "1M",
+        "--journal",
+        "8k",
+        "--force",
+    ]);
+    assert!(
+        !o.status.success() && text(&o).contains("journal size"),
+        "{}",
+        text(&o)
+    );
     // Creating over an existing file needs --force.
     let o = hscm(&["volume", "create", ps, "--size", "8M"]);
     assert!(
@@ -115,6 +150,8 @@ fn bench_volume_json_contract() {
         "0.2",
         "--size",
         "8M",
+        "--journal",
+        "1M",
         "--path",
         dir.path().to_str().unwrap(),
         "--json",
@@ -138,6 +175,13 @@ fn bench_volume_json_contract() {
             j["ours"]["iops"].as_f64().unwrap() / j["baselines"][b]["iops"].as_f64().unwrap();
         assert!((r - want).abs() < 1e-9 * want.max(1.0), "ratio {b}");
     }
+    // What the journal did, beside the contract fields.
+    assert!(
+        j["journal"]["records"].as_u64().unwrap() > 0,
+        "{}",
+        j["journal"]
+    );
+    assert!(j["journal"]["records_per_batch"].as_f64().unwrap() >= 1.0);
     // The scratch files are gone afterwards.
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
 }

@@ -1,7 +1,8 @@
 //! kill -9 against a writer process at random moments, many rounds on one volume:
 //! after every kill the reopened volume holds every acknowledged write. Each round's
 //! writer starts while the volume is still warming up, so the rapid-resilience paths
-//! are killed mid-flight too.
+//! are killed mid-flight too. Run on a volume without a journal and on one with a
+//! small journal (1 MiB for 8 MiB: it wraps and checkpoints within a round).
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -14,7 +15,7 @@ use rand::{Rng, SeedableRng};
 
 const BLOCK: u64 = 1536;
 
-fn run_rounds(durability: Durability, rounds: u64) {
+fn run_rounds(durability: Durability, rounds: u64, journal_size: u64) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("crash.hscm");
     let size = 8 << 20;
@@ -25,7 +26,7 @@ fn run_rounds(durability: Durability, rounds: u64) {
             chunk_size: 64 << 10,
             durability,
             overwrite: false,
-            journal_size: None,
+            journal_size,
         },
     )
     .unwrap();
@@ -132,10 +133,20 @@ fn verify(path: &Path, acked: &[u64], attempted: &[u64], round: u64) {
 
 #[test]
 fn sigkill_loses_no_acknowledged_write_immediate() {
-    run_rounds(Durability::Immediate, 25);
+    run_rounds(Durability::Immediate, 25, 0);
 }
 
 #[test]
 fn sigkill_loses_no_acknowledged_write_on_flush() {
-    run_rounds(Durability::OnFlush, 25);
+    run_rounds(Durability::OnFlush, 25, 0);
+}
+
+#[test]
+fn sigkill_loses_no_acknowledged_write_journaled_immediate() {
+    run_rounds(Durability::Immediate, 25, 1 << 20);
+}
+
+#[test]
+fn sigkill_loses_no_acknowledged_write_journaled_on_flush() {
+    run_rounds(Durability::OnFlush, 25, 1 << 20);
 }

@@ -35,7 +35,6 @@ pub use header::{Header, FORMAT_VERSION, HEADER_LEN, MAGIC, SECTOR};
 pub use journal::{JOURNAL_OFFSET, MIN_JOURNAL};
 pub use volume::{
     CreateOptions, JournalStats, LoadProgress, LoadState, OpenOptions, Volume, DEFAULT_CHUNK_SIZE,
-    DEFAULT_MAX_JOURNAL,
 };
 
 /// When a write is durable. See docs/design.md.

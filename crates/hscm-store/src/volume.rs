@@ -37,7 +37,9 @@ use crate::error::{Error, Result};
 use crate::header::{
     validate_geometry, validate_journal, Header, FORMAT_VERSION, HEADER_LEN, SECTOR,
 };
-use crate::journal::{self, Checkpoint, JOURNAL_OFFSET, MIN_JOURNAL};
+#[cfg(doc)]
+use crate::journal::MIN_JOURNAL;
+use crate::journal::{self, Checkpoint, JOURNAL_OFFSET};
 use crate::ram::RamImage;
 use crate::Durability;
 
@@ -58,10 +60,6 @@ const PREFAULT_AHEAD: u64 = 64 << 20;
 
 /// Default chunk: the unit of loading, locking and request prioritisation.
 pub const DEFAULT_CHUNK_SIZE: u32 = 1 << 20;
-
-/// The journal a new volume gets unless told otherwise: an eighth of the volume,
-/// between [`MIN_JOURNAL`] and this. It bounds replay after a crash (one journal's worth).
-pub const DEFAULT_MAX_JOURNAL: u64 = 1 << 30;
 
 /// How long a batch leader waits at most for writers released by the previous batch,
 /// and how long without a new arrival makes it stop waiting.
@@ -95,9 +93,11 @@ pub struct CreateOptions {
     pub durability: Durability,
     /// Replace an existing regular file at the path.
     pub overwrite: bool,
-    /// Bytes of write-ahead journal: None picks [`CreateOptions::journal_for`];
-    /// Some(0) makes a volume without one (every write goes to its home location).
-    pub journal_size: Option<u64>,
+    /// Bytes of write-ahead journal: 0 (the default) for none, every write going to its
+    /// home location; else at least [`MIN_JOURNAL`]. A journal pays off when it holds
+    /// the writes between two checkpoints of the hot set (docs/design.md); it also
+    /// bounds replay after a crash (one journal's worth).
+    pub journal_size: u64,
 }
 
 impl Default for CreateOptions {
@@ -106,22 +106,15 @@ impl Default for CreateOptions {
             chunk_size: DEFAULT_CHUNK_SIZE,
             durability: Durability::Immediate,
             overwrite: false,
-            journal_size: None,
+            journal_size: 0,
         }
     }
 }
 
 impl CreateOptions {
-    /// The journal a volume of `volume_size` bytes gets with these options.
-    pub fn journal_for(&self, volume_size: u64) -> u64 {
-        self.journal_size.unwrap_or_else(|| {
-            (volume_size / 8 / SECTOR * SECTOR).clamp(MIN_JOURNAL, DEFAULT_MAX_JOURNAL)
-        })
-    }
-
     /// Bytes the backing store needs for a volume of `volume_size` bytes.
     pub fn backing_len(&self, volume_size: u64) -> u64 {
-        JOURNAL_OFFSET + self.journal_for(volume_size) + volume_size
+        JOURNAL_OFFSET + self.journal_size + volume_size
     }
 }
 
@@ -293,7 +286,7 @@ impl Volume {
             path: path.display().to_string(),
             reason,
         })?;
-        validate_journal(opts.journal_for(size)).map_err(|reason| Error::BadGeometry {
+        validate_journal(opts.journal_size).map_err(|reason| Error::BadGeometry {
             path: path.display().to_string(),
             reason,
         })?;
@@ -308,7 +301,7 @@ impl Volume {
             path: name.clone(),
             reason,
         })?;
-        let journal_len = opts.journal_for(size);
+        let journal_len = opts.journal_size;
         validate_journal(journal_len).map_err(|reason| Error::BadGeometry {
             path: name.clone(),
             reason,
@@ -1292,21 +1285,9 @@ impl Shared {
         staging: &mut Option<AlignedBuf>,
     ) -> std::io::Result<()> {
         let stage = staging.get_or_insert_with(|| AlignedBuf::zeroed(STAGING_BYTES));
-        let data_offset = self.header.data_offset();
         // (volume offset, where in the stage, length)
         let mut staged: Vec<(u64, usize, usize)> = Vec::new();
         let mut used = 0usize;
-        let write_out = |stage: &AlignedBuf, staged: &mut Vec<(u64, usize, usize)>| {
-            let writes: Vec<(u64, &[u8])> = staged
-                .iter()
-                .map(|&(off, at, len)| (data_offset + off, &stage[at..at + len]))
-                .collect();
-            j.home_runs
-                .fetch_add(writes.len() as u64, Ordering::Relaxed);
-            let r = self.backend.write_many(&writes);
-            staged.clear();
-            r
-        };
         for (c, chunk) in self.chunks.iter().enumerate() {
             if !chunk.dirty.load(Ordering::Acquire) {
                 continue;
@@ -1314,7 +1295,8 @@ impl Shared {
             let (cs, ce) = self.chunk_range(c);
             // A chunk never waits on device I/O while its ram lock is held: make room first.
             if used + (ce - cs) as usize > stage.len() {
-                write_out(stage, &mut staged)?;
+                self.write_runs_home(j, stage, &staged)?;
+                staged.clear();
                 used = 0;
             }
             let oversized = (ce - cs) as usize > stage.len();
@@ -1343,13 +1325,7 @@ impl Shared {
                 }
             }
             if oversized {
-                let writes: Vec<(u64, &[u8])> = runs
-                    .iter()
-                    .map(|&(off, at, len)| (data_offset + off, &buf[at..at + len]))
-                    .collect();
-                j.home_runs
-                    .fetch_add(writes.len() as u64, Ordering::Relaxed);
-                self.backend.write_many(&writes)?;
+                self.write_runs_home(j, buf, &runs)?;
             } else {
                 let taken = runs.last().map_or(0, |&(_, at, len)| at + len);
                 staged.extend(runs.into_iter().map(|(off, at, len)| (off, used + at, len)));
@@ -1357,9 +1333,26 @@ impl Shared {
             }
         }
         if !staged.is_empty() {
-            write_out(stage, &mut staged)?;
+            self.write_runs_home(j, stage, &staged)?;
         }
         Ok(())
+    }
+
+    /// Writes runs `(volume offset, where in buf, length)` home, many at once.
+    fn write_runs_home(
+        &self,
+        j: &Journal,
+        buf: &[u8],
+        runs: &[(u64, usize, usize)],
+    ) -> std::io::Result<()> {
+        let data_offset = self.header.data_offset();
+        let writes: Vec<(u64, &[u8])> = runs
+            .iter()
+            .map(|&(off, at, len)| (data_offset + off, &buf[at..at + len]))
+            .collect();
+        j.home_runs
+            .fetch_add(writes.len() as u64, Ordering::Relaxed);
+        self.backend.write_many(&writes)
     }
 
     /// Checkpoints past the threshold, when a writer waits for space, or after a quiet

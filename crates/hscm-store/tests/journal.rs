@@ -2,8 +2,10 @@
 //! open (writable and read-only), stale batches of an earlier incarnation, and
 //! failures during a checkpoint.
 
+mod common;
+
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use hscm_store::testing::{check_restarted_block, stamped_block, FaultyBackend};
@@ -17,7 +19,7 @@ fn journaled(size: u64, chunk: u32, durability: Durability) -> (FaultyBackend, C
         chunk_size: chunk,
         durability,
         overwrite: false,
-        journal_size: Some(MIN_JOURNAL),
+        journal_size: MIN_JOURNAL,
     };
     let dev = FaultyBackend::new(opts.backing_len(size) as usize, "journal-dev");
     Volume::format(&dev, size, &opts).unwrap();
@@ -38,46 +40,18 @@ fn wrap_round(durability: Durability, seed: u64) -> (u64, u64) {
     let (dev, _) = journaled(size, 16 << 10, durability);
     let v = Arc::new(open(&dev));
     v.wait_loaded(None).unwrap();
-    let acked = Arc::new(Mutex::new(vec![0u64; BLOCKS as usize]));
-    let attempted = Arc::new(Mutex::new(vec![0u64; BLOCKS as usize]));
+    let ledger = common::Ledger::new(BLOCKS);
     let stop = Arc::new(AtomicBool::new(false));
-    let writers: Vec<_> = (0..4u64)
-        .map(|w| {
-            let (v, acked, attempted, stop) =
-                (v.clone(), acked.clone(), attempted.clone(), stop.clone());
-            std::thread::spawn(move || {
-                let mut rng = rand::rngs::SmallRng::seed_from_u64(seed * 10 + w);
-                let mut completed = Vec::new();
-                for version in 1.. {
-                    if stop.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    // Each writer owns every fourth block, so versions per block are ordered.
-                    let block = rng.gen_range(0..BLOCKS / 4) * 4 + w;
-                    attempted.lock().unwrap()[block as usize] = version;
-                    let data = stamped_block(block, version, BLOCK);
-                    if v.write_at(block * BLOCK as u64, &data).is_err() {
-                        break;
-                    }
-                    match durability {
-                        Durability::Immediate => acked.lock().unwrap()[block as usize] = version,
-                        Durability::OnFlush => {
-                            completed.push((block, version));
-                            if rng.gen_ratio(1, 6) {
-                                if v.flush().is_err() {
-                                    break;
-                                }
-                                let mut a = acked.lock().unwrap();
-                                for (b, ver) in completed.drain(..) {
-                                    a[b as usize] = a[b as usize].max(ver);
-                                }
-                            }
-                        }
-                    }
-                }
-            })
-        })
-        .collect();
+    // Each writer owns every fourth block.
+    let writers = common::Writers {
+        count: 4,
+        durability,
+        block_len: BLOCK,
+        seed,
+        flush_one_in: 6,
+        pick: |w, rng| rng.gen_range(0..BLOCKS / 4) * 4 + w,
+    }
+    .spawn(&v, &ledger, &stop);
     let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
     std::thread::sleep(Duration::from_millis(rng.gen_range(5..40)));
     let stats = v.journal_stats();
@@ -86,10 +60,7 @@ fn wrap_round(durability: Durability, seed: u64) -> (u64, u64) {
     for w in writers {
         w.join().unwrap();
     }
-    let (acked, attempted) = (
-        acked.lock().unwrap().clone(),
-        attempted.lock().unwrap().clone(),
-    );
+    let (acked, attempted) = ledger.bounds();
     // Read-only first (replay into an overlay, nothing written), then writable (replay
     // home): both must show every acknowledged write.
     for read_only in [true, false] {

@@ -2,11 +2,13 @@
 //! acknowledged write is there (Immediate: acknowledged by write_at; OnFlush: completed
 //! before a successful flush), and every block holds some version that was written.
 
+mod common;
+
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use hscm_store::testing::{check_restarted_block, stamped_block, FaultyBackend};
+use hscm_store::testing::{check_restarted_block, FaultyBackend};
 use hscm_store::{CreateOptions, Durability, OpenOptions, Volume};
 use rand::{Rng, SeedableRng};
 
@@ -27,58 +29,22 @@ fn round(durability: Durability, seed: u64) {
             chunk_size: 8192,
             durability,
             overwrite: false,
-            journal_size: None,
+            journal_size: 0,
         },
     )
     .unwrap();
     let v = Arc::new(Volume::open_backend(Box::new(dev.clone()), &OpenOptions::default()).unwrap());
-    // acked[block] = highest version known durable; written[block] = highest version attempted.
-    let acked = Arc::new(Mutex::new(vec![
-        0u64;
-        (WRITERS * BLOCKS_PER_WRITER) as usize
-    ]));
-    let attempted = Arc::new(Mutex::new(vec![
-        0u64;
-        (WRITERS * BLOCKS_PER_WRITER) as usize
-    ]));
+    let ledger = common::Ledger::new(WRITERS * BLOCKS_PER_WRITER);
     let stop = Arc::new(AtomicBool::new(false));
-    let writers: Vec<_> = (0..WRITERS)
-        .map(|w| {
-            let (v, acked, attempted, stop) =
-                (v.clone(), acked.clone(), attempted.clone(), stop.clone());
-            std::thread::spawn(move || {
-                let mut rng = rand::rngs::SmallRng::seed_from_u64(seed * 100 + w);
-                let mut completed: Vec<(u64, u64)> = Vec::new();
-                for version in 1.. {
-                    if stop.load(Ordering::Relaxed) {
-                        break;
-                    }
-                    let block = w * BLOCKS_PER_WRITER + rng.gen_range(0..BLOCKS_PER_WRITER);
-                    attempted.lock().unwrap()[block as usize] = version;
-                    if v.write_at(block * BLOCK as u64, &stamped_block(block, version, BLOCK))
-                        .is_err()
-                    {
-                        break;
-                    }
-                    match durability {
-                        Durability::Immediate => acked.lock().unwrap()[block as usize] = version,
-                        Durability::OnFlush => {
-                            completed.push((block, version));
-                            if rng.gen_ratio(1, 8) {
-                                if v.flush().is_err() {
-                                    break;
-                                }
-                                let mut a = acked.lock().unwrap();
-                                for (b, ver) in completed.drain(..) {
-                                    a[b as usize] = a[b as usize].max(ver);
-                                }
-                            }
-                        }
-                    }
-                }
-            })
-        })
-        .collect();
+    let writers = common::Writers {
+        count: WRITERS,
+        durability,
+        block_len: BLOCK,
+        seed,
+        flush_one_in: 8,
+        pick: |w, rng| w * BLOCKS_PER_WRITER + rng.gen_range(0..BLOCKS_PER_WRITER),
+    }
+    .spawn(&v, &ledger, &stop);
     let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
     std::thread::sleep(Duration::from_micros(rng.gen_range(0..3000)));
     let after = dev.power_cut(seed);
@@ -86,8 +52,7 @@ fn round(durability: Durability, seed: u64) {
     for w in writers {
         w.join().unwrap();
     }
-    let acked = acked.lock().unwrap().clone();
-    let attempted = attempted.lock().unwrap().clone();
+    let (acked, attempted) = ledger.bounds();
     let v2 = Volume::open_backend(Box::new(after), &OpenOptions::default()).unwrap();
     for block in 0..WRITERS * BLOCKS_PER_WRITER {
         let mut b = vec![0u8; BLOCK];

@@ -38,7 +38,7 @@ proptest! {
     #[test]
     fn volume_matches_a_flat_model(ops in proptest::collection::vec(op(), 1..60), journaled in any::<bool>()) {
         let opts = CreateOptions { chunk_size: CHUNK, durability: Durability::OnFlush, overwrite: false,
-                                   journal_size: Some(if journaled { MIN_JOURNAL } else { 0 }) };
+                                   journal_size: if journaled { MIN_JOURNAL } else { 0 } };
         let dev = FaultyBackend::new(opts.backing_len(SIZE) as usize, "model-dev");
         Volume::format(&dev, SIZE, &opts).unwrap();
         let v = Volume::open_backend(Box::new(dev.clone()), &OpenOptions { background_load: false, ..OpenOptions::default() }).unwrap();

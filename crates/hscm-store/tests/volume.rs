@@ -222,7 +222,7 @@ fn faulty_volume(size: u64, chunk: u32, durability: Durability) -> (FaultyBacken
             chunk_size: chunk,
             durability,
             overwrite: false,
-            journal_size: None,
+            journal_size: 0,
         },
     )
     .unwrap();
@@ -337,11 +337,14 @@ fn concurrent_io_during_warm_up_sees_whole_current_blocks() {
     const SIZE: u64 = 8 * MIB;
     let blocks = SIZE / BLOCK;
     for round in 0..4u64 {
-        let dev = FaultyBackend::new(
-            CreateOptions::default().backing_len(SIZE) as usize,
-            "warm-dev",
-        );
-        Volume::format(&dev, SIZE, &small(16 << 10)).unwrap();
+        // Odd rounds with a journal (writes to loaded chunks go through it, to unloaded
+        // ones straight home), even rounds in place.
+        let opts = CreateOptions {
+            journal_size: if round % 2 == 1 { 1 << 20 } else { 0 },
+            ..small(16 << 10)
+        };
+        let dev = FaultyBackend::new(opts.backing_len(SIZE) as usize, "warm-dev");
+        Volume::format(&dev, SIZE, &opts).unwrap();
         {
             let v = Volume::open_backend(
                 Box::new(dev.clone()),
