@@ -33,7 +33,7 @@ fn open(dev: &FaultyBackend) -> Volume {
 /// Many writers over a small journal, so it wraps many times and checkpoints run
 /// concurrently with writes; a power cut at a random moment; every acknowledged write
 /// survives the restart.
-fn wrap_round(durability: Durability, seed: u64) -> (u64, u64) {
+fn wrap_round(durability: Durability, seed: u64) {
     const BLOCK: usize = 4096 + 512; // two sectors, one partial: records of varying shape
     const BLOCKS: u64 = 96;
     let size = (BLOCKS * BLOCK as u64).next_multiple_of(4096);
@@ -52,8 +52,19 @@ fn wrap_round(durability: Durability, seed: u64) -> (u64, u64) {
         pick: |w, rng| rng.gen_range(0..BLOCKS / 4) * 4 + w,
     }
     .spawn(&v, &ledger, &stop);
+    // Cut only after two checkpoints (3/4 of the journal each, so it has wrapped), then
+    // a random moment later: coverage does not depend on how fast this machine is.
     let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
-    std::thread::sleep(Duration::from_millis(rng.gen_range(5..40)));
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while v.journal_stats().checkpoints < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "seed {seed}: no two checkpoints within 60 s ({:?})",
+            v.journal_stats()
+        );
+        std::thread::sleep(Duration::from_micros(200));
+    }
+    std::thread::sleep(Duration::from_micros(rng.gen_range(0..10_000)));
     let stats = v.journal_stats();
     let after = dev.power_cut(seed);
     stop.store(true, Ordering::Relaxed);
@@ -82,39 +93,21 @@ fn wrap_round(durability: Durability, seed: u64) -> (u64, u64) {
             }
         }
     }
-    (stats.batches, stats.checkpoints)
+    assert!(stats.checkpoints >= 2, "{stats:?}");
 }
 
 #[test]
 fn power_cuts_while_the_journal_wraps_and_checkpoints_immediate() {
-    let (mut batches, mut checkpoints) = (0, 0);
     for seed in 1..=30 {
-        let (b, c) = wrap_round(Durability::Immediate, seed);
-        batches += b;
-        checkpoints += c;
+        wrap_round(Durability::Immediate, seed);
     }
-    // The rounds really did wrap the journal and checkpoint under load: a batch is at
-    // least 8 KiB, so 32 of them fill the 256 KiB journal once.
-    assert!(
-        checkpoints >= 30,
-        "only {checkpoints} checkpoints in 30 rounds"
-    );
-    assert!(
-        batches >= 30 * 32,
-        "only {batches} batches in 30 rounds: less than a journal's worth per round"
-    );
 }
 
 #[test]
 fn power_cuts_while_the_journal_wraps_and_checkpoints_on_flush() {
-    let mut checkpoints = 0;
     for seed in 1..=30 {
-        checkpoints += wrap_round(Durability::OnFlush, seed).1;
+        wrap_round(Durability::OnFlush, seed);
     }
-    assert!(
-        checkpoints >= 30,
-        "only {checkpoints} checkpoints in 30 rounds"
-    );
 }
 
 /// A crash leaves the newest writes only in the journal: a read-only open shows them
