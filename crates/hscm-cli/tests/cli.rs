@@ -100,6 +100,25 @@ fn check_fails_loudly_on_damage() {
         "{}",
         text(&o)
     );
+    // Both checkpoint slots of a journaled volume damaged: the journal cannot be
+    // replayed, and check says so instead of passing.
+    let pj = dir.path().join("j.hscm");
+    let pjs = pj.to_str().unwrap();
+    assert!(
+        hscm(&["volume", "create", pjs, "--size", "1M", "--journal", "256k"])
+            .status
+            .success()
+    );
+    let mut bytes = std::fs::read(&pj).unwrap();
+    bytes[4096 + 30] ^= 1;
+    bytes[8192..12288].fill(0xaa);
+    std::fs::write(&pj, &bytes).unwrap();
+    let o = hscm(&["volume", "check", pjs]);
+    assert!(
+        !o.status.success() && text(&o).contains("checkpoint"),
+        "{}",
+        text(&o)
+    );
     let o = hscm(&[
         "volume",
         "check",
