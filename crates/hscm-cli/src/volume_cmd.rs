@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use hscm_store::{
-    CreateOptions, Durability, Header, LoadState, OpenOptions, Volume, HEADER_LEN, JOURNAL_OFFSET,
+    CreateOptions, Durability, Header, Inspection, LoadState, OpenOptions, Volume, HEADER_LEN,
+    JOURNAL_OFFSET,
 };
 use serde_json::json;
 
@@ -52,7 +53,8 @@ fn journal_text(h: &Header) -> String {
     }
 }
 
-fn header_json(path: &Path, h: &Header, backing_len: u64) -> serde_json::Value {
+fn header_json(path: &Path, found: &Inspection) -> serde_json::Value {
+    let h = &found.header;
     json!({
         "path": path.display().to_string(),
         "format_version": h.version,
@@ -62,13 +64,15 @@ fn header_json(path: &Path, h: &Header, backing_len: u64) -> serde_json::Value {
         "chunks": h.chunk_count(),
         "durability": h.durability.name(),
         "created_unix_s": h.created_unix_s,
-        "backing_len": backing_len,
+        "backing_len": found.backing_len,
         "data_offset": h.data_offset(),
         "journal_len": h.journal_len,
+        "journal_pending_batches": found.pending_batches,
     })
 }
 
-fn print_header(path: &Path, h: &Header, backing_len: u64) {
+fn print_header(path: &Path, found: &Inspection) {
+    let (h, backing_len) = (&found.header, found.backing_len);
     println!("volume        {}", path.display());
     println!("uuid          {}", h.uuid_string());
     println!("format        version {}", h.version);
@@ -93,25 +97,20 @@ fn print_header(path: &Path, h: &Header, backing_len: u64) {
         )
     };
     println!("backing       {backing_len} bytes ({layout})");
-}
-
-/// Walks the journal: batches a crash left behind, which the next writable open replays.
-fn pending_batches(path: &Path) -> Result<u64> {
-    Volume::inspect_journal(path)
-        .with_context(|| format!("journal of {} is unreadable", path.display()))
+    if found.pending_batches > 0 {
+        println!(
+            "replay        {} journal batches left by a crash; the next writable open replays them",
+            found.pending_batches
+        );
+    }
 }
 
 /// Header and geometry; with `load`, also opens the volume and warms it, showing progress.
 pub fn info(path: &Path, json_out: bool, load: bool) -> Result<()> {
-    let (header, backing_len) = Volume::inspect(path)?;
-    let mut out = header_json(path, &header, backing_len);
-    let pending = pending_batches(path)?;
-    out["journal_pending_batches"] = json!(pending);
+    let found = Volume::inspect(path)?;
+    let mut out = header_json(path, &found);
     if !json_out {
-        print_header(path, &header, backing_len);
-        if pending > 0 {
-            println!("replay        {pending} journal batches left by a crash; the next writable open replays them");
-        }
+        print_header(path, &found);
     }
     if load {
         let t0 = Instant::now();
@@ -183,13 +182,11 @@ pub fn watch_warmup(vol: &Volume, bar: bool) -> Result<hscm_store::LoadProgress>
 
 /// Validates header and geometry; any problem is an error (non-zero exit).
 pub fn check(path: &Path, json_out: bool) -> Result<()> {
-    let (header, backing_len) =
+    let found =
         Volume::inspect(path).with_context(|| format!("check of {} failed", path.display()))?;
-    let pending =
-        pending_batches(path).with_context(|| format!("check of {} failed", path.display()))?;
+    let (header, pending) = (&found.header, found.pending_batches);
     if json_out {
-        let mut out = header_json(path, &header, backing_len);
-        out["journal_pending_batches"] = json!(pending);
+        let mut out = header_json(path, &found);
         out["ok"] = json!(true);
         println!("{}", serde_json::to_string_pretty(&out)?);
     } else {
@@ -199,7 +196,7 @@ pub fn check(path: &Path, json_out: bool) -> Result<()> {
             header.version,
             human_bytes(header.volume_size),
             header.chunk_count(),
-            journal_text(&header),
+            journal_text(header),
             if pending > 0 {
                 format!(" with {pending} batches to replay")
             } else {

@@ -84,6 +84,12 @@ impl Checkpoint {
         b
     }
 
+    /// Writes the record to its slot and syncs: durable when this returns Ok.
+    pub(crate) fn persist(&self, backend: &dyn Backend, uuid: &[u8; 16]) -> std::io::Result<()> {
+        backend.write_at(self.slot(), &self.encode(uuid))?;
+        backend.sync()
+    }
+
     /// None if the block is not a valid checkpoint of this volume (torn, never written).
     pub(crate) fn decode(b: &[u8], uuid: &[u8; 16]) -> Option<Checkpoint> {
         if b.len() < 60 || b[0..8] != CHECKPOINT_MAGIC || &b[8..24] != uuid {

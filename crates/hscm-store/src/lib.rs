@@ -34,7 +34,8 @@ pub use error::{Error, Result};
 pub use header::{Header, FORMAT_VERSION, HEADER_LEN, MAGIC, SECTOR};
 pub use journal::{JOURNAL_OFFSET, MIN_JOURNAL};
 pub use volume::{
-    CreateOptions, JournalStats, LoadProgress, LoadState, OpenOptions, Volume, DEFAULT_CHUNK_SIZE,
+    CreateOptions, Inspection, JournalStats, LoadProgress, LoadState, OpenOptions, Volume,
+    DEFAULT_CHUNK_SIZE,
 };
 
 /// When a write is durable. See docs/design.md.

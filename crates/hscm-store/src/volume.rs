@@ -112,6 +112,17 @@ impl Default for CreateOptions {
 }
 
 impl CreateOptions {
+    /// The geometry and journal rules a new volume of `volume_size` bytes must obey;
+    /// `name` names the store in the error.
+    fn validate(&self, volume_size: u64, name: &str) -> Result<()> {
+        validate_geometry(volume_size, self.chunk_size)
+            .and_then(|()| validate_journal(self.journal_size))
+            .map_err(|reason| Error::BadGeometry {
+                path: name.to_string(),
+                reason,
+            })
+    }
+
     /// Bytes the backing store needs for a volume of `volume_size` bytes.
     pub fn backing_len(&self, volume_size: u64) -> u64 {
         JOURNAL_OFFSET + self.journal_size + volume_size
@@ -216,6 +227,16 @@ struct Journal {
     home_runs: AtomicU64,
 }
 
+/// What [`Volume::inspect`] found.
+#[derive(Debug, Clone)]
+pub struct Inspection {
+    pub header: Header,
+    /// Bytes the backing store holds.
+    pub backing_len: u64,
+    /// Journal batches a crash left behind; the next writable open replays them.
+    pub pending_batches: u64,
+}
+
 /// Journal figures, for `hscm volume info` and benchmarks.
 #[derive(Debug, Clone, Default)]
 pub struct JournalStats {
@@ -282,14 +303,8 @@ pub struct Volume {
 impl Volume {
     /// Creates a volume of `size` bytes in a new file (or on a block device).
     pub fn create(path: &Path, size: u64, opts: &CreateOptions) -> Result<Header> {
-        validate_geometry(size, opts.chunk_size).map_err(|reason| Error::BadGeometry {
-            path: path.display().to_string(),
-            reason,
-        })?;
-        validate_journal(opts.journal_size).map_err(|reason| Error::BadGeometry {
-            path: path.display().to_string(),
-            reason,
-        })?;
+        // Refused before the file exists, so a bad request leaves nothing behind.
+        opts.validate(size, &path.display().to_string())?;
         let backend = FileBackend::create(path, opts.backing_len(size), opts.overwrite)?;
         Self::format(&backend, size, opts)
     }
@@ -297,15 +312,8 @@ impl Volume {
     /// Writes a fresh header onto `backend` and makes it durable.
     pub fn format(backend: &dyn Backend, size: u64, opts: &CreateOptions) -> Result<Header> {
         let name = backend.describe();
-        validate_geometry(size, opts.chunk_size).map_err(|reason| Error::BadGeometry {
-            path: name.clone(),
-            reason,
-        })?;
+        opts.validate(size, &name)?;
         let journal_len = opts.journal_size;
-        validate_journal(journal_len).map_err(|reason| Error::BadGeometry {
-            path: name.clone(),
-            reason,
-        })?;
         if backend.len() < opts.backing_len(size) {
             return Err(Error::InvalidArgument(format!(
                 "{name} holds {} bytes, fewer than the {} a {size}-byte volume with a {journal_len}-byte journal needs",
@@ -357,24 +365,23 @@ impl Volume {
         Ok(header)
     }
 
-    /// Reads and validates the header of a volume without opening it for I/O.
-    pub fn inspect(path: &Path) -> Result<(Header, u64)> {
+    /// Reads and validates a volume without opening it for I/O or changing anything:
+    /// header, backing size and (with a journal) the newest checkpoint record and the
+    /// chain after it.
+    pub fn inspect(path: &Path) -> Result<Inspection> {
         let backend = FileBackend::open(path, false)?;
         let header = read_header(&backend)?;
         check_backing_len(&backend, &header)?;
-        Ok((header, backend.len()))
-    }
-
-    /// Validates the journal of a volume without changing anything: the newest
-    /// checkpoint record must be readable; returns the batches a crash left to replay.
-    pub fn inspect_journal(path: &Path) -> Result<u64> {
-        let backend = FileBackend::open(path, false)?;
-        let header = read_header(&backend)?;
-        check_backing_len(&backend, &header)?;
-        if header.journal_len == 0 {
-            return Ok(0);
-        }
-        Ok(journal::scan(&backend, &header)?.batches)
+        let pending_batches = if header.journal_len == 0 {
+            0
+        } else {
+            journal::scan(&backend, &header)?.batches
+        };
+        Ok(Inspection {
+            backing_len: backend.len(),
+            header,
+            pending_batches,
+        })
     }
 
     pub fn open(path: &Path, opts: &OpenOptions) -> Result<Volume> {
@@ -647,12 +654,8 @@ fn recover(backend: &dyn Backend, header: &Header, replay: journal::Replay) -> R
         log_pos: replay.end_pos,
         nonce: journal::new_nonce(),
     };
-    backend
-        .write_at(ck.slot(), &ck.encode(&header.uuid))
+    ck.persist(backend, &header.uuid)
         .map_err(|e| fail("writing the checkpoint record", e))?;
-    backend
-        .sync()
-        .map_err(|e| fail("sync of the checkpoint record", e))?;
     let sectors = header.volume_size / SECTOR;
     Ok(Journal {
         len: header.journal_len,
@@ -725,13 +728,8 @@ fn check_backing_len(backend: &dyn Backend, header: &Header) -> Result<()> {
 
 /// Sets the bits of sectors `[first, end)`.
 fn mark_dirty(bits: &[AtomicU64], first: u64, end: u64) {
-    let mut s = first;
-    while s < end {
-        let word = s / 64;
-        let hi = end.min((word + 1) * 64);
-        let mask = range_mask(s % 64, hi - word * 64);
+    for (word, mask) in word_masks(first, end) {
         bits[word as usize].fetch_or(mask, Ordering::Relaxed);
-        s = hi;
     }
 }
 
@@ -759,25 +757,33 @@ fn dirty_spans(sectors: &[u64]) -> Vec<(u64, u64)> {
 /// Clears the bits of sectors `[first, end)` and returns the sectors that were set.
 fn take_dirty(bits: &[AtomicU64], first: u64, end: u64) -> Vec<u64> {
     let mut out = Vec::new();
-    let mut s = first;
-    while s < end {
-        let word = s / 64;
-        let hi = end.min((word + 1) * 64);
-        let mask = range_mask(s % 64, hi - word * 64);
+    for (word, mask) in word_masks(first, end) {
         let mut got = bits[word as usize].fetch_and(!mask, Ordering::Relaxed) & mask;
         while got != 0 {
             out.push(word * 64 + u64::from(got.trailing_zeros()));
             got &= got - 1;
         }
-        s = hi;
     }
     out
 }
 
-/// Bits `[lo, hi)` of a word, 0 <= lo < hi <= 64.
-fn range_mask(lo: u64, hi: u64) -> u64 {
-    let upto = if hi == 64 { u64::MAX } else { (1u64 << hi) - 1 };
-    upto & !((1u64 << lo) - 1)
+/// The bitmap words covering bits `[first, end)`, each with the mask of its bits in range.
+fn word_masks(first: u64, end: u64) -> impl Iterator<Item = (u64, u64)> {
+    let mut s = first;
+    std::iter::from_fn(move || {
+        (s < end).then(|| {
+            let word = s / 64;
+            let hi = end.min((word + 1) * 64);
+            let (lo, top) = (s % 64, hi - word * 64);
+            let upto = if top == 64 {
+                u64::MAX
+            } else {
+                (1u64 << top) - 1
+            };
+            s = hi;
+            (word, upto & !((1u64 << lo) - 1))
+        })
+    })
 }
 
 fn align_down(x: u64) -> u64 {
@@ -992,9 +998,8 @@ impl Shared {
                     records.push((at + (i * max) as u64, piece.to_vec()));
                 }
             } else {
-                let mut buf = AlignedBuf::zeroed(part.len());
-                buf.copy_from_slice(part);
-                ticket = ticket.max(self.write_sectors_home(at, &buf)?);
+                // Chunk boundaries are sector multiples, so `part` stays 4 KiB-aligned.
+                ticket = ticket.max(self.write_sectors_home(at, part)?);
             }
             at = end;
         }
@@ -1005,7 +1010,7 @@ impl Shared {
     }
 
     /// One device write of whole sectors at their home location; fails the volume on error.
-    fn write_sectors_home(&self, start: u64, sectors: &AlignedBuf) -> Result<u64> {
+    fn write_sectors_home(&self, start: u64, sectors: &[u8]) -> Result<u64> {
         if let Err(e) = self
             .backend
             .write_at(self.header.data_offset() + start, sectors)
@@ -1261,12 +1266,8 @@ impl Shared {
             log_pos: pos,
             nonce,
         };
-        self.backend
-            .write_at(ck.slot(), &ck.encode(&self.header.uuid))
+        ck.persist(self.backend.as_ref(), &self.header.uuid)
             .map_err(|e| fail("writing the checkpoint record".into(), e))?;
-        self.backend
-            .sync()
-            .map_err(|e| fail("sync of the checkpoint record".into(), e))?;
         let mut st = j.state.lock();
         st.tail = pos;
         st.generation = ck.generation;

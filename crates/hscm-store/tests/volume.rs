@@ -134,7 +134,8 @@ fn bad_headers_and_sizes_give_clear_errors() {
 
     // inspect() (used by `hscm volume check`) agrees.
     std::fs::write(&p, &good).unwrap();
-    let (h, len) = Volume::inspect(&p).unwrap();
+    let found = Volume::inspect(&p).unwrap();
+    let (h, len) = (found.header, found.backing_len);
     assert_eq!(
         (h.volume_size, len),
         (MIB, CreateOptions::default().backing_len(MIB))
