@@ -328,6 +328,55 @@ pub(crate) fn new_nonce() -> u64 {
 mod tests {
     use super::*;
 
+    use crate::testing::FaultyBackend;
+    use crate::Durability;
+    use proptest::prelude::*;
+
+    fn header() -> Header {
+        Header {
+            volume_size: 1 << 20,
+            chunk_size: 1 << 16,
+            durability: Durability::Immediate,
+            uuid: [9; 16],
+            created_unix_s: 0,
+            version: crate::FORMAT_VERSION,
+            journal_len: MIN_JOURNAL,
+        }
+    }
+
+    /// A device holding a valid first checkpoint and `journal` in the journal region.
+    fn device(h: &Header, ck: &Checkpoint, journal: &[u8]) -> FaultyBackend {
+        let dev = FaultyBackend::new((h.backing_len()) as usize, "scan-dev");
+        dev.write_at(ck.slot(), &ck.encode(&h.uuid)).unwrap();
+        dev.write_at(JOURNAL_OFFSET, journal).unwrap();
+        dev
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(300))]
+        /// Garbage in the journal region never panics recovery and never replays.
+        #[test]
+        fn garbage_journals_replay_nothing(bytes in proptest::collection::vec(any::<u8>(), 0..12288)) {
+            let (h, ck) = (header(), Checkpoint { generation: 0, next_seq: 1, log_pos: 0, nonce: 5 });
+            let r = scan(&device(&h, &ck, &bytes), &h).unwrap();
+            prop_assert_eq!(r.batches, 0);
+        }
+
+        /// A valid batch with any one descriptor byte changed is refused whole (the
+        /// entry table, the counts and positions are all checked or checksummed).
+        #[test]
+        fn a_damaged_descriptor_is_refused(at in 0usize..64 + 16, value in any::<u8>()) {
+            let (h, ck) = (header(), Checkpoint { generation: 0, next_seq: 1, log_pos: 0, nonce: 5 });
+            let payload = vec![7u8; SECTOR as usize];
+            let good = encode_batch(&h.uuid, ck.nonce, 1, 0, &[(8192, &payload)]);
+            prop_assert_eq!(scan(&device(&h, &ck, &good), &h).unwrap().batches, 1);
+            let mut bad = good.to_vec();
+            prop_assume!(bad[at] != value);
+            bad[at] = value;
+            prop_assert_eq!(scan(&device(&h, &ck, &bad), &h).unwrap().batches, 0);
+        }
+    }
+
     #[test]
     fn placement_never_straddles_the_end() {
         let j = MIN_JOURNAL;

@@ -266,3 +266,27 @@ fn writes_spanning_loaded_and_unloaded_chunks() {
     v2.read_at(boundary - 4096, &mut back).unwrap();
     assert_eq!(back, data);
 }
+
+/// A journal append the device refuses (a full disk) fails that write with the reason,
+/// turns the volume read-only, and loses nothing acknowledged before it.
+#[test]
+fn a_refused_journal_write_fails_clearly_and_loses_nothing() {
+    let (dev, _) = journaled(MIB, 64 << 10, Durability::Immediate);
+    let v = open(&dev);
+    v.wait_loaded(None).unwrap();
+    v.write_at(0, &stamped_block(0, 1, 4096)).unwrap();
+    dev.fail_write_after(0, rustix::io::Errno::NOSPC.raw_os_error());
+    let err = v.write_at(8192, &stamped_block(2, 1, 4096)).unwrap_err();
+    assert!(
+        err.to_string().contains("journal write") && err.to_string().contains("No space"),
+        "{err}"
+    );
+    assert!(matches!(
+        v.write_at(0, b"x").unwrap_err(),
+        Error::ReadOnly { .. }
+    ));
+    let v2 = Volume::open_backend(Box::new(dev.power_cut(6)), &OpenOptions::default()).unwrap();
+    let mut b = vec![0u8; 4096];
+    v2.read_at(0, &mut b).unwrap();
+    check_restarted_block(0, &b, 1, 1).unwrap();
+}
