@@ -3,6 +3,7 @@
 mod bench;
 mod crash;
 mod report;
+mod sim_cmd;
 mod units;
 mod volume_cmd;
 
@@ -34,6 +35,12 @@ enum Command {
     /// Benchmarks: ours against baselines measured in the same run.
     #[command(subcommand)]
     Bench(BenchCmd),
+    /// Simulators for memory nobody can buy (`hscm sim memory compare --help`).
+    #[command(subcommand)]
+    Sim(SimCmd),
+    /// Convert, capture and generate memory traces.
+    #[command(subcommand)]
+    Trace(TraceCmd),
     /// Run every implemented experiment and write a report (Markdown, JSON, SVG plots)
     /// with the published figure beside ours.
     Reproduce(ReproduceArgs),
@@ -92,7 +99,85 @@ enum VolumeCmd {
 }
 
 #[derive(Subcommand)]
+enum SimCmd {
+    /// Hybrid DRAM + PCM main memory: caches, FR-FCFS controller, JEDEC timing,
+    /// energy, and WARM / RaPP migration.
+    #[command(subcommand)]
+    Memory(MemoryCmd),
+}
+
+#[derive(Subcommand)]
+enum MemoryCmd {
+    /// Run every policy (dram-only, pcm-only, static, warm, rapp) on one trace and
+    /// print energy, performance and energy-delay product normalised to DRAM-only, as
+    /// the seed paper's Figures 8-10.
+    ///
+    /// Example: hscm sim memory compare --trace traces/cjpeg.hscm.zst
+    /// Example: hscm trace gen --kind hot-writes -o hot.hscm.zst && hscm sim memory compare --trace hot.hscm.zst --json
+    Compare {
+        /// Trace file (plain or zstd-compressed).
+        #[arg(long)]
+        trace: PathBuf,
+        /// lackey, ramulator, dramsim3, nvmain, dramsys or hscm; detected from the
+        /// content when omitted.
+        #[arg(long, value_parser = sim_cmd::parse_format)]
+        format: Option<hscm_trace::Format>,
+        /// Policies to run, comma-separated (default: all five).
+        #[arg(long, value_delimiter = ',', value_parser = sim_cmd::parse_policy)]
+        policies: Vec<hscm_memsim::PolicyKind>,
+        #[command(flatten)]
+        config: sim_cmd::MemConfigArgs,
+        /// One JSON object (stable contract): {"trace", "config", "policies": [...]}.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand)]
+enum TraceCmd {
+    /// Convert a trace to hscm's compact binary format (zstd-compressed), optionally
+    /// starting at an instruction address and filtering through the Table 1 caches.
+    ///
+    /// Example: valgrind --tool=lackey --trace-mem=yes --log-fd=9 ./prog 9>&1 >/dev/null |
+    ///          hscm trace convert - --from lackey --start-pc 0x401136 --instructions 10M --post-cache -o prog.hscm.zst
+    Convert {
+        /// Input trace, or - for standard input.
+        input: PathBuf,
+        #[arg(long, value_parser = sim_cmd::parse_format)]
+        from: Option<hscm_trace::Format>,
+        #[arg(short, long)]
+        output: PathBuf,
+        /// Skip everything before the first fetch of this instruction address (hex),
+        /// e.g. main() or the hot function, past dynamic linking.
+        #[arg(long, value_parser = parse_hex)]
+        start_pc: Option<u64>,
+        /// Keep this many instructions (e.g. 10M), then stop reading.
+        #[arg(long, value_parser = units::parse_count)]
+        instructions: Option<u64>,
+        /// Filter through the default caches (L1I/L1D 32 KiB, L2 512 KiB) and keep only
+        /// the memory requests: L2 misses and dirty evictions.
+        #[arg(long)]
+        post_cache: bool,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Generate a synthetic post-cache trace.
+    ///
+    /// Example: hscm trace gen --kind mix --requests 5M -o mix.hscm.zst
+    Gen(sim_cmd::GenArgs),
+}
+
+#[derive(Subcommand)]
 enum BenchCmd {
+    /// Simulator speed: a 5-million-request post-cache trace (60% streams, 40% random,
+    /// 28% writes) through DRAM-only DDR3-1600 and through hybrid WARM, single thread,
+    /// in requests per CPU-second, beside the cost of just decoding the trace.
+    Memsim {
+        #[arg(long, default_value = "5M", value_parser = units::parse_count)]
+        requests: u64,
+        #[arg(long)]
+        json: bool,
+    },
     /// Throughput and latency of a volume against plain files with O_DIRECT
     /// (`odirect`), buffered I/O (`pagecache`) and raw RAM copies (`memcpy`), all in
     /// the same run on the same disk.
@@ -179,6 +264,11 @@ enum DebugCmd {
     },
 }
 
+fn parse_hex(s: &str) -> Result<u64, String> {
+    let d = s.strip_prefix("0x").unwrap_or(s);
+    u64::from_str_radix(d, 16).map_err(|_| format!("{s:?} is not a hex address"))
+}
+
 fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -241,6 +331,82 @@ fn run(cli: Cli) -> Result<()> {
                 println!("{}", serde_json::to_string_pretty(&r)?);
             } else {
                 bench::print_restart(&r);
+            }
+            Ok(())
+        }
+        Command::Sim(SimCmd::Memory(MemoryCmd::Compare {
+            trace,
+            format,
+            policies,
+            config,
+            json,
+        })) => {
+            let policies = if policies.is_empty() {
+                hscm_memsim::PolicyKind::ALL.to_vec()
+            } else {
+                policies
+            };
+            let out = sim_cmd::compare(&trace, format, &config, &policies, !json)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&out)?);
+            } else {
+                sim_cmd::print_compare(&out);
+            }
+            Ok(())
+        }
+        Command::Trace(TraceCmd::Convert {
+            input,
+            from,
+            output,
+            start_pc,
+            instructions,
+            post_cache,
+            json,
+        }) => {
+            let r = sim_cmd::convert(&sim_cmd::ConvertSpec {
+                input: &input,
+                from,
+                output: &output,
+                start_pc,
+                instructions,
+                post_cache,
+                progress: !json,
+            })?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                println!(
+                    "{}: {} references written ({} instructions kept; {} read, {} skipped before the start address)",
+                    r.output, r.written, r.instructions, r.input_references, r.skipped_references
+                );
+            }
+            Ok(())
+        }
+        Command::Trace(TraceCmd::Gen(a)) => {
+            let n = sim_cmd::generate(sim_cmd::synth_spec(&a)?, &a.output)?;
+            println!("{}: {n} references", a.output.display());
+            Ok(())
+        }
+        Command::Bench(BenchCmd::Memsim { requests, json }) => {
+            let r = sim_cmd::bench_memsim(requests, !json)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                for run in &r.runs {
+                    println!(
+                        "{:<10} {:>8.2} M requests/CPU-s ({:.2} CPU-s for {} requests)",
+                        run.policy,
+                        run.requests_per_cpu_s / 1e6,
+                        run.cpu_s,
+                        r.requests
+                    );
+                }
+                println!(
+                    "decode only {:.2} M/CPU-s; WARM/DRAM-only CPU ratio {:.2}; peak RSS {:.1} MB",
+                    r.decode_only_per_cpu_s / 1e6,
+                    r.warm_cpu_ratio,
+                    r.peak_rss_mb
+                );
             }
             Ok(())
         }

@@ -65,3 +65,33 @@ mod tests {
         assert_eq!(human_bytes(1536), "1.5 KiB");
     }
 }
+
+/// Counts as people type them, decimal: 5M = 5,000,000, 10k = 10,000.
+pub fn parse_count(s: &str) -> Result<u64, String> {
+    let t = s.trim().replace('_', "");
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a count (examples: 1000, 10k, 5M, 1G)"))?;
+    let mult: u64 = match unit {
+        "" => 1,
+        "k" | "K" => 1_000,
+        "M" | "m" => 1_000_000,
+        "G" | "g" => 1_000_000_000,
+        other => return Err(format!("unknown suffix {other:?} in {s:?} (use k, M or G)")),
+    };
+    n.checked_mul(mult)
+        .ok_or_else(|| format!("{s:?} is too large"))
+}
+
+#[cfg(test)]
+mod count_tests {
+    #[test]
+    fn counts_are_decimal() {
+        assert_eq!(super::parse_count("5M"), Ok(5_000_000));
+        assert_eq!(super::parse_count("10_000"), Ok(10_000));
+        assert!(super::parse_count("5Q").is_err());
+        assert!(super::parse_count("x").is_err());
+    }
+}

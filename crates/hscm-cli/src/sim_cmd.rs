@@ -1,0 +1,593 @@
+//! `hscm sim memory …`, `hscm trace …` and `hscm bench memsim`.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, ValueEnum};
+use hscm_memsim::{
+    CacheConfig, CacheFilter, Geometry, Placement, PolicyKind, RunResult, SimConfig,
+};
+use hscm_model::MemPreset;
+use hscm_trace::{
+    Format, MemRef, SynthKind, SynthSpec, Synthesizer, Timing, TraceReader, TraceWriter,
+};
+use indicatif::{ProgressBar, ProgressStyle};
+use serde::Serialize;
+
+use crate::units;
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum CachesMode {
+    /// Caches for pre-cache traces (lackey, raw hscm), none for post-cache ones.
+    Auto,
+    On,
+    Off,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum PlacementArg {
+    Random,
+    DramFirst,
+    Identity,
+}
+
+/// The memory system: everything has the seed paper's value by default.
+#[derive(Args, Clone)]
+pub struct MemConfigArgs {
+    /// DRAM device preset (paper-dram, paper-pcm, ddr3-1600k, ddr4-2400, optane-like,
+    /// cxl-like).
+    #[arg(long, default_value = "paper-dram")]
+    pub dram: String,
+    /// Slow device preset (same names).
+    #[arg(long, default_value = "paper-pcm")]
+    pub pcm: String,
+    #[arg(long, default_value = "1G", value_parser = units::parse_size)]
+    pub dram_size: u64,
+    #[arg(long, default_value = "3G", value_parser = units::parse_size)]
+    pub pcm_size: u64,
+    #[arg(long, default_value_t = 1)]
+    pub channels: u32,
+    #[arg(long, default_value_t = 1)]
+    pub ranks: u32,
+    #[arg(long, default_value_t = 8)]
+    pub banks: u32,
+    #[arg(long, default_value = "4k", value_parser = units::parse_size)]
+    pub row: u64,
+    /// Address mapping, most significant field first.
+    #[arg(long, default_value = "ro-ra-ba-ch-co")]
+    pub mapping: String,
+    #[arg(long, value_enum, default_value = "auto")]
+    pub caches: CachesMode,
+    /// Where a page lands on first touch.
+    #[arg(long, value_enum, default_value = "random")]
+    pub placement: PlacementArg,
+    /// Core cycles per instruction without memory stalls.
+    #[arg(long, default_value_t = 1.0)]
+    pub cpi: f64,
+    /// WARM migration threshold (the paper: 1).
+    #[arg(long, default_value_t = 1)]
+    pub warm_threshold: u32,
+    /// WARM counter table and remap table budgets in bytes (the paper: 4096, 16384).
+    #[arg(long, default_value_t = 4096)]
+    pub warm_counter_bytes: usize,
+    #[arg(long, default_value_t = 16384)]
+    pub warm_remap_bytes: usize,
+    /// RaPP: MQ queue at which a PCM page migrates, and its lifetime in accesses.
+    #[arg(long, default_value_t = 5)]
+    pub rapp_threshold: usize,
+    #[arg(long, default_value_t = 10_000)]
+    pub rapp_lifetime: u64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+impl MemConfigArgs {
+    pub fn to_config(&self, post_cache: bool) -> Result<SimConfig> {
+        let mut cfg = SimConfig {
+            dram: MemPreset::from_name(&self.dram)?.profile(),
+            pcm: MemPreset::from_name(&self.pcm)?.profile(),
+            dram_bytes: self.dram_size,
+            pcm_bytes: self.pcm_size,
+            geometry: Geometry {
+                channels: self.channels,
+                ranks: self.ranks,
+                banks: self.banks,
+                row_bytes: self.row,
+                mapping: Geometry::parse_mapping(&self.mapping)?,
+            },
+            placement: match self.placement {
+                PlacementArg::Random => Placement::Random,
+                PlacementArg::DramFirst => Placement::DramFirst,
+                PlacementArg::Identity => Placement::Identity,
+            },
+            seed: self.seed,
+            ..SimConfig::default()
+        };
+        cfg.caches = match self.caches {
+            CachesMode::On => Some(CacheConfig::default()),
+            CachesMode::Off => None,
+            CachesMode::Auto => (!post_cache).then(CacheConfig::default),
+        };
+        cfg.core.cpi = self.cpi;
+        cfg.warm.threshold = self.warm_threshold;
+        cfg.warm.counter_bytes = self.warm_counter_bytes;
+        cfg.warm.remap_bytes = self.warm_remap_bytes;
+        cfg.rapp.threshold_queue = self.rapp_threshold;
+        cfg.rapp.lifetime = self.rapp_lifetime;
+        cfg.validate()?;
+        Ok(cfg)
+    }
+}
+
+pub fn parse_format(s: &str) -> Result<Format, String> {
+    Format::from_name(s)
+        .ok_or_else(|| format!("unknown format {s:?} (known: {})", Format::NAMES.join(", ")))
+}
+
+pub fn parse_policy(s: &str) -> Result<PolicyKind, String> {
+    PolicyKind::from_name(s).ok_or_else(|| {
+        let names: Vec<_> = PolicyKind::ALL.iter().map(|p| p.name()).collect();
+        format!("unknown policy {s:?} (known: {})", names.join(", "))
+    })
+}
+
+#[derive(Serialize)]
+pub struct CompareOutput {
+    pub trace: String,
+    pub format: String,
+    pub config: SimConfig,
+    pub policies: Vec<RunResult>,
+}
+
+/// Runs `policies` over the trace at `path`, in parallel, with one progress line.
+pub fn compare(
+    path: &Path,
+    format: Option<Format>,
+    cfg_args: &MemConfigArgs,
+    policies: &[PolicyKind],
+    progress: bool,
+) -> Result<CompareOutput> {
+    let probe = TraceReader::open(path, format)?;
+    let (fmt, post_cache) = (probe.format(), probe.post_cache());
+    drop(probe);
+    let cfg = cfg_args.to_config(post_cache)?;
+    let bar = if progress {
+        let b = ProgressBar::new_spinner();
+        b.set_style(
+            ProgressStyle::with_template(
+                "{spinner} {msg} {human_pos} references simulated ({per_sec}, {elapsed})",
+            )
+            .expect("valid template"),
+        );
+        b.set_message(format!("{} × {} policies", path.display(), policies.len()));
+        b.enable_steady_tick(std::time::Duration::from_millis(200));
+        Some(b)
+    } else {
+        None
+    };
+    let workers = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .min(policies.len().max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let mut results: Vec<Option<Result<RunResult>>> = (0..policies.len()).map(|_| None).collect();
+    let slots = std::sync::Mutex::new(&mut results);
+    std::thread::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|| loop {
+                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                if i >= policies.len() {
+                    break;
+                }
+                let r = (|| -> Result<RunResult> {
+                    let reader = TraceReader::open(path, Some(fmt))?;
+                    let timing = reader.timing();
+                    let mut last = 0;
+                    let mut tick = |n: u64| {
+                        if let Some(b) = &bar {
+                            b.inc(n - last);
+                        }
+                        last = n;
+                    };
+                    Ok(hscm_memsim::run(
+                        &cfg,
+                        policies[i],
+                        reader,
+                        timing,
+                        &mut tick,
+                    )?)
+                })();
+                slots.lock().expect("no panics while held")[i] = Some(r);
+            });
+        }
+    });
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    let mut out = Vec::new();
+    for (p, r) in policies.iter().zip(results) {
+        out.push(
+            r.expect("every policy ran")
+                .with_context(|| format!("policy {}", p.name()))?,
+        );
+    }
+    hscm_memsim::normalise(&mut out);
+    Ok(CompareOutput {
+        trace: path.display().to_string(),
+        format: fmt.name().to_string(),
+        config: cfg,
+        policies: out,
+    })
+}
+
+pub fn print_compare(c: &CompareOutput) {
+    println!(
+        "trace {} ({}), DRAM {} + PCM {} ({} + {}), caches {}",
+        c.trace,
+        c.format,
+        units::human_bytes(c.config.dram_bytes),
+        units::human_bytes(c.config.pcm_bytes),
+        c.config.dram.name,
+        c.config.pcm.name,
+        if c.config.caches.is_some() {
+            "L1I/L1D 32 KiB, L2 512 KiB"
+        } else {
+            "none (post-cache trace)"
+        }
+    );
+    println!(
+        "{:<10} {:>12} {:>6} {:>9} {:>9} {:>10} {:>8} {:>8} {:>8} {:>9} {:>8}",
+        "policy",
+        "cycles",
+        "IPC",
+        "rd ns",
+        "rd p99",
+        "energy mJ",
+        "energy",
+        "perf",
+        "EDP",
+        "migr.",
+        "PCM hit"
+    );
+    for r in &c.policies {
+        println!(
+            "{:<10} {:>12} {:>6} {:>9.1} {:>9.1} {:>10.4} {:>8.3} {:>8.3} {:>8.3} {:>9} {:>8}",
+            r.policy,
+            r.cycles,
+            r.ipc.map_or("-".into(), |v| format!("{v:.3}")),
+            r.read_latency_ns.mean,
+            r.read_latency_ns.p99,
+            r.energy_j["total"] * 1e3,
+            r.norm.energy,
+            r.norm.perf,
+            r.norm.edp,
+            r.migrations,
+            r.row_hit_rate
+                .get("pcm")
+                .map_or("-".into(), |v| format!("{:.1}%", v * 100.0)),
+        );
+    }
+    println!("energy, perf and EDP are normalised to dram-only (perf = its runtime / ours).");
+    println!(
+        "Energy is modelled (seed paper's Table 2 per-bit energies, DDR3 datasheet standby and"
+    );
+    println!("refresh currents; PCM standby power is an assumption): see docs/memsim.md.");
+}
+
+/// `hscm trace convert`.
+pub struct ConvertSpec<'a> {
+    pub input: &'a Path,
+    pub from: Option<Format>,
+    pub output: &'a Path,
+    pub start_pc: Option<u64>,
+    pub instructions: Option<u64>,
+    pub post_cache: bool,
+    pub progress: bool,
+}
+
+#[derive(Serialize)]
+pub struct ConvertReport {
+    pub input_references: u64,
+    pub skipped_references: u64,
+    pub instructions: u64,
+    pub written: u64,
+    pub output: String,
+}
+
+fn trace_writer(
+    path: &Path,
+    timing: Timing,
+    post_cache: bool,
+) -> Result<TraceWriter<zstd::Encoder<'static, BufWriter<File>>>> {
+    let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
+    let enc = zstd::Encoder::new(BufWriter::new(file), 9)?;
+    Ok(TraceWriter::new(enc, timing, post_cache)?)
+}
+
+fn finish_writer(w: TraceWriter<zstd::Encoder<'static, BufWriter<File>>>) -> Result<()> {
+    let enc = w.finish()?;
+    enc.finish()?.flush()?;
+    Ok(())
+}
+
+pub fn convert(spec: &ConvertSpec) -> Result<ConvertReport> {
+    let reader = if spec.input == Path::new("-") {
+        TraceReader::from_reader(Box::new(std::io::stdin()), "<stdin>", spec.from)?
+    } else {
+        TraceReader::open(spec.input, spec.from)?
+    };
+    let timing = reader.timing();
+    if spec.post_cache && reader.post_cache() {
+        bail!(
+            "{} is already a post-cache trace; drop --post-cache",
+            spec.input.display()
+        );
+    }
+    let mut w = trace_writer(spec.output, timing, spec.post_cache || reader.post_cache())?;
+    let mut filter = spec
+        .post_cache
+        .then(|| CacheFilter::new(&CacheConfig::default()));
+    let mut started = spec.start_pc.is_none();
+    let (mut seen, mut skipped, mut instructions) = (0u64, 0u64, 0u64);
+    let mut out: Vec<MemRef> = Vec::new();
+    let bar = spec.progress.then(|| {
+        let b = ProgressBar::new_spinner();
+        b.set_style(
+            ProgressStyle::with_template("{spinner} {human_pos} references read ({per_sec}) {msg}")
+                .expect("valid"),
+        );
+        b
+    });
+    for r in reader {
+        let r = r?;
+        seen += 1;
+        if seen & 0xffff == 0 {
+            if let Some(b) = &bar {
+                b.set_position(seen);
+                b.set_message(if started {
+                    format!("{instructions} instructions kept")
+                } else {
+                    "waiting for the start address".into()
+                });
+            }
+        }
+        if !started {
+            if r.kind == hscm_trace::Access::Fetch && Some(r.addr) == spec.start_pc {
+                started = true;
+            } else {
+                skipped += 1;
+                continue;
+            }
+        }
+        if let Some(limit) = spec.instructions {
+            if timing == Timing::Instructions && instructions + r.delta > limit {
+                break;
+            }
+        }
+        instructions += r.delta;
+        match filter.as_mut() {
+            Some(f) => {
+                f.push(&r, &mut out);
+                for m in out.drain(..) {
+                    w.write(&m)?;
+                }
+            }
+            None => w.write(&r)?,
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    if !started {
+        bail!(
+            "the start address {:#x} never appeared as an instruction fetch in {}",
+            spec.start_pc.unwrap_or(0),
+            spec.input.display()
+        );
+    }
+    let written = w.records();
+    finish_writer(w)?;
+    Ok(ConvertReport {
+        input_references: seen,
+        skipped_references: skipped,
+        instructions,
+        written,
+        output: spec.output.display().to_string(),
+    })
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum SynthArg {
+    Mix,
+    Stream,
+    Stride,
+    Zipf,
+    HotWrites,
+}
+
+#[derive(Args)]
+pub struct GenArgs {
+    /// Pattern: mix (60% streams + 40% random by default), stream, stride, zipf,
+    /// hot-writes (writes concentrated on a few rows, the paper's Figure 4c-d).
+    #[arg(long, value_enum, default_value = "mix")]
+    pub kind: SynthArg,
+    #[arg(long, default_value = "1M", value_parser = units::parse_count)]
+    pub requests: u64,
+    #[arg(long, default_value = "256M", value_parser = units::parse_size)]
+    pub footprint: u64,
+    /// Share of writes.
+    #[arg(long, default_value_t = 0.28)]
+    pub writes: f64,
+    /// Instructions between requests.
+    #[arg(long, default_value_t = 20)]
+    pub gap: u64,
+    /// mix: share from streams; hot-writes: share of writes to the hot rows.
+    #[arg(long, default_value_t = 0.6)]
+    pub share: f64,
+    /// stream: number of streams; stride: bytes; hot-writes: hot rows; zipf: s × 100.
+    #[arg(long, default_value_t = 4)]
+    pub param: u64,
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    #[arg(short, long)]
+    pub output: PathBuf,
+}
+
+pub fn synth_spec(a: &GenArgs) -> Result<SynthSpec> {
+    if !(0.0..=1.0).contains(&a.writes) || !(0.0..=1.0).contains(&a.share) {
+        bail!("--writes and --share are fractions between 0 and 1");
+    }
+    let kind = match a.kind {
+        SynthArg::Mix => SynthKind::Mix {
+            stream_share: a.share,
+        },
+        SynthArg::Stream => SynthKind::Stream {
+            streams: a.param.clamp(1, 1024) as u32,
+        },
+        SynthArg::Stride => SynthKind::Stride {
+            stride: a.param.max(64),
+        },
+        SynthArg::Zipf => SynthKind::Zipf {
+            s: a.param as f64 / 100.0,
+        },
+        SynthArg::HotWrites => SynthKind::HotWrites {
+            hot_rows: a.param.max(1),
+            hot_share: a.share,
+        },
+    };
+    if a.footprint < 4096 {
+        bail!("--footprint must be at least one 4 KiB row");
+    }
+    Ok(SynthSpec {
+        kind,
+        requests: a.requests,
+        footprint: a.footprint,
+        write_share: a.writes,
+        gap: a.gap,
+        seed: a.seed,
+    })
+}
+
+pub fn generate(spec: SynthSpec, output: &Path) -> Result<u64> {
+    let mut w = trace_writer(output, Timing::Instructions, true)?;
+    for r in Synthesizer::new(spec) {
+        w.write(&r)?;
+    }
+    let n = w.records();
+    finish_writer(w)?;
+    Ok(n)
+}
+
+#[derive(Serialize)]
+pub struct MemsimBenchRun {
+    pub policy: String,
+    pub cpu_s: f64,
+    pub wall_s: f64,
+    pub requests_per_cpu_s: f64,
+}
+
+/// Contract fields first (`requests`, `cpu_s`, `requests_per_cpu_s`, `peak_rss_mb` are
+/// the DRAM-only run), then every run and the baselines measured in the same run.
+#[derive(Serialize)]
+pub struct MemsimBench {
+    pub requests: u64,
+    pub cpu_s: f64,
+    pub requests_per_cpu_s: f64,
+    pub peak_rss_mb: f64,
+    pub runs: Vec<MemsimBenchRun>,
+    /// Decoding the same trace without simulating: the floor any simulator pays.
+    pub decode_only_per_cpu_s: f64,
+    /// CPU time of the hybrid WARM run over the DRAM-only run (target <= 1.5).
+    pub warm_cpu_ratio: f64,
+    pub dram_preset: String,
+}
+
+/// User + system CPU time of this process (from /proc/self/stat).
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the parenthesised command name; utime and stime are the 12th and
+    // 13th of those.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / rustix::param::clock_ticks_per_second() as f64
+}
+
+/// Peak resident set size of this process (VmHWM), in MB.
+fn peak_rss_mb() -> f64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<f64>().ok())
+        .map_or(0.0, |kb| kb / 1024.0)
+}
+
+pub fn bench_memsim(requests: u64, progress: bool) -> Result<MemsimBench> {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("bench.hscm.zst");
+    generate(SynthSpec::benchmark_mix(requests), &path)?;
+    let reader = TraceReader::open(&path, None)?;
+    let c0 = cpu_seconds();
+    let mut n = 0u64;
+    for r in reader {
+        r?;
+        n += 1;
+    }
+    let decode_cpu = cpu_seconds() - c0;
+    let args = MemConfigArgs {
+        dram: "ddr3-1600k".into(),
+        ..default_mem_args()
+    };
+    let mut runs = Vec::new();
+    for policy in [PolicyKind::DramOnly, PolicyKind::Warm] {
+        let cfg = args.to_config(true)?;
+        let reader = TraceReader::open(&path, None)?;
+        let timing = reader.timing();
+        let bar = progress.then(|| {
+            let b = ProgressBar::new(requests);
+            b.set_style(
+                ProgressStyle::with_template(
+                    "{msg:10} {bar:40} {human_pos}/{human_len} ({per_sec})",
+                )
+                .expect("valid"),
+            );
+            b.set_message(policy.name());
+            b
+        });
+        let (c0, w0) = (cpu_seconds(), Instant::now());
+        hscm_memsim::run(&cfg, policy, reader, timing, &mut |k| {
+            if let Some(b) = &bar {
+                b.set_position(k)
+            }
+        })?;
+        let (cpu, wall) = (cpu_seconds() - c0, w0.elapsed().as_secs_f64());
+        if let Some(b) = bar {
+            b.finish_and_clear();
+        }
+        runs.push(MemsimBenchRun {
+            policy: policy.name().into(),
+            cpu_s: cpu,
+            wall_s: wall,
+            requests_per_cpu_s: requests as f64 / cpu.max(1e-9),
+        });
+    }
+    Ok(MemsimBench {
+        requests: n,
+        cpu_s: runs[0].cpu_s,
+        requests_per_cpu_s: runs[0].requests_per_cpu_s,
+        peak_rss_mb: peak_rss_mb(),
+        decode_only_per_cpu_s: n as f64 / decode_cpu.max(1e-9),
+        warm_cpu_ratio: runs[1].cpu_s / runs[0].cpu_s.max(1e-9),
+        runs,
+        dram_preset: "ddr3-1600k".into(),
+    })
+}
+
+pub fn default_mem_args() -> MemConfigArgs {
+    use clap::FromArgMatches;
+    let cmd = MemConfigArgs::augment_args(clap::Command::new("x"));
+    MemConfigArgs::from_arg_matches(&cmd.get_matches_from(["x"])).expect("defaults parse")
+}

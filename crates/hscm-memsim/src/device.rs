@@ -1,0 +1,466 @@
+//! One memory device (DRAM or NVM): channels, ranks, banks with open-page row buffers,
+//! JEDEC command timing and per-command energy. Times are picoseconds.
+
+use std::collections::HashMap;
+
+use hscm_model::{MemKind, MemProfile};
+use serde::Serialize;
+
+use crate::config::{Geometry, MapField};
+
+const CLOSED: u32 = u32::MAX;
+
+/// Constraints in picoseconds, each a whole number of device clocks.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Tps {
+    pub ck: u64,
+    pub cl: u64,
+    pub cwd: u64,
+    pub rcd: u64,
+    pub rp: u64,
+    pub ras: u64,
+    pub wr: u64,
+    pub rtp: u64,
+    pub wtr: u64,
+    pub rrd: u64,
+    pub faw: u64,
+    pub ccd: u64,
+    pub burst: u64,
+    pub rfc: u64,
+    pub refi: u64,
+    /// Read-to-write turnaround on the bus: tCL + burst + 2 clocks − tCWD.
+    pub rtw: u64,
+    pub link: u64,
+}
+
+impl Tps {
+    pub(crate) fn of(p: &MemProfile) -> Self {
+        let ck = (p.timing.t_ck * 1000.0).round() as u64;
+        let c = |ns: f64| p.cycles(ns) * ck;
+        let cl = c(p.timing.t_cl);
+        let cwd = c(p.timing.t_cwd);
+        let burst = u64::from(p.timing.burst_ck) * ck;
+        Self {
+            ck,
+            cl,
+            cwd,
+            rcd: c(p.timing.t_rcd),
+            rp: c(p.timing.t_rp),
+            ras: c(p.timing.t_ras),
+            wr: c(p.timing.t_wr),
+            rtp: c(p.timing.t_rtp),
+            wtr: c(p.timing.t_wtr),
+            rrd: c(p.timing.t_rrd),
+            faw: c(p.timing.t_faw),
+            ccd: u64::from(p.timing.t_ccd_ck) * ck,
+            burst,
+            rfc: c(p.timing.t_rfc),
+            refi: c(p.timing.t_refi),
+            rtw: (cl + burst + 2 * ck).saturating_sub(cwd),
+            link: (p.timing.link_ns * 1000.0).round() as u64,
+        }
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Bank {
+    open: u32,
+    dirty: u64,
+    next_act: u64,
+    next_pre: u64,
+    col_ready: u64,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Rank {
+    acts: [Option<u64>; 4],
+    act_i: usize,
+    last_act: Option<u64>,
+    next_ref: u64,
+    ref_until: u64,
+}
+
+#[derive(Clone, Copy, Default)]
+struct Chan {
+    bus_free: u64,
+    next_rd: u64,
+    next_wr: u64,
+}
+
+/// Where dynamic energy is booked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Bucket {
+    Demand,
+    Migration,
+}
+
+/// Dynamic energy in picojoules.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct DynamicEnergy {
+    pub activate: f64,
+    pub writeback: f64,
+    pub rb_read: f64,
+    pub rb_write: f64,
+    pub link: f64,
+    pub migration: f64,
+}
+
+/// Per-device counters.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+pub struct DeviceCounters {
+    pub reads: u64,
+    pub writes: u64,
+    pub read_row_hits: u64,
+    pub write_row_hits: u64,
+    pub activates: u64,
+    pub row_writebacks: u64,
+    pub lines_written_to_array: u64,
+    pub migration_bursts: u64,
+}
+
+pub(crate) struct Issued {
+    pub first_cmd: u64,
+    pub done: u64,
+    pub row_hit: bool,
+}
+
+pub(crate) struct Device {
+    pub profile: MemProfile,
+    pub t: Tps,
+    pub bytes: u64,
+    geometry: Geometry,
+    /// Divisors for slot → (channel, rank, bank) in LSB-first order.
+    fields: Vec<(MapField, u32)>,
+    banks: Vec<Bank>,
+    ranks: Vec<Rank>,
+    chans: Vec<Chan>,
+    lines_per_row: u32,
+    row_bits: f64,
+    burst_bits: f64,
+    pub energy: DynamicEnergy,
+    pub counters: DeviceCounters,
+    /// Array writes per row (slot), for endurance.
+    pub row_writes: HashMap<u32, u32>,
+}
+
+impl Device {
+    pub(crate) fn new(profile: MemProfile, bytes: u64, geometry: &Geometry) -> Self {
+        let t = Tps::of(&profile);
+        let n_ranks = (geometry.channels * geometry.ranks) as usize;
+        let refreshes = profile.refreshes();
+        let ranks = (0..n_ranks)
+            .map(|i| Rank {
+                // Stagger ranks so they do not all refresh at once.
+                next_ref: if refreshes {
+                    t.refi * (i as u64 + 1) / n_ranks as u64
+                } else {
+                    u64::MAX
+                },
+                ..Rank::default()
+            })
+            .collect();
+        let fields = geometry
+            .mapping
+            .iter()
+            .map(|&f| {
+                let n = match f {
+                    MapField::Channel => geometry.channels,
+                    MapField::Rank => geometry.ranks,
+                    MapField::Bank => geometry.banks,
+                };
+                (f, n)
+            })
+            .collect();
+        let lines_per_row = (geometry.row_bytes / u64::from(profile.burst_bytes)) as u32;
+        Self {
+            t,
+            bytes,
+            geometry: geometry.clone(),
+            fields,
+            banks: vec![
+                Bank {
+                    open: CLOSED,
+                    dirty: 0,
+                    next_act: 0,
+                    next_pre: 0,
+                    col_ready: 0
+                };
+                n_ranks * geometry.banks as usize
+            ],
+            ranks,
+            chans: vec![Chan::default(); geometry.channels as usize],
+            lines_per_row,
+            row_bits: geometry.row_bytes as f64 * 8.0,
+            burst_bits: f64::from(profile.burst_bytes) * 8.0,
+            profile,
+            energy: DynamicEnergy::default(),
+            counters: DeviceCounters::default(),
+            row_writes: HashMap::new(),
+        }
+    }
+
+    pub(crate) fn slots(&self) -> u64 {
+        self.bytes / self.geometry.row_bytes
+    }
+
+    /// (channel, rank index, bank index, row) of a device-local slot.
+    #[inline]
+    fn locate(&self, slot: u32) -> (usize, usize, usize, u32) {
+        let mut rest = slot;
+        let (mut ch, mut ra, mut ba) = (0, 0, 0);
+        for &(f, n) in &self.fields {
+            let v = (rest % n) as usize;
+            rest /= n;
+            match f {
+                MapField::Channel => ch = v,
+                MapField::Rank => ra = v,
+                MapField::Bank => ba = v,
+            }
+        }
+        let rank = ch * self.geometry.ranks as usize + ra;
+        (ch, rank, rank * self.geometry.banks as usize + ba, rest)
+    }
+
+    /// Whether an access to `slot` would hit its bank's open row now.
+    #[inline]
+    pub(crate) fn would_hit(&self, slot: u32) -> bool {
+        let (_, _, bank, row) = self.locate(slot);
+        self.banks[bank].open == row
+    }
+
+    /// Brings a rank's refresh schedule up to `t`: every refresh due by then happens
+    /// (closing all its banks) before any command at `t`.
+    fn catch_up_refresh(&mut self, rank: usize, t: u64) {
+        let refi = self.t.refi;
+        let r = &mut self.ranks[rank];
+        if r.next_ref > t {
+            return;
+        }
+        // Refreshes that ended long before `t` cannot delay anything: skip them.
+        let behind = (t - r.next_ref) / refi;
+        if behind > 1 {
+            r.next_ref += (behind - 1) * refi;
+        }
+        let banks = self.geometry.banks as usize;
+        let first = rank * banks;
+        while self.ranks[rank].next_ref <= t {
+            let mut start = self.ranks[rank].next_ref.max(self.ranks[rank].ref_until);
+            let mut any_open = false;
+            for b in first..first + banks {
+                if self.banks[b].open != CLOSED {
+                    any_open = true;
+                    start = start.max(self.banks[b].next_pre);
+                }
+            }
+            if any_open {
+                for b in first..first + banks {
+                    if self.banks[b].open != CLOSED {
+                        self.close_energy(b, Bucket::Demand);
+                        self.banks[b].open = CLOSED;
+                        self.banks[b].dirty = 0;
+                    }
+                }
+                start += self.t.rp;
+            }
+            let until = start + self.t.rfc;
+            for b in first..first + banks {
+                self.banks[b].next_act = self.banks[b].next_act.max(until);
+            }
+            let r = &mut self.ranks[rank];
+            r.ref_until = until;
+            r.next_ref += refi;
+        }
+    }
+
+    fn book(&mut self, bucket: Bucket, pj: f64, f: fn(&mut DynamicEnergy) -> &mut f64) {
+        match bucket {
+            Bucket::Demand => *f(&mut self.energy) += pj,
+            Bucket::Migration => self.energy.migration += pj,
+        }
+    }
+
+    /// Energy (and endurance count) of writing a dirty row buffer back to the array.
+    fn close_energy(&mut self, bank: usize, bucket: Bucket) {
+        let b = self.banks[bank];
+        if b.dirty == 0 {
+            return;
+        }
+        let lines = if self.profile.writeback_dirty_lines_only {
+            u64::from(b.dirty.count_ones()) * u64::from((self.lines_per_row / 64).max(1))
+        } else {
+            u64::from(self.lines_per_row)
+        };
+        let bits = lines as f64 * self.burst_bits;
+        self.book(
+            bucket,
+            bits * self.profile.energy.array_write_pj_per_bit,
+            |e| &mut e.writeback,
+        );
+        self.counters.row_writebacks += 1;
+        self.counters.lines_written_to_array += lines;
+        if self.profile.kind == MemKind::Nvm {
+            *self.row_writes.entry(b.open).or_default() += 1;
+        }
+    }
+
+    /// Issues one 64 B read or write of `line` in `slot` no earlier than `at`, with
+    /// every command at its earliest legal time. Rows stay open (open-page policy).
+    pub(crate) fn access(
+        &mut self,
+        slot: u32,
+        line: u32,
+        write: bool,
+        at: u64,
+        bucket: Bucket,
+    ) -> Issued {
+        let (ch, rank, bank, row) = self.locate(slot);
+        if self.profile.refreshes() {
+            self.catch_up_refresh(rank, at);
+        }
+        let t = self.t;
+        let mut first_cmd = None;
+        let b = self.banks[bank];
+        let row_hit = b.open == row;
+        let col_ready = if row_hit {
+            at.max(b.col_ready)
+        } else {
+            let mut act_ready = at.max(self.ranks[rank].ref_until);
+            if b.open != CLOSED {
+                let nvm = self.profile.kind == MemKind::Nvm;
+                if !nvm || b.dirty != 0 {
+                    let pre = act_ready.max(b.next_pre);
+                    first_cmd = Some(pre);
+                    // A dirty NVM row is written into the array at precharge: tWR.
+                    act_ready = pre + t.rp + if nvm { t.wr } else { 0 };
+                } else {
+                    act_ready = act_ready.max(b.next_pre);
+                }
+                self.close_energy(bank, bucket);
+            }
+            let r = &self.ranks[rank];
+            let mut act = act_ready.max(b.next_act);
+            if let Some(last) = r.last_act {
+                act = act.max(last + t.rrd);
+            }
+            if let Some(oldest) = r.acts[r.act_i] {
+                act = act.max(oldest + t.faw);
+            }
+            let r = &mut self.ranks[rank];
+            r.acts[r.act_i] = Some(act);
+            r.act_i = (r.act_i + 1) % 4;
+            r.last_act = Some(act);
+            first_cmd.get_or_insert(act);
+            let bk = &mut self.banks[bank];
+            bk.open = row;
+            bk.dirty = 0;
+            bk.next_pre = act + t.ras;
+            bk.col_ready = act + t.rcd;
+            self.counters.activates += 1;
+            let pj = self.row_bits * self.profile.energy.array_read_pj_per_bit;
+            self.book(bucket, pj, |e| &mut e.activate);
+            act + t.rcd
+        };
+        let c = &mut self.chans[ch];
+        let bk = &mut self.banks[bank];
+        let done;
+        let col;
+        if write {
+            let mut cc = col_ready.max(c.next_wr);
+            if cc + t.cwd < c.bus_free {
+                cc = c.bus_free - t.cwd;
+            }
+            col = cc;
+            done = cc + t.cwd + t.burst;
+            c.bus_free = done;
+            c.next_wr = c.next_wr.max(cc + t.ccd);
+            c.next_rd = c.next_rd.max(done + t.wtr);
+            let recovery = if self.profile.kind == MemKind::Nvm {
+                0
+            } else {
+                t.wr
+            };
+            bk.next_pre = bk.next_pre.max(done + recovery);
+            let per_bit = (self.lines_per_row / 64).max(1);
+            bk.dirty |= 1u64 << ((line / per_bit) % 64);
+        } else {
+            let mut cc = col_ready.max(c.next_rd);
+            if cc + t.cl < c.bus_free {
+                cc = c.bus_free - t.cl;
+            }
+            col = cc;
+            done = cc + t.cl + t.burst;
+            c.bus_free = done;
+            c.next_rd = c.next_rd.max(cc + t.ccd);
+            c.next_wr = c.next_wr.max(cc + t.rtw);
+            bk.next_pre = bk.next_pre.max(cc + t.rtp);
+        }
+        let e = self.profile.energy;
+        let demand = bucket == Bucket::Demand;
+        if write {
+            if demand {
+                self.counters.writes += 1;
+                self.counters.write_row_hits += u64::from(row_hit);
+            }
+            self.book(
+                bucket,
+                self.burst_bits * e.row_buffer_write_pj_per_bit,
+                |e| &mut e.rb_write,
+            );
+        } else {
+            if demand {
+                self.counters.reads += 1;
+                self.counters.read_row_hits += u64::from(row_hit);
+            }
+            self.book(
+                bucket,
+                self.burst_bits * e.row_buffer_read_pj_per_bit,
+                |e| &mut e.rb_read,
+            );
+        }
+        if e.link_pj_per_bit > 0.0 {
+            self.book(bucket, self.burst_bits * e.link_pj_per_bit, |e| &mut e.link);
+        }
+        if !demand {
+            self.counters.migration_bursts += 1;
+        }
+        Issued {
+            first_cmd: first_cmd.unwrap_or(col),
+            done: done + 2 * t.link,
+            row_hit,
+        }
+    }
+
+    /// Moves a whole row over the bus (migration traffic); returns when it is done.
+    pub(crate) fn row_transfer(&mut self, slot: u32, write: bool, at: u64) -> u64 {
+        let mut end = at;
+        for line in 0..self.lines_per_row {
+            end = end.max(self.access(slot, line, write, at, Bucket::Migration).done);
+        }
+        end
+    }
+
+    /// Closes every open row at the end of a run, so dirty data is costed.
+    pub(crate) fn close_all(&mut self) {
+        for b in 0..self.banks.len() {
+            if self.banks[b].open != CLOSED {
+                self.close_energy(b, Bucket::Demand);
+                self.banks[b].open = CLOSED;
+                self.banks[b].dirty = 0;
+            }
+        }
+    }
+
+    /// Standing energy over `runtime` in picojoules: (background, refresh).
+    pub(crate) fn standing_energy(&self, runtime_ps: u64) -> (f64, f64) {
+        let gib = self.bytes as f64 / (1u64 << 30) as f64;
+        let e = self.profile.energy;
+        // mW × ps = 1e-3 J/s × 1e-12 s = 1e-15 J = 1e-3 pJ.
+        let background = e.background_mw_per_gib * gib * runtime_ps as f64 * 1e-3;
+        let refresh = if self.profile.refreshes() {
+            (runtime_ps / self.t.refi) as f64 * e.refresh_nj_per_gib * gib * 1e3
+        } else {
+            0.0
+        };
+        (background, refresh)
+    }
+}

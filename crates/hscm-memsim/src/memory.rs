@@ -1,0 +1,514 @@
+//! The hybrid memory controller: per-device read and write queues scheduled FR-FCFS
+//! with write drain, first-touch page placement, the remap table, and migration
+//! (WARM or RaPP) with its traffic simulated on both devices.
+
+use std::collections::{HashMap, VecDeque};
+
+use hscm_policy::{Clock, Rapp, Warm, WarmDecision};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+use crate::config::{Placement, PolicyKind, SimConfig};
+use crate::device::{Bucket, Device};
+
+/// Marks a slot that holds no data in `frame_at`.
+const EMPTY: u32 = u32::MAX;
+
+#[derive(Clone, Copy)]
+struct Req {
+    id: u64,
+    arrival: u64,
+    frame: u32,
+    line: u32,
+    write: bool,
+}
+
+struct DevQueue {
+    read: VecDeque<Req>,
+    write: VecDeque<Req>,
+    decision: u64,
+    draining: bool,
+}
+
+enum Policy {
+    None,
+    Warm(Warm<u32>),
+    Rapp(Rapp<u32>),
+}
+
+/// Latency of one demand read, for the statistics.
+pub(crate) struct ReadDone {
+    pub arrival: u64,
+    pub first_cmd: u64,
+    pub done: u64,
+}
+
+pub(crate) struct Memory {
+    pub devs: Vec<Device>,
+    queues: Vec<DevQueue>,
+    /// Slots of device 0; slots at or above it belong to device 1.
+    dev0_slots: u32,
+    total_slots: u32,
+    hybrid: bool,
+    row_bytes: u64,
+    burst_bytes: u64,
+    read_cap: usize,
+    write_cap: usize,
+    drain_high: usize,
+    drain_low: usize,
+    // Placement.
+    placement: Placement,
+    pages: HashMap<u64, u32>,
+    allocated: Vec<u64>,
+    next_frame: u32,
+    rng: SmallRng,
+    pub aliased_pages: u64,
+    // Remap: only moved frames appear.
+    slot_of: HashMap<u32, u32>,
+    frame_at: HashMap<u32, u32>,
+    policy: Policy,
+    clock: Clock,
+    free_cursor: u32,
+    next_id: u64,
+    waiting: Option<u64>,
+    waited: Option<u64>,
+    pub last_done: u64,
+    pub migrations: u64,
+    pub restores: u64,
+    /// Completed demand reads not yet collected by the core's statistics.
+    pub reads_done: Vec<ReadDone>,
+}
+
+fn bit(bits: &[u64], i: u32) -> bool {
+    bits[(i / 64) as usize] & (1 << (i % 64)) != 0
+}
+
+fn holder(frame_at: &HashMap<u32, u32>, allocated: &[u64], slot: u32) -> Option<u32> {
+    match frame_at.get(&slot) {
+        Some(&EMPTY) => None,
+        Some(&f) => Some(f),
+        None => bit(allocated, slot).then_some(slot),
+    }
+}
+
+impl Memory {
+    pub(crate) fn new(cfg: &SimConfig, policy: PolicyKind) -> Self {
+        let total = cfg.dram_bytes + cfg.pcm_bytes;
+        let g = &cfg.geometry;
+        let devs = match policy {
+            PolicyKind::DramOnly => vec![Device::new(cfg.dram, total, g)],
+            PolicyKind::PcmOnly => vec![Device::new(cfg.pcm, total, g)],
+            _ => vec![
+                Device::new(cfg.dram, cfg.dram_bytes, g),
+                Device::new(cfg.pcm, cfg.pcm_bytes, g),
+            ],
+        };
+        let hybrid = devs.len() == 2;
+        let dev0_slots = devs[0].slots() as u32;
+        let total_slots = (total / g.row_bytes) as u32;
+        let queues = devs
+            .iter()
+            .map(|_| DevQueue {
+                read: VecDeque::new(),
+                write: VecDeque::new(),
+                decision: 0,
+                draining: false,
+            })
+            .collect();
+        let policy_state = match policy {
+            PolicyKind::Warm => Policy::Warm(Warm::new(cfg.warm)),
+            PolicyKind::Rapp => Policy::Rapp(Rapp::new(cfg.rapp)),
+            _ => Policy::None,
+        };
+        Self {
+            queues,
+            dev0_slots,
+            total_slots,
+            hybrid,
+            row_bytes: g.row_bytes,
+            burst_bytes: u64::from(cfg.dram.burst_bytes),
+            read_cap: cfg.controller.read_queue,
+            write_cap: cfg.controller.write_queue,
+            drain_high: cfg.controller.drain_high,
+            drain_low: cfg.controller.drain_low,
+            placement: cfg.placement,
+            pages: HashMap::new(),
+            allocated: vec![0; (total_slots as usize).div_ceil(64)],
+            next_frame: 0,
+            rng: SmallRng::seed_from_u64(cfg.seed),
+            aliased_pages: 0,
+            slot_of: HashMap::new(),
+            frame_at: HashMap::new(),
+            policy: policy_state,
+            clock: Clock::new(if hybrid { dev0_slots as usize } else { 0 }),
+            free_cursor: 0,
+            next_id: 0,
+            waiting: None,
+            waited: None,
+            last_done: 0,
+            migrations: 0,
+            restores: 0,
+            reads_done: Vec::new(),
+            devs,
+        }
+    }
+
+    pub(crate) fn warm_resets(&self) -> u64 {
+        match &self.policy {
+            Policy::Warm(w) => w.resets(),
+            _ => 0,
+        }
+    }
+
+    pub(crate) fn pages_touched(&self) -> u64 {
+        self.pages.len() as u64
+    }
+
+    /// Frame of a page, placing it on first touch.
+    fn frame_of_page(&mut self, page: u64) -> u32 {
+        if let Some(&f) = self.pages.get(&page) {
+            return f;
+        }
+        let n = self.total_slots;
+        let f = match self.placement {
+            Placement::Identity => (page % u64::from(n)) as u32,
+            Placement::DramFirst | Placement::Random => {
+                let start = if self.placement == Placement::Random {
+                    self.rng.gen_range(0..n)
+                } else {
+                    self.next_frame
+                };
+                let mut f = start;
+                loop {
+                    if !bit(&self.allocated, f) {
+                        break;
+                    }
+                    f = if f + 1 == n { 0 } else { f + 1 };
+                    if f == start {
+                        // Footprint larger than memory: share frames.
+                        self.aliased_pages += 1;
+                        break;
+                    }
+                }
+                self.next_frame = if f + 1 == n { 0 } else { f + 1 };
+                f
+            }
+        };
+        self.allocated[(f / 64) as usize] |= 1 << (f % 64);
+        self.pages.insert(page, f);
+        f
+    }
+
+    fn locate(&self, frame: u32) -> u32 {
+        self.slot_of.get(&frame).copied().unwrap_or(frame)
+    }
+
+    fn dev_of_slot(&self, slot: u32) -> (usize, u32) {
+        if slot < self.dev0_slots {
+            (0, slot)
+        } else {
+            (1, slot - self.dev0_slots)
+        }
+    }
+
+    /// Queues a request at time `t`; returns the (possibly later) time at which the
+    /// core could hand it over, and its id.
+    pub(crate) fn submit(&mut self, t: u64, addr: u64, write: bool) -> (u64, u64) {
+        let frame = self.frame_of_page(addr / self.row_bytes);
+        let line = ((addr % self.row_bytes) / self.burst_bytes) as u32;
+        let (d, _) = self.dev_of_slot(self.locate(frame));
+        self.advance(d, t);
+        let mut t = t;
+        loop {
+            let q = &self.queues[d];
+            let full = if write {
+                q.write.len() >= self.write_cap
+            } else {
+                q.read.len() >= self.read_cap
+            };
+            if !full {
+                break;
+            }
+            self.step(d);
+            t = t.max(self.queues[d].decision);
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let req = Req {
+            id,
+            arrival: t,
+            frame,
+            line,
+            write,
+        };
+        let q = &mut self.queues[d];
+        if write {
+            q.write.push_back(req);
+        } else {
+            q.read.push_back(req);
+        }
+        (t, id)
+    }
+
+    /// Runs the controller until read `id` completes; returns its completion time.
+    pub(crate) fn wait(&mut self, id: u64) -> u64 {
+        self.waiting = Some(id);
+        self.waited = None;
+        while self.waited.is_none() {
+            let d = (0..self.queues.len())
+                .find(|&d| self.queues[d].read.iter().any(|r| r.id == id))
+                .expect("a read being waited for is queued somewhere");
+            self.step(d);
+        }
+        self.waiting = None;
+        self.waited.take().expect("set by step")
+    }
+
+    /// Schedules everything that could be decided before `t` on device `d`.
+    fn advance(&mut self, d: usize, t: u64) {
+        loop {
+            let q = &self.queues[d];
+            let first = match (q.read.front(), q.write.front()) {
+                (None, None) => return,
+                (Some(r), None) | (None, Some(r)) => r.arrival,
+                (Some(a), Some(b)) => a.arrival.min(b.arrival),
+            };
+            if q.decision.max(first) >= t {
+                return;
+            }
+            self.step(d);
+        }
+    }
+
+    /// Empties every queue; returns the last completion time.
+    pub(crate) fn drain(&mut self) -> u64 {
+        for d in 0..self.queues.len() {
+            while self.step(d) {}
+        }
+        // A migration triggered while draining may have re-queued requests.
+        for d in 0..self.queues.len() {
+            while self.step(d) {}
+        }
+        self.last_done
+    }
+
+    /// One FR-FCFS decision on device `d`: false when its queues are empty.
+    fn step(&mut self, d: usize) -> bool {
+        let q = &self.queues[d];
+        let first = match (q.read.front(), q.write.front()) {
+            (None, None) => return false,
+            (Some(r), None) | (None, Some(r)) => r.arrival,
+            (Some(a), Some(b)) => a.arrival.min(b.arrival),
+        };
+        let now = q.decision.max(first);
+        let reads = q.read.iter().take_while(|r| r.arrival <= now).count();
+        let writes = q.write.iter().take_while(|r| r.arrival <= now).count();
+        let mut draining = q.draining;
+        if writes >= self.drain_high {
+            draining = true;
+        } else if writes <= self.drain_low {
+            draining = false;
+        }
+        let use_write = writes > 0 && (draining || reads == 0);
+        let n = if use_write { writes } else { reads };
+        let list = if use_write { &q.write } else { &q.read };
+        // First ready: the oldest request that hits an open row, else the oldest.
+        let pick = (0..n)
+            .find(|&i| {
+                let (dd, local) = self.dev_of_slot(self.locate(list[i].frame));
+                dd == d && self.devs[d].would_hit(local)
+            })
+            .unwrap_or(0);
+        let q = &mut self.queues[d];
+        q.draining = draining;
+        let req = if use_write {
+            q.write.remove(pick)
+        } else {
+            q.read.remove(pick)
+        }
+        .expect("index within queue");
+        let (dd, local) = self.dev_of_slot(self.locate(req.frame));
+        debug_assert_eq!(dd, d, "requests are re-routed when their frame moves");
+        let issued = self.devs[d].access(local, req.line, req.write, now, Bucket::Demand);
+        let ck = self.devs[d].t.ck;
+        self.queues[d].decision = (now + ck).max(issued.first_cmd);
+        self.last_done = self.last_done.max(issued.done);
+        if !req.write {
+            self.reads_done.push(ReadDone {
+                arrival: req.arrival,
+                first_cmd: issued.first_cmd,
+                done: issued.done,
+            });
+            if self.waiting == Some(req.id) {
+                self.waited = Some(issued.done);
+            }
+        }
+        self.after_access(d, local, req.frame, req.write, issued.row_hit, issued.done);
+        true
+    }
+
+    /// Policy hooks: ranking, WARM counting, CLOCK reference bits, migrations.
+    fn after_access(
+        &mut self,
+        d: usize,
+        local: u32,
+        frame: u32,
+        write: bool,
+        row_hit: bool,
+        done: u64,
+    ) {
+        if !self.hybrid {
+            return;
+        }
+        let in_slow = d == 1;
+        if !in_slow {
+            self.clock.touch(local as usize);
+        }
+        match &mut self.policy {
+            Policy::None => {}
+            Policy::Warm(w) => {
+                if in_slow {
+                    match w.on_slow_access(frame, write, row_hit) {
+                        WarmDecision::Stay => {}
+                        WarmDecision::Migrate(f) => self.migrate(f, done),
+                        WarmDecision::ResetThenMigrate { restore, migrate } => {
+                            let mut t = done;
+                            for f in restore {
+                                t = self.restore_home(f, t);
+                            }
+                            self.migrate(migrate, t);
+                        }
+                    }
+                }
+            }
+            Policy::Rapp(r) => {
+                if r.on_access(frame, in_slow, write) {
+                    self.migrate(frame, done);
+                }
+            }
+        }
+    }
+
+    fn dram_victim(&mut self, promoting: u32) -> u32 {
+        let n = self.dev0_slots;
+        for _ in 0..64 {
+            let s = self.free_cursor;
+            self.free_cursor = if s + 1 == n { 0 } else { s + 1 };
+            if holder(&self.frame_at, &self.allocated, s).is_none() {
+                return s;
+            }
+        }
+        let (frame_at, allocated) = (&self.frame_at, &self.allocated);
+        self.clock
+            .victim(|s| holder(frame_at, allocated, s as u32) != Some(promoting))
+            .map(|s| s as u32)
+            .unwrap_or(self.free_cursor)
+    }
+
+    /// Exchanges the contents of two slots, costing the traffic on both devices.
+    /// Returns when the exchange completes.
+    fn exchange(&mut self, a: u32, b: u32, at: u64) -> u64 {
+        let fa = holder(&self.frame_at, &self.allocated, a);
+        let fb = holder(&self.frame_at, &self.allocated, b);
+        let (da, la) = self.dev_of_slot(a);
+        let (db, lb) = self.dev_of_slot(b);
+        let mut reads_done = at;
+        if fa.is_some() {
+            reads_done = reads_done.max(self.devs[da].row_transfer(la, false, at));
+        }
+        if fb.is_some() {
+            reads_done = reads_done.max(self.devs[db].row_transfer(lb, false, at));
+        }
+        let mut end = reads_done;
+        if fa.is_some() {
+            end = end.max(self.devs[db].row_transfer(lb, true, reads_done));
+        }
+        if fb.is_some() {
+            end = end.max(self.devs[da].row_transfer(la, true, reads_done));
+        }
+        for (slot, frame) in [(a, fb), (b, fa)] {
+            match frame {
+                Some(f) if f == slot => {
+                    self.frame_at.remove(&slot);
+                    self.slot_of.remove(&f);
+                }
+                Some(f) => {
+                    self.frame_at.insert(slot, f);
+                    self.slot_of.insert(f, slot);
+                }
+                None => {
+                    if bit(&self.allocated, slot) || self.frame_at.contains_key(&slot) {
+                        self.frame_at.insert(slot, EMPTY);
+                    }
+                }
+            }
+        }
+        self.last_done = self.last_done.max(end);
+        let moved: Vec<u32> = [fa, fb].into_iter().flatten().collect();
+        self.reroute(&moved);
+        end
+    }
+
+    /// Moves `frame` (now in the slow device) into DRAM.
+    fn migrate(&mut self, frame: u32, at: u64) {
+        let from = self.locate(frame);
+        if from < self.dev0_slots {
+            return;
+        }
+        let victim = self.dram_victim(frame);
+        let displaced = holder(&self.frame_at, &self.allocated, victim);
+        self.exchange(from, victim, at);
+        self.migrations += 1;
+        if let (Some(x), Policy::Warm(w)) = (displaced, &mut self.policy) {
+            w.forget(&x);
+        }
+    }
+
+    /// Sends a migrated frame back to its home slot (a WARM remap-table reset).
+    fn restore_home(&mut self, frame: u32, at: u64) -> u64 {
+        let slot = self.locate(frame);
+        if slot == frame {
+            return at;
+        }
+        self.restores += 1;
+        self.exchange(slot, frame, at)
+    }
+
+    /// Moves queued requests of frames that changed device to their new device.
+    fn reroute(&mut self, frames: &[u32]) {
+        if frames.is_empty() || self.queues.len() < 2 {
+            return;
+        }
+        for d in 0..self.queues.len() {
+            for write in [false, true] {
+                let mut i = 0;
+                loop {
+                    let q = if write {
+                        &self.queues[d].write
+                    } else {
+                        &self.queues[d].read
+                    };
+                    let Some(r) = q.get(i).copied() else { break };
+                    let (nd, _) = self.dev_of_slot(self.locate(r.frame));
+                    if frames.contains(&r.frame) && nd != d {
+                        let q = if write {
+                            &mut self.queues[d].write
+                        } else {
+                            &mut self.queues[d].read
+                        };
+                        q.remove(i);
+                        let target = if write {
+                            &mut self.queues[nd].write
+                        } else {
+                            &mut self.queues[nd].read
+                        };
+                        let pos = target.partition_point(|x| x.arrival <= r.arrival);
+                        target.insert(pos, r);
+                    } else {
+                        i += 1;
+                    }
+                }
+            }
+        }
+    }
+}

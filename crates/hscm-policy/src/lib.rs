@@ -1,0 +1,13 @@
+//! Placement, caching and migration policies as plain data structures, generic over
+//! the key. The simulators and the engine share them: a policy sees events and
+//! returns decisions; it never moves data itself.
+
+mod clock;
+mod lru;
+mod rapp;
+mod warm;
+
+pub use clock::Clock;
+pub use lru::Lru;
+pub use rapp::{Rapp, RappConfig};
+pub use warm::{Warm, WarmConfig, WarmDecision};
