@@ -1,7 +1,7 @@
 //! One memory device (DRAM or NVM): channels, ranks, banks with open-page row buffers,
 //! JEDEC command timing and per-command energy. Times are picoseconds.
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
 
 use hscm_model::{MemKind, MemProfile};
 use serde::Serialize;
@@ -195,7 +195,7 @@ impl Device {
             profile,
             energy: DynamicEnergy::default(),
             counters: DeviceCounters::default(),
-            row_writes: HashMap::new(),
+            row_writes: HashMap::default(),
         }
     }
 
@@ -360,40 +360,7 @@ impl Device {
             self.book(bucket, pj, |e| &mut e.activate);
             act + t.rcd
         };
-        let c = &mut self.chans[ch];
-        let bk = &mut self.banks[bank];
-        let done;
-        let col;
-        if write {
-            let mut cc = col_ready.max(c.next_wr);
-            if cc + t.cwd < c.bus_free {
-                cc = c.bus_free - t.cwd;
-            }
-            col = cc;
-            done = cc + t.cwd + t.burst;
-            c.bus_free = done;
-            c.next_wr = c.next_wr.max(cc + t.ccd);
-            c.next_rd = c.next_rd.max(done + t.wtr);
-            let recovery = if self.profile.kind == MemKind::Nvm {
-                0
-            } else {
-                t.wr
-            };
-            bk.next_pre = bk.next_pre.max(done + recovery);
-            let per_bit = (self.lines_per_row / 64).max(1);
-            bk.dirty |= 1u64 << ((line / per_bit) % 64);
-        } else {
-            let mut cc = col_ready.max(c.next_rd);
-            if cc + t.cl < c.bus_free {
-                cc = c.bus_free - t.cl;
-            }
-            col = cc;
-            done = cc + t.cl + t.burst;
-            c.bus_free = done;
-            c.next_rd = c.next_rd.max(cc + t.ccd);
-            c.next_wr = c.next_wr.max(cc + t.rtw);
-            bk.next_pre = bk.next_pre.max(cc + t.rtp);
-        }
+        let (col, done) = self.column(ch, bank, write, line, col_ready);
         let e = self.profile.energy;
         let demand = bucket == Bucket::Demand;
         if write {
@@ -430,12 +397,72 @@ impl Device {
         }
     }
 
-    /// Moves a whole row over the bus (migration traffic); returns when it is done.
-    pub(crate) fn row_transfer(&mut self, slot: u32, write: bool, at: u64) -> u64 {
-        let mut end = at;
-        for line in 0..self.lines_per_row {
-            end = end.max(self.access(slot, line, write, at, Bucket::Migration).done);
+    /// The column command (and its data burst) of one access to an open row: the
+    /// earliest time that respects tCCD, the bus, read/write turnarounds.
+    #[inline]
+    fn column(
+        &mut self,
+        ch: usize,
+        bank: usize,
+        write: bool,
+        line: u32,
+        col_ready: u64,
+    ) -> (u64, u64) {
+        let t = self.t;
+        let c = &mut self.chans[ch];
+        let bk = &mut self.banks[bank];
+        if write {
+            let mut cc = col_ready.max(c.next_wr);
+            if cc + t.cwd < c.bus_free {
+                cc = c.bus_free - t.cwd;
+            }
+            let done = cc + t.cwd + t.burst;
+            c.bus_free = done;
+            c.next_wr = c.next_wr.max(cc + t.ccd);
+            c.next_rd = c.next_rd.max(done + t.wtr);
+            // NVM writes reach the array when the row closes (costed at precharge).
+            let recovery = if self.profile.kind == MemKind::Nvm {
+                0
+            } else {
+                t.wr
+            };
+            bk.next_pre = bk.next_pre.max(done + recovery);
+            let per_bit = (self.lines_per_row / 64).max(1);
+            bk.dirty |= 1u64 << ((line / per_bit) % 64);
+            (cc, done)
+        } else {
+            let mut cc = col_ready.max(c.next_rd);
+            if cc + t.cl < c.bus_free {
+                cc = c.bus_free - t.cl;
+            }
+            let done = cc + t.cl + t.burst;
+            c.bus_free = done;
+            c.next_rd = c.next_rd.max(cc + t.ccd);
+            c.next_wr = c.next_wr.max(cc + t.rtw);
+            bk.next_pre = bk.next_pre.max(cc + t.rtp);
+            (cc, done)
         }
+    }
+
+    /// Moves a whole row over the bus (migration traffic): one activation if needed,
+    /// then a column command per line. Returns when the last burst is done.
+    pub(crate) fn row_transfer(&mut self, slot: u32, write: bool, at: u64) -> u64 {
+        let first = self.access(slot, 0, write, at, Bucket::Migration);
+        let (ch, _, bank, _) = self.locate(slot);
+        let mut end = first.done;
+        let rest = self.lines_per_row.saturating_sub(1);
+        for line in 1..=rest {
+            let ready = at.max(self.banks[bank].col_ready);
+            end = end.max(self.column(ch, bank, write, line, ready).1 + 2 * self.t.link);
+        }
+        let e = self.profile.energy;
+        let per_burst = if write {
+            e.row_buffer_write_pj_per_bit
+        } else {
+            e.row_buffer_read_pj_per_bit
+        } + e.link_pj_per_bit;
+        self.energy.migration += f64::from(rest) * self.burst_bits * per_burst;
+        self.counters.migration_bursts += u64::from(rest);
         end
     }
 

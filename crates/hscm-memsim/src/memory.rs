@@ -2,7 +2,9 @@
 //! with write drain, first-touch page placement, the remap table, and migration
 //! (WARM or RaPP) with its traffic simulated on both devices.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use rustc_hash::FxHashMap as HashMap;
 
 use hscm_policy::{Clock, Rapp, Warm, WarmDecision};
 use rand::rngs::SmallRng;
@@ -19,6 +21,8 @@ struct Req {
     id: u64,
     arrival: u64,
     frame: u32,
+    /// Where the frame lives now (kept current when it migrates).
+    slot: u32,
     line: u32,
     write: bool,
 }
@@ -132,13 +136,13 @@ impl Memory {
             drain_high: cfg.controller.drain_high,
             drain_low: cfg.controller.drain_low,
             placement: cfg.placement,
-            pages: HashMap::new(),
+            pages: HashMap::default(),
             allocated: vec![0; (total_slots as usize).div_ceil(64)],
             next_frame: 0,
             rng: SmallRng::seed_from_u64(cfg.seed),
             aliased_pages: 0,
-            slot_of: HashMap::new(),
-            frame_at: HashMap::new(),
+            slot_of: HashMap::default(),
+            frame_at: HashMap::default(),
             policy: policy_state,
             clock: Clock::new(if hybrid { dev0_slots as usize } else { 0 }),
             free_cursor: 0,
@@ -180,7 +184,8 @@ impl Memory {
                 };
                 let mut f = start;
                 loop {
-                    if !bit(&self.allocated, f) {
+                    // Free: never given to a page, and not holding a migrated frame.
+                    if !bit(&self.allocated, f) && !self.frame_at.contains_key(&f) {
                         break;
                     }
                     f = if f + 1 == n { 0 } else { f + 1 };
@@ -216,28 +221,35 @@ impl Memory {
     pub(crate) fn submit(&mut self, t: u64, addr: u64, write: bool) -> (u64, u64) {
         let frame = self.frame_of_page(addr / self.row_bytes);
         let line = ((addr % self.row_bytes) / self.burst_bytes) as u32;
-        let (d, _) = self.dev_of_slot(self.locate(frame));
-        self.advance(d, t);
         let mut t = t;
-        loop {
+        // Scheduling earlier requests can migrate this very frame: settle first, then
+        // read where it lives.
+        let (slot, d) = loop {
+            let (d, _) = self.dev_of_slot(self.locate(frame));
+            self.advance(d, t);
             let q = &self.queues[d];
             let full = if write {
                 q.write.len() >= self.write_cap
             } else {
                 q.read.len() >= self.read_cap
             };
-            if !full {
-                break;
+            if full {
+                self.step(d);
+                t = t.max(self.queues[d].decision);
+                continue;
             }
-            self.step(d);
-            t = t.max(self.queues[d].decision);
-        }
+            let slot = self.locate(frame);
+            if self.dev_of_slot(slot).0 == d {
+                break (slot, d);
+            }
+        };
         let id = self.next_id;
         self.next_id += 1;
         let req = Req {
             id,
             arrival: t,
             frame,
+            slot,
             line,
             write,
         };
@@ -314,10 +326,7 @@ impl Memory {
         let list = if use_write { &q.write } else { &q.read };
         // First ready: the oldest request that hits an open row, else the oldest.
         let pick = (0..n)
-            .find(|&i| {
-                let (dd, local) = self.dev_of_slot(self.locate(list[i].frame));
-                dd == d && self.devs[d].would_hit(local)
-            })
+            .find(|&i| self.devs[d].would_hit(self.dev_of_slot(list[i].slot).1))
             .unwrap_or(0);
         let q = &mut self.queues[d];
         q.draining = draining;
@@ -327,7 +336,8 @@ impl Memory {
             q.read.remove(pick)
         }
         .expect("index within queue");
-        let (dd, local) = self.dev_of_slot(self.locate(req.frame));
+        let (dd, local) = self.dev_of_slot(req.slot);
+        debug_assert_eq!(req.slot, self.locate(req.frame));
         debug_assert_eq!(dd, d, "requests are re-routed when their frame moves");
         let issued = self.devs[d].access(local, req.line, req.write, now, Bucket::Demand);
         let ck = self.devs[d].t.ck;
@@ -436,17 +446,51 @@ impl Memory {
                     self.frame_at.insert(slot, f);
                     self.slot_of.insert(f, slot);
                 }
+                // An unallocated slot without an entry is empty already; an allocated
+                // one needs the marker (its own frame lives elsewhere).
+                None if bit(&self.allocated, slot) => {
+                    self.frame_at.insert(slot, EMPTY);
+                }
                 None => {
-                    if bit(&self.allocated, slot) || self.frame_at.contains_key(&slot) {
-                        self.frame_at.insert(slot, EMPTY);
-                    }
+                    self.frame_at.remove(&slot);
                 }
             }
         }
+        #[cfg(debug_assertions)]
+        self.check_remap();
         self.last_done = self.last_done.max(end);
         let moved: Vec<u32> = [fa, fb].into_iter().flatten().collect();
         self.reroute(&moved);
         end
+    }
+
+    /// The remap invariants: the two maps mirror each other and no slot holds two
+    /// frames.
+    pub(crate) fn check_remap(&self) {
+        for (&f, &s) in &self.slot_of {
+            assert_ne!(f, s, "a frame at home has no entry");
+            assert_eq!(self.frame_at.get(&s), Some(&f), "slot_of[{f}] = {s}");
+        }
+        for (&s, &f) in &self.frame_at {
+            if f == EMPTY {
+                assert!(
+                    bit(&self.allocated, s),
+                    "empty marker on unallocated slot {s}"
+                );
+                assert!(
+                    self.slot_of.contains_key(&s),
+                    "slot {s} empty but its frame is home"
+                );
+            } else {
+                assert_eq!(self.slot_of.get(&f), Some(&s), "frame_at[{s}] = {f}");
+            }
+            if bit(&self.allocated, s) && f != EMPTY {
+                assert!(
+                    self.slot_of.contains_key(&s),
+                    "slot {s} holds {f} and its own frame"
+                );
+            }
+        }
     }
 
     /// Moves `frame` (now in the slow device) into DRAM.
@@ -476,7 +520,7 @@ impl Memory {
 
     /// Moves queued requests of frames that changed device to their new device.
     fn reroute(&mut self, frames: &[u32]) {
-        if frames.is_empty() || self.queues.len() < 2 {
+        if frames.is_empty() {
             return;
         }
         for d in 0..self.queues.len() {
@@ -488,25 +532,33 @@ impl Memory {
                     } else {
                         &self.queues[d].read
                     };
-                    let Some(r) = q.get(i).copied() else { break };
-                    let (nd, _) = self.dev_of_slot(self.locate(r.frame));
-                    if frames.contains(&r.frame) && nd != d {
-                        let q = if write {
-                            &mut self.queues[d].write
-                        } else {
-                            &mut self.queues[d].read
-                        };
-                        q.remove(i);
-                        let target = if write {
-                            &mut self.queues[nd].write
-                        } else {
-                            &mut self.queues[nd].read
-                        };
-                        let pos = target.partition_point(|x| x.arrival <= r.arrival);
-                        target.insert(pos, r);
-                    } else {
+                    let Some(mut r) = q.get(i).copied() else {
+                        break;
+                    };
+                    if !frames.contains(&r.frame) {
                         i += 1;
+                        continue;
                     }
+                    r.slot = self.locate(r.frame);
+                    let (nd, _) = self.dev_of_slot(r.slot);
+                    let q = if write {
+                        &mut self.queues[d].write
+                    } else {
+                        &mut self.queues[d].read
+                    };
+                    if nd == d {
+                        q[i].slot = r.slot;
+                        i += 1;
+                        continue;
+                    }
+                    q.remove(i);
+                    let target = if write {
+                        &mut self.queues[nd].write
+                    } else {
+                        &mut self.queues[nd].read
+                    };
+                    let pos = target.partition_point(|x| x.arrival <= r.arrival);
+                    target.insert(pos, r);
                 }
             }
         }

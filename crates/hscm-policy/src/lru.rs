@@ -1,8 +1,9 @@
 //! A map that remembers recency: O(1) lookup, touch, insert and eviction of the least
 //! recently used entry. Nodes live in a slab (no per-entry allocation after warm-up).
 
-use std::collections::HashMap;
 use std::hash::Hash;
+
+use rustc_hash::FxHashMap as HashMap;
 
 const NIL: u32 = u32::MAX;
 
@@ -31,7 +32,7 @@ impl<K: Copy + Eq + Hash, V> Default for Lru<K, V> {
 impl<K: Copy + Eq + Hash, V> Lru<K, V> {
     pub fn new() -> Self {
         Self {
-            index: HashMap::new(),
+            index: HashMap::default(),
             nodes: Vec::new(),
             free: Vec::new(),
             head: NIL,

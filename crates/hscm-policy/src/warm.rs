@@ -6,8 +6,9 @@
 //! remap table records migrated rows; when it is full it is reset (every migrated row
 //! goes back) before the next migration.
 
-use std::collections::HashSet;
 use std::hash::Hash;
+
+use rustc_hash::FxHashSet as HashSet;
 
 use serde::{Deserialize, Serialize};
 
@@ -78,7 +79,7 @@ impl<K: Copy + Eq + Hash> Warm<K> {
         Self {
             config,
             counters: Lru::new(),
-            remapped: HashSet::new(),
+            remapped: HashSet::default(),
             resets: 0,
             counter_evictions: 0,
         }
