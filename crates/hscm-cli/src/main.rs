@@ -3,6 +3,7 @@
 mod bench;
 mod crash;
 mod report;
+mod report_memsim;
 mod sim_cmd;
 mod units;
 mod volume_cmd;
@@ -247,6 +248,12 @@ struct ReproduceArgs {
     /// Small sizes and short runs: a smoke test of the whole pipeline in seconds.
     #[arg(long)]
     quick: bool,
+    /// Run only these sections, comma-separated (default: all): volume, memsim.
+    #[arg(long, value_enum, value_delimiter = ',')]
+    only: Vec<report::SectionName>,
+    /// Directory of the memory traces the memsim section runs (shipped in the repo).
+    #[arg(long, default_value = "traces")]
+    traces: PathBuf,
 }
 
 #[derive(Subcommand)]
@@ -410,7 +417,14 @@ fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Command::Reproduce(a) => report::reproduce(&a.out, a.seconds, a.restart_size, a.quick),
+        Command::Reproduce(a) => report::reproduce(
+            &a.out,
+            a.seconds,
+            a.restart_size,
+            a.quick,
+            &a.only,
+            &a.traces,
+        ),
         Command::Debug(DebugCmd::CrashWriter {
             path,
             seed,

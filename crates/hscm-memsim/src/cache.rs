@@ -177,49 +177,6 @@ impl Hierarchy {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lru_within_a_set_and_dirty_writebacks() {
-        let mut c = Cache::new(
-            &CacheLevel {
-                bytes: 4 * 64,
-                ways: 2,
-                hit_cycles: 0,
-            },
-            64,
-        );
-        // 2 sets × 2 ways; lines 0, 2, 4 share set 0.
-        assert!(!c.access(0, true).hit);
-        assert!(!c.access(2, false).hit);
-        assert!(c.access(0, false).hit); // 2 is now LRU
-        let o = c.access(4, false);
-        assert!(!o.hit && o.writeback.is_none()); // evicted clean 2
-        let o = c.access(2, false); // evicts 0 (dirty)
-        assert_eq!(o.writeback, Some(0));
-        assert_eq!((c.hits, c.misses), (1, 4));
-    }
-
-    #[test]
-    fn a_working_set_that_fits_l2_stops_missing() {
-        let mut h = Hierarchy::new(&CacheConfig::default());
-        let lines = (256 << 10) / 64;
-        let mut fills = 0;
-        for pass in 0..3 {
-            for l in 0..lines {
-                if h.access(l, pass == 0, false).fill.is_some() {
-                    fills += 1;
-                }
-            }
-        }
-        assert_eq!(fills, lines);
-        assert!(h.l1d.hit_rate().unwrap() < 0.01);
-        assert!(h.l2.hit_rate().unwrap() > 0.6);
-    }
-}
-
 /// Turns a pre-cache reference stream into the memory requests it causes (L2 misses as
 /// reads, dirty L2 evictions as writes), each carrying the instructions retired since
 /// the previous request: how post-cache traces are made from lackey traces.
@@ -260,5 +217,48 @@ impl CacheFilter {
         if let Some(fill) = hr.fill {
             emit(fill * self.line, Access::Read, &mut self.pending);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lru_within_a_set_and_dirty_writebacks() {
+        let mut c = Cache::new(
+            &CacheLevel {
+                bytes: 4 * 64,
+                ways: 2,
+                hit_cycles: 0,
+            },
+            64,
+        );
+        // 2 sets × 2 ways; lines 0, 2, 4 share set 0.
+        assert!(!c.access(0, true).hit);
+        assert!(!c.access(2, false).hit);
+        assert!(c.access(0, false).hit); // 2 is now LRU
+        let o = c.access(4, false);
+        assert!(!o.hit && o.writeback.is_none()); // evicted clean 2
+        let o = c.access(2, false); // evicts 0 (dirty)
+        assert_eq!(o.writeback, Some(0));
+        assert_eq!((c.hits, c.misses), (1, 4));
+    }
+
+    #[test]
+    fn a_working_set_that_fits_l2_stops_missing() {
+        let mut h = Hierarchy::new(&CacheConfig::default());
+        let lines = (256 << 10) / 64;
+        let mut fills = 0;
+        for pass in 0..3 {
+            for l in 0..lines {
+                if h.access(l, pass == 0, false).fill.is_some() {
+                    fills += 1;
+                }
+            }
+        }
+        assert_eq!(fills, lines);
+        assert!(h.l1d.hit_rate().unwrap() < 0.01);
+        assert!(h.l2.hit_rate().unwrap() > 0.6);
     }
 }

@@ -466,6 +466,7 @@ impl Memory {
 
     /// The remap invariants: the two maps mirror each other and no slot holds two
     /// frames.
+    #[cfg(debug_assertions)]
     pub(crate) fn check_remap(&self) {
         for (&f, &s) in &self.slot_of {
             assert_ne!(f, s, "a frame at home has no entry");

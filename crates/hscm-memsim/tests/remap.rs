@@ -7,10 +7,12 @@ use hscm_trace::{Access, MemRef, Timing};
 use proptest::prelude::*;
 
 fn tiny() -> SimConfig {
-    let mut cfg = SimConfig::default();
-    cfg.caches = None;
-    cfg.dram_bytes = 64 << 10; // 16 rows
-    cfg.pcm_bytes = 256 << 10; // 64 rows
+    let mut cfg = SimConfig {
+        caches: None,
+        dram_bytes: 64 << 10, // 16 rows
+        pcm_bytes: 256 << 10, // 64 rows
+        ..SimConfig::default()
+    };
     cfg.warm.remap_bytes = 64; // 8 entries: frequent resets
     cfg.warm.counter_bytes = 32;
     cfg.rapp.threshold_queue = 1;

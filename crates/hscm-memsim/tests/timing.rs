@@ -211,8 +211,10 @@ fn synth(kind: SynthKind, requests: u64, footprint: u64) -> Vec<MemRef> {
 
 #[test]
 fn warm_moves_concentrated_writes_to_dram_and_saves_energy_over_static() {
-    let mut cfg = SimConfig::default();
-    cfg.caches = None;
+    let cfg = SimConfig {
+        caches: None,
+        ..SimConfig::default()
+    };
     let refs = synth(
         SynthKind::HotWrites {
             hot_rows: 16,
@@ -237,8 +239,10 @@ fn warm_moves_concentrated_writes_to_dram_and_saves_energy_over_static() {
 
 #[test]
 fn rapp_promotes_frequently_used_pages() {
-    let mut cfg = SimConfig::default();
-    cfg.caches = None;
+    let cfg = SimConfig {
+        caches: None,
+        ..SimConfig::default()
+    };
     let refs = synth(SynthKind::Zipf { s: 1.1 }, 100_000, 64 << 20);
     let r = sim(&cfg, PolicyKind::Rapp, &refs, Timing::Instructions);
     let s = sim(&cfg, PolicyKind::Static, &refs, Timing::Instructions);
@@ -331,8 +335,10 @@ fn bad_configurations_are_refused_with_a_reason() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("power of two"), "{e}");
-    let mut cfg = SimConfig::default();
-    cfg.dram_bytes = 4096 * 3;
+    let cfg = SimConfig {
+        dram_bytes: 4096 * 3,
+        ..SimConfig::default()
+    };
     let e = run(
         &cfg,
         PolicyKind::Static,
