@@ -7,19 +7,41 @@ use std::process::Command;
 use serde_json::Value;
 
 fn hscm(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_hscm")).args(args).output().expect("runs")
+    Command::new(env!("CARGO_BIN_EXE_hscm"))
+        .args(args)
+        .output()
+        .expect("runs")
 }
 
 fn ok_json(args: &[&str]) -> Value {
     let out = hscm(args);
-    assert!(out.status.success(), "{args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     serde_json::from_slice(&out.stdout).expect("JSON on stdout")
 }
 
 fn gen(dir: &Path, kind: &str) -> String {
     let p = dir.join(format!("{kind}.hscm.zst")).display().to_string();
-    let out = hscm(&["trace", "gen", "--kind", kind, "--requests", "20k", "--footprint", "16M", "-o", &p]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = hscm(&[
+        "trace",
+        "gen",
+        "--kind",
+        kind,
+        "--requests",
+        "20k",
+        "--footprint",
+        "16M",
+        "-o",
+        &p,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     p
 }
 
@@ -31,7 +53,10 @@ fn compare_json_has_every_contract_field_for_every_policy() {
     assert_eq!(v["trace"], trace);
     assert!(v["config"]["dram_bytes"].as_u64().unwrap() == 1 << 30);
     let policies = v["policies"].as_array().unwrap();
-    let names: Vec<&str> = policies.iter().map(|p| p["policy"].as_str().unwrap()).collect();
+    let names: Vec<&str> = policies
+        .iter()
+        .map(|p| p["policy"].as_str().unwrap())
+        .collect();
     assert_eq!(names, ["dram-only", "pcm-only", "static", "warm", "rapp"]);
     for p in policies {
         for f in ["cycles", "ipc", "edp", "migrations"] {
@@ -45,7 +70,10 @@ fn compare_json_has_every_contract_field_for_every_policy() {
         }
     }
     assert_eq!(policies[0]["norm"]["energy"].as_f64(), Some(1.0));
-    assert!(policies[3]["migrations"].as_u64().unwrap() > 0, "WARM migrates concentrated writes");
+    assert!(
+        policies[3]["migrations"].as_u64().unwrap() > 0,
+        "WARM migrates concentrated writes"
+    );
 }
 
 #[test]
@@ -57,34 +85,81 @@ fn text_formats_are_detected_and_lackey_converts_from_a_start_address() {
     text.push_str("I  04000000,3\n L 1ffefff000,8\n");
     for i in 0..40_000u64 {
         text.push_str(&format!("I  {:08x},4\n", 0x401000 + (i % 16) * 4));
-        text.push_str(&format!(" {} {:x},8\n", if i % 3 == 0 { "S" } else { "L" }, 0x10000000 + i * 64));
+        text.push_str(&format!(
+            " {} {:x},8\n",
+            if i % 3 == 0 { "S" } else { "L" },
+            0x10000000 + i * 64
+        ));
     }
     std::fs::write(&lackey, text).unwrap();
     let out = dir.path().join("prog.hscm.zst");
     let r = ok_json(&[
-        "trace", "convert", lackey.to_str().unwrap(), "--start-pc", "0x401000", "--instructions", "30000",
-        "--post-cache", "-o", out.to_str().unwrap(), "--json",
+        "trace",
+        "convert",
+        lackey.to_str().unwrap(),
+        "--start-pc",
+        "0x401000",
+        "--instructions",
+        "30000",
+        "--post-cache",
+        "-o",
+        out.to_str().unwrap(),
+        "--json",
     ]);
     assert_eq!(r["skipped_references"], 2);
     assert_eq!(r["instructions"], 30_000);
     assert!(r["written"].as_u64().unwrap() > 1000, "{r}");
-    let v = ok_json(&["sim", "memory", "compare", "--trace", out.to_str().unwrap(), "--policies", "dram-only,warm", "--json"]);
+    let v = ok_json(&[
+        "sim",
+        "memory",
+        "compare",
+        "--trace",
+        out.to_str().unwrap(),
+        "--policies",
+        "dram-only,warm",
+        "--json",
+    ]);
     assert_eq!(v["format"], "hscm");
     assert_eq!(v["policies"].as_array().unwrap().len(), 2);
-    assert!(v["config"]["caches"].is_null(), "a post-cache trace skips the caches");
+    assert!(
+        v["config"]["caches"].is_null(),
+        "a post-cache trace skips the caches"
+    );
     // The raw lackey text runs through the caches.
-    let v = ok_json(&["sim", "memory", "compare", "--trace", lackey.to_str().unwrap(), "--policies", "static", "--json"]);
+    let v = ok_json(&[
+        "sim",
+        "memory",
+        "compare",
+        "--trace",
+        lackey.to_str().unwrap(),
+        "--policies",
+        "static",
+        "--json",
+    ]);
     assert_eq!(v["format"], "lackey");
     assert!(v["policies"][0]["cache_hit_rate"]["l1d"].is_number());
     for (name, body, fmt) in [
         ("r.trace", "LD 0x1000\nST 0x2040\n", "ramulator"),
         ("d.trace", "0x1000 READ 0\n0x2040 WRITE 20\n", "dramsim3"),
-        ("n.trace", "NVMV1\n0 R 0x1000 00 0\n20 W 0x2040 00 00 0\n", "nvmain"),
+        (
+            "n.trace",
+            "NVMV1\n0 R 0x1000 00 0\n20 W 0x2040 00 00 0\n",
+            "nvmain",
+        ),
         ("s.stl", "0:\tread\t0x1000\n20:\twrite\t0x2040\n", "dramsys"),
     ] {
         let p = dir.path().join(name);
         std::fs::write(&p, body).unwrap();
-        let v = ok_json(&["sim", "memory", "compare", "--trace", p.to_str().unwrap(), "--policies", "dram-only", "--json"]);
+        let v = ok_json(&[
+            "sim",
+            "memory",
+            "compare",
+            "--trace",
+            p.to_str().unwrap(),
+            "--policies",
+            "dram-only",
+            "--json",
+        ]);
         assert_eq!(v["format"], fmt);
         assert_eq!(v["policies"][0]["references"], 2);
     }
@@ -100,9 +175,15 @@ fn bad_input_gets_an_error_naming_what_and_where() {
     assert!(!out.status.success());
     assert!(err.contains("bad.trace:2: bad hex address"), "{err}");
     std::fs::write(&p, "hello\n").unwrap();
-    let err = String::from_utf8_lossy(&hscm(&["sim", "memory", "compare", "--trace", p.to_str().unwrap()]).stderr).to_string();
+    let err = String::from_utf8_lossy(
+        &hscm(&["sim", "memory", "compare", "--trace", p.to_str().unwrap()]).stderr,
+    )
+    .to_string();
     assert!(err.contains("cannot tell the trace format"), "{err}");
-    let err = String::from_utf8_lossy(&hscm(&["sim", "memory", "compare", "--trace", "/nonexistent/x"]).stderr).to_string();
+    let err = String::from_utf8_lossy(
+        &hscm(&["sim", "memory", "compare", "--trace", "/nonexistent/x"]).stderr,
+    )
+    .to_string();
     assert!(err.contains("/nonexistent/x"), "{err}");
     let trace = gen(dir.path(), "mix");
     for (args, want) in [
@@ -119,7 +200,14 @@ fn bad_input_gets_an_error_naming_what_and_where() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(err.contains(want), "{a:?}: {err}");
     }
-    let out = hscm(&["trace", "convert", &trace, "--post-cache", "-o", dir.path().join("x").to_str().unwrap()]);
+    let out = hscm(&[
+        "trace",
+        "convert",
+        &trace,
+        "--post-cache",
+        "-o",
+        dir.path().join("x").to_str().unwrap(),
+    ]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("already a post-cache trace"));
 }
 
@@ -127,7 +215,13 @@ fn bad_input_gets_an_error_naming_what_and_where() {
 fn bench_memsim_json_has_its_contract_fields() {
     let v = ok_json(&["bench", "memsim", "--requests", "50k", "--json"]);
     assert_eq!(v["requests"], 50_000);
-    for f in ["cpu_s", "requests_per_cpu_s", "peak_rss_mb", "warm_cpu_ratio", "decode_only_per_cpu_s"] {
+    for f in [
+        "cpu_s",
+        "requests_per_cpu_s",
+        "peak_rss_mb",
+        "warm_cpu_ratio",
+        "decode_only_per_cpu_s",
+    ] {
         assert!(v[f].as_f64().unwrap() >= 0.0, "{f}: {v}");
     }
     assert_eq!(v["runs"].as_array().unwrap().len(), 2);

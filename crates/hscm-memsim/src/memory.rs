@@ -63,6 +63,9 @@ pub(crate) struct Memory {
     // Placement.
     placement: Placement,
     pages: HashMap<u64, u32>,
+    /// Direct-mapped memo of recent page → frame lookups (a mapping never changes once
+    /// made, so entries never go stale).
+    page_memo: Vec<(u64, u32)>,
     allocated: Vec<u64>,
     next_frame: u32,
     rng: SmallRng,
@@ -137,6 +140,7 @@ impl Memory {
             drain_low: cfg.controller.drain_low,
             placement: cfg.placement,
             pages: HashMap::default(),
+            page_memo: vec![(u64::MAX, 0); 256],
             allocated: vec![0; (total_slots as usize).div_ceil(64)],
             next_frame: 0,
             rng: SmallRng::seed_from_u64(cfg.seed),
@@ -170,7 +174,12 @@ impl Memory {
 
     /// Frame of a page, placing it on first touch.
     fn frame_of_page(&mut self, page: u64) -> u32 {
+        let memo = (page % self.page_memo.len() as u64) as usize;
+        if self.page_memo[memo].0 == page {
+            return self.page_memo[memo].1;
+        }
         if let Some(&f) = self.pages.get(&page) {
+            self.page_memo[memo] = (page, f);
             return f;
         }
         let n = self.total_slots;
