@@ -280,3 +280,24 @@ mod tests {
         assert!(err.contains("cannot tell the trace format"), "{err}");
     }
 }
+
+#[cfg(test)]
+mod garbage {
+    use crate::{Format, TraceReader};
+    use proptest::prelude::*;
+
+    proptest! {
+        /// Arbitrary lines in every text format: records or an error, never a panic.
+        #[test]
+        fn arbitrary_text_never_panics(lines in proptest::collection::vec("[ -~\t]{0,40}", 0..40), f in 0usize..5) {
+            let format = [Format::Lackey, Format::Ramulator, Format::Dramsim3, Format::Nvmain, Format::Dramsys][f];
+            let text = lines.join("\n");
+            let r = TraceReader::from_reader(Box::new(std::io::Cursor::new(text.into_bytes())), "g", Some(format)).unwrap();
+            for item in r {
+                if item.is_err() {
+                    break;
+                }
+            }
+        }
+    }
+}
