@@ -67,6 +67,13 @@ pub struct MemConfigArgs {
     /// Core cycles per instruction without memory stalls.
     #[arg(long, default_value_t = 1.0)]
     pub cpi: f64,
+    /// Controller read queue per device: also the bound on outstanding posted reads
+    /// (store misses) before the core stalls.
+    #[arg(long, default_value_t = 32)]
+    pub read_queue: usize,
+    /// Controller write queue per device; writes drain from 3/4 full down to 1/4.
+    #[arg(long, default_value_t = 32)]
+    pub write_queue: usize,
     /// WARM migration threshold (the paper: 1).
     #[arg(long, default_value_t = 1)]
     pub warm_threshold: u32,
@@ -112,6 +119,10 @@ impl MemConfigArgs {
             CachesMode::Auto => (!post_cache).then(CacheConfig::default),
         };
         cfg.core.cpi = self.cpi;
+        cfg.controller.read_queue = self.read_queue;
+        cfg.controller.write_queue = self.write_queue;
+        cfg.controller.drain_high = (self.write_queue * 3 / 4).max(1);
+        cfg.controller.drain_low = self.write_queue / 4;
         cfg.warm.threshold = self.warm_threshold;
         cfg.warm.counter_bytes = self.warm_counter_bytes;
         cfg.warm.remap_bytes = self.warm_remap_bytes;
@@ -223,6 +234,7 @@ pub fn compare(
 }
 
 pub fn print_compare(c: &CompareOutput) {
+    let norm = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
     println!(
         "trace {} ({}), DRAM {} + PCM {} ({} + {}), caches {}",
         c.trace,
@@ -253,16 +265,16 @@ pub fn print_compare(c: &CompareOutput) {
     );
     for r in &c.policies {
         println!(
-            "{:<10} {:>12} {:>6} {:>9.1} {:>9.1} {:>10.4} {:>8.3} {:>8.3} {:>8.3} {:>9} {:>8}",
+            "{:<10} {:>12} {:>6} {:>9.1} {:>9.1} {:>10.4} {:>8} {:>8} {:>8} {:>9} {:>8}",
             r.policy,
             r.cycles,
             r.ipc.map_or("-".into(), |v| format!("{v:.3}")),
             r.read_latency_ns.mean,
             r.read_latency_ns.p99,
             r.energy_j["total"] * 1e3,
-            r.norm.energy,
-            r.norm.perf,
-            r.norm.edp,
+            norm(r.norm.map(|n| n.energy)),
+            norm(r.norm.map(|n| n.perf)),
+            norm(r.norm.map(|n| n.edp)),
             r.migrations,
             r.row_hit_rate
                 .get("pcm")

@@ -63,7 +63,8 @@ pub struct RunResult {
     pub pcm_max_row_writes: u64,
     pub pcm_lines_written: u64,
     pub pages_touched: u64,
-    pub norm: Norm,
+    /// Against the DRAM-only run of the same comparison; None without one.
+    pub norm: Option<Norm>,
 }
 
 fn device_label(cfg_dram: bool) -> &'static str {
@@ -249,7 +250,7 @@ pub fn run(
         pcm_max_row_writes,
         pcm_lines_written,
         pages_touched: mem.pages_touched(),
-        norm: Norm::default(),
+        norm: None,
     })
 }
 
@@ -264,10 +265,10 @@ pub fn normalise(results: &mut [RunResult]) {
     };
     let e0 = base.energy_j["total"];
     for r in results.iter_mut() {
-        r.norm = Norm {
+        r.norm = Some(Norm {
             energy: r.energy_j["total"] / e0,
             perf: base.runtime_ns / r.runtime_ns,
             edp: r.edp / base.edp,
-        };
+        });
     }
 }
