@@ -64,6 +64,11 @@ fn compare_json_has_every_contract_field_for_every_policy() {
         }
         assert!(p["read_latency_ns"]["mean"].as_f64().unwrap() > 0.0);
         assert!(p["read_latency_ns"]["p99"].as_f64().unwrap() > 0.0);
+        assert!(p["write_latency_ns"]["mean"].as_f64().unwrap() > 0.0);
+        assert!(
+            p["read_latency_ns"]["queue_mean"].is_number()
+                && p["read_latency_ns"]["device_mean"].is_number()
+        );
         assert!(p["energy_j"]["total"].as_f64().unwrap() > 0.0);
         for f in ["energy", "perf", "edp"] {
             assert!(p["norm"][f].as_f64().unwrap() > 0.0, "norm.{f} in {p}");
@@ -225,4 +230,42 @@ fn bench_memsim_json_has_its_contract_fields() {
         assert!(v[f].as_f64().unwrap() >= 0.0, "{f}: {v}");
     }
     assert_eq!(v["runs"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn reproduce_quick_memsim_writes_the_section_plots_and_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let traces = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../traces");
+    let out = hscm(&[
+        "reproduce",
+        "--quick",
+        "--only",
+        "memsim",
+        "--traces",
+        traces.to_str().unwrap(),
+        "--out",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let md = std::fs::read_to_string(dir.path().join("report.md")).unwrap();
+    assert!(md.contains("## Hybrid DRAM-PCM main memory"));
+    assert!(
+        md.contains("| energy vs DRAM-only (Fig. 8) | -46.2% |"),
+        "shipped traces ran"
+    );
+    assert!(!md.contains("## Durable hybrid RAM volume"));
+    let v: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("report.json")).unwrap()).unwrap();
+    assert!(v["memsim"]["traces"].as_array().unwrap().len() >= 3);
+    assert!(v["memsim"]["checks"].as_array().unwrap().len() >= 3);
+    for f in ["memsim_energy.svg", "memsim_perf.svg", "memsim_edp.svg"] {
+        assert!(
+            std::fs::metadata(dir.path().join(f)).unwrap().len() > 1000,
+            "{f}"
+        );
+    }
 }

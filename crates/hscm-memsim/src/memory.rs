@@ -40,8 +40,9 @@ enum Policy {
     Rapp(Rapp<u32>),
 }
 
-/// Latency of one demand read, for the statistics.
-pub(crate) struct ReadDone {
+/// Latency of one demand request, for the statistics.
+pub(crate) struct Done {
+    pub write: bool,
     pub arrival: u64,
     pub first_cmd: u64,
     pub done: u64,
@@ -82,8 +83,8 @@ pub(crate) struct Memory {
     pub last_done: u64,
     pub migrations: u64,
     pub restores: u64,
-    /// Completed demand reads not yet collected by the core's statistics.
-    pub reads_done: Vec<ReadDone>,
+    /// Completed demand requests not yet collected by the statistics.
+    pub done: Vec<Done>,
 }
 
 fn bit(bits: &[u64], i: u32) -> bool {
@@ -156,7 +157,7 @@ impl Memory {
             last_done: 0,
             migrations: 0,
             restores: 0,
-            reads_done: Vec::new(),
+            done: Vec::new(),
             devs,
         }
     }
@@ -352,15 +353,14 @@ impl Memory {
         let ck = self.devs[d].t.ck;
         self.queues[d].decision = (now + ck).max(issued.first_cmd);
         self.last_done = self.last_done.max(issued.done);
-        if !req.write {
-            self.reads_done.push(ReadDone {
-                arrival: req.arrival,
-                first_cmd: issued.first_cmd,
-                done: issued.done,
-            });
-            if self.waiting == Some(req.id) {
-                self.waited = Some(issued.done);
-            }
+        self.done.push(Done {
+            write: req.write,
+            arrival: req.arrival,
+            first_cmd: issued.first_cmd,
+            done: issued.done,
+        });
+        if !req.write && self.waiting == Some(req.id) {
+            self.waited = Some(issued.done);
         }
         self.after_access(d, local, req.frame, req.write, issued.row_hit, issued.done);
         true

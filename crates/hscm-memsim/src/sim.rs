@@ -48,6 +48,8 @@ pub struct RunResult {
     pub memory_reads: u64,
     pub memory_writes: u64,
     pub read_latency_ns: Latency,
+    /// Writes are posted: from arrival at the controller to the end of their burst.
+    pub write_latency_ns: Latency,
     /// Joules: `total` and one entry per component (`dram.activate`, `pcm.static`, …).
     pub energy_j: BTreeMap<String, f64>,
     /// Energy × runtime, in joule-seconds.
@@ -65,6 +67,54 @@ pub struct RunResult {
     pub pages_touched: u64,
     /// Against the DRAM-only run of the same comparison; None without one.
     pub norm: Option<Norm>,
+}
+
+/// Latency statistics in picoseconds, reported in nanoseconds.
+struct LatencyAcc {
+    hist: Histogram<u64>,
+    queue_sum: u128,
+    device_sum: u128,
+}
+
+impl LatencyAcc {
+    fn new() -> Self {
+        Self {
+            hist: Histogram::new_with_bounds(1, 1 << 40, 3).expect("valid bounds"),
+            queue_sum: 0,
+            device_sum: 0,
+        }
+    }
+
+    fn record(&mut self, arrival: u64, first_cmd: u64, done: u64) {
+        let _ = self.hist.record(done.saturating_sub(arrival).max(1));
+        self.queue_sum += u128::from(first_cmd.saturating_sub(arrival));
+        self.device_sum += u128::from(done.saturating_sub(first_cmd.max(arrival)));
+    }
+
+    fn finish(&self) -> Latency {
+        let n = self.hist.len();
+        let ns = |v: u64| v as f64 / 1000.0;
+        let per = |sum: u128| {
+            if n > 0 {
+                sum as f64 / n as f64 / 1000.0
+            } else {
+                0.0
+            }
+        };
+        Latency {
+            mean: if n > 0 {
+                self.hist.mean() / 1000.0
+            } else {
+                0.0
+            },
+            p50: ns(self.hist.value_at_quantile(0.5)),
+            p99: ns(self.hist.value_at_quantile(0.99)),
+            max: ns(self.hist.max()),
+            queue_mean: per(self.queue_sum),
+            device_mean: per(self.device_sum),
+            count: n,
+        }
+    }
 }
 
 fn device_label(cfg_dram: bool) -> &'static str {
@@ -91,13 +141,16 @@ pub fn run(
     let period_ps = 1000.0 / cfg.core.freq_ghz;
     let ps_per_instruction = cfg.core.cpi * period_ps;
     let trace_ck_ps = (cfg.dram.timing.t_ck * 1000.0).round() as u64;
-    let mut hist = Histogram::<u64>::new_with_bounds(1, 1 << 40, 3).expect("valid bounds");
-    let (mut queue_sum, mut device_sum) = (0u128, 0u128);
+    let mut read_lat = LatencyAcc::new();
+    let mut write_lat = LatencyAcc::new();
     let mut collect = |mem: &mut Memory| {
-        for r in mem.reads_done.drain(..) {
-            let _ = hist.record((r.done - r.arrival).max(1));
-            queue_sum += u128::from(r.first_cmd.saturating_sub(r.arrival));
-            device_sum += u128::from(r.done.saturating_sub(r.first_cmd.max(r.arrival)));
+        for r in mem.done.drain(..) {
+            if r.write {
+                &mut write_lat
+            } else {
+                &mut read_lat
+            }
+            .record(r.arrival, r.first_cmd, r.done);
         }
     };
     let mut t: u64 = 0;
@@ -211,8 +264,6 @@ pub fn run(
             }
         }
     }
-    let count = hist.len();
-    let lat = |v: u64| v as f64 / 1000.0;
     Ok(RunResult {
         policy: policy.name().to_string(),
         cycles,
@@ -223,23 +274,8 @@ pub fn run(
         references: n,
         memory_reads: reads,
         memory_writes: writes,
-        read_latency_ns: Latency {
-            mean: if count > 0 { hist.mean() / 1000.0 } else { 0.0 },
-            p50: lat(hist.value_at_quantile(0.5)),
-            p99: lat(hist.value_at_quantile(0.99)),
-            max: lat(hist.max()),
-            queue_mean: if count > 0 {
-                queue_sum as f64 / count as f64 / 1000.0
-            } else {
-                0.0
-            },
-            device_mean: if count > 0 {
-                device_sum as f64 / count as f64 / 1000.0
-            } else {
-                0.0
-            },
-            count,
-        },
+        read_latency_ns: read_lat.finish(),
+        write_latency_ns: write_lat.finish(),
         energy_j: energy,
         edp: total_j * runtime as f64 * 1e-12,
         migrations: mem.migrations,
