@@ -4,7 +4,9 @@
 # start-up), filtered through the seed paper's Table 1 caches (L1I/L1D 32 KiB,
 # L2 512 KiB), and writes them to traces/ as compressed hscm post-cache traces.
 #
-#   bash scripts/capture-traces.sh [--instructions 10M] [--out traces]
+#   bash scripts/capture-traces.sh [--instructions 10M] [--out traces] [--keep]
+#
+# --keep leaves traces that already exist in the output directory alone (resume).
 #
 # Programs (Debian packages, installed here): cjpeg / djpeg (libjpeg-turbo-progs),
 # H.264 encode (ffmpeg + libx264) and decode (ffmpeg), MPEG-2 encode (mjpegtools'
@@ -17,11 +19,13 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 INSTR=10M
 OUT=traces
+KEEP=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --instructions) INSTR=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
-    *) echo "usage: $0 [--instructions N] [--out DIR]" >&2; exit 2 ;;
+    --keep) KEEP=1; shift ;;
+    *) echo "usage: $0 [--instructions N] [--out DIR] [--keep]" >&2; exit 2 ;;
   esac
 done
 
@@ -56,7 +60,7 @@ lib_path() { ldd "$1" | awk -v l="$2" '$1 ~ "^"l {print $3; exit}'; }
 # Load address of library $1 in the run of "${@:2}" under valgrind.
 lib_base_under_valgrind() {
   local lib=$1; shift
-  LD_DEBUG=files valgrind --tool=none --log-file=/dev/null "$@" 2>"$WORK/ld-probe.log" >/dev/null || true
+  LD_DEBUG=files valgrind --tool=none --log-file=/dev/null "$@" 2>"$WORK/ld-probe.log" >/dev/null <"${STDIN_FROM:-/dev/null}" || true
   base_from_ld_debug "$lib" < "$WORK/ld-probe.log"
 }
 base_from_ld_debug() {
@@ -69,7 +73,7 @@ sym_offset() {  # file symbol -> hex offset
 }
 
 manifest="$OUT/MANIFEST.md"
-{
+[ "$KEEP" = 1 ] && [ -f "$manifest" ] || {
   echo "# Shipped memory traces"
   echo
   echo "Made by \`bash scripts/capture-traces.sh --instructions $INSTR\` on $(date -u +%Y-%m-%d)"
@@ -85,6 +89,10 @@ manifest="$OUT/MANIFEST.md"
 # capture NAME LIBNAME SYMBOL CMD...  (LIBNAME "-" means the executable itself, non-PIE)
 capture() {
   local name=$1 lib=$2 sym=$3; shift 3
+  if [ "$KEEP" = 1 ] && [ -s "$OUT/$name.hscm.zst" ]; then
+    echo "== $name: kept"
+    return
+  fi
   local exe; exe=$(command -v "$1")
   local file base
   if [ "$lib" = "-" ]; then
@@ -99,11 +107,15 @@ capture() {
   local start; start=$(printf '0x%x' $(( base + 0x$off )))
   echo "== $name: $* (start at $sym = $start)"
   local t0=$SECONDS
-  set +o pipefail
-  LD_DEBUG=files valgrind --tool=lackey --trace-mem=yes --log-fd=9 "$@" 9>&1 1>/dev/null 2>"$WORK/$name.ld" |
-    "$HSCM" trace convert - --from lackey --start-pc "$start" --instructions "$INSTR" --post-cache \
-      -o "$OUT/$name.hscm.zst" --json > "$WORK/$name.json"
-  set -o pipefail
+  # The converter stops reading after the window; valgrind would then run the program
+  # to its end with nobody listening, so it is stopped explicitly.
+  rm -f "$WORK/pipe"; mkfifo "$WORK/pipe"
+  LD_DEBUG=files valgrind --tool=lackey --trace-mem=yes --log-fd=9 "$@" 9>"$WORK/pipe" 1>/dev/null 2>"$WORK/$name.ld" <"${STDIN_FROM:-/dev/null}" &
+  local vg=$!
+  "$HSCM" trace convert "$WORK/pipe" --from lackey --start-pc "$start" --instructions "$INSTR" --post-cache \
+    -o "$OUT/$name.hscm.zst" --json > "$WORK/$name.json"
+  kill "$vg" 2>/dev/null || true
+  wait "$vg" 2>/dev/null || true
   if [ "$lib" != "-" ]; then
     local seen; seen=$(base_from_ld_debug "$lib" < "$WORK/$name.ld")
     [ "$seen" = "$base" ] || { echo "capture: $lib loaded at $seen in the traced run, $base before" >&2; exit 1; }
@@ -119,7 +131,7 @@ capture cjpeg libjpeg.so jpeg_write_scanlines cjpeg -quality 90 -outfile "$WORK/
 capture djpeg libjpeg.so jpeg_read_scanlines djpeg -outfile "$WORK/out.ppm" "$WORK/in.jpg"
 capture h264enc libx264.so x264_encoder_encode ffmpeg -nostdin -nostats -loglevel error -threads 1 -i "$WORK/cif.y4m" -c:v libx264 -threads 1 -f null -
 capture h264dec libavcodec.so avcodec_send_packet ffmpeg -nostdin -nostats -loglevel error -threads 1 -i "$WORK/cif.264" -f null -
-capture mpeg2enc libmpeg2encpp _ZN10SeqEncoder12EncodeStreamEv mpeg2enc -v 0 -f 3 -b 1500 -o "$WORK/out.m2v" < "$WORK/cif.y4m"
+STDIN_FROM="$WORK/cif.y4m" capture mpeg2enc libmpeg2encpp _ZN10SeqEncoder12EncodeStreamEv mpeg2enc -v 0 -f 3 -b 1500 -o "$WORK/out.m2v"
 capture mpeg2dec libmpeg2.so mpeg2_parse mpeg2dec -o null "$WORK/cif.m2v"
 capture fft - main "$WORK/fft" 262144
 capture sort - main "$WORK/sort" 1048576
