@@ -68,8 +68,9 @@ base_from_ld_debug() {
                  grab && /base:/ {for (i=1;i<=NF;i++) if ($i=="base:") {print $(i+1); exit}}'
 }
 sym_offset() {  # file symbol -> hex offset
-  { nm -D --defined-only "$1" 2>/dev/null; nm --defined-only "$1" 2>/dev/null; } |
-    awk -v s="$2" '($3==s || index($3, s"@")==1) && ($2=="T" || $2=="t") {print $1; exit}'
+  # Whole symbol tables first: awk stopping early would SIGPIPE nm under pipefail.
+  local syms; syms=$( { nm -D --defined-only "$1"; nm --defined-only "$1"; } 2>/dev/null || true)
+  awk -v s="$2" '($3==s || index($3, s"@")==1) && ($2=="T" || $2=="t") {print $1; exit}' <<<"$syms"
 }
 
 manifest="$OUT/MANIFEST.md"
