@@ -55,7 +55,7 @@ mpeg2enc -v 0 -f 3 -b 1500 -o "$WORK/cif.m2v" < "$WORK/cif.y4m"
 gcc -O2 -g -no-pie -o "$WORK/fft" scripts/traceprogs/fft.c -lm
 gcc -O2 -g -no-pie -o "$WORK/sort" scripts/traceprogs/sort.c
 
-lib_path() { ldd "$1" | awk -v l="$2" '$1 ~ "^"l {print $3; exit}'; }
+lib_path() { local deps; deps=$(ldd "$1"); awk -v l="$2" '$1 ~ "^"l {print $3; exit}' <<<"$deps"; }
 
 # Load address of library $1 in the run of "${@:2}" under valgrind.
 lib_base_under_valgrind() {
