@@ -235,6 +235,22 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
         }
     }
 
+    writeln!(md, "\n### Timing against analysis\n")?;
+    writeln!(md, "Single reads far apart on one bank, simulated, beside the formula from each preset's parameters \
+        (ns; closed = tRCD + tCL + burst, hit = tCL + burst, conflict = tRP + tRCD + tCL + burst for DRAM; for NVM a clean \
+        row closes for free and a dirty one first pays tWR + tRP; CXL adds the link both ways). `cargo test -p hscm-memsim` \
+        asserts the same, plus peak stream bandwidth, refresh share and tWR per PCM row switch.\n")?;
+    writeln!(md, "| preset | closed sim / formula | hit sim / formula | conflict sim / formula | dirty conflict sim / formula |")?;
+    writeln!(md, "|---|---:|---:|---:|---:|")?;
+    for name in hscm_model::MemPreset::NAMES {
+        let row = timing_row(name)?;
+        writeln!(
+            md,
+            "| {name} | {:.2} / {:.2} | {:.2} / {:.2} | {:.2} / {:.2} | {:.2} / {:.2} |",
+            row[0].0, row[0].1, row[1].0, row[1].1, row[2].0, row[2].1, row[3].0, row[3].1
+        )?;
+    }
+
     // Simulator speed.
     let bench_requests = if quick { 500_000 } else { 5_000_000 };
     eprintln!(
@@ -318,6 +334,66 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
         passed,
         total: checks.len(),
     })
+}
+
+/// (simulated, analytical) latencies in ns for one preset: closed, hit, clean conflict,
+/// dirty conflict.
+fn timing_row(preset: &str) -> Result<[(f64, f64); 4]> {
+    use hscm_memsim::{Placement, SimConfig};
+    use hscm_trace::{Access, MemRef, Timing};
+    let p = hscm_model::MemPreset::from_name(preset)?.profile();
+    let mut cfg = SimConfig {
+        dram: p,
+        pcm: p,
+        caches: None,
+        placement: Placement::Identity,
+        ..SimConfig::default()
+    };
+    cfg.dram.timing.t_rfc = 0.0; // isolated latencies: no refresh in the way
+    let r = |addr: u64, write: bool| MemRef {
+        addr,
+        kind: if write { Access::Write } else { Access::Read },
+        size: 64,
+        delta: 10_000,
+    };
+    let other_row = 8 * 4096;
+    let lat = |refs: &[MemRef]| -> Result<(f64, f64)> {
+        let out = hscm_memsim::run(
+            &cfg,
+            PolicyKind::DramOnly,
+            refs.iter().map(|x| Ok(*x)),
+            Timing::Instructions,
+            &mut |_| {},
+        )?;
+        Ok((out.read_latency_ns.mean, out.read_latency_ns.max))
+    };
+    let t = p.timing;
+    let cyc = |ns: f64| p.cycles(ns) as f64 * t.t_ck;
+    let burst = f64::from(t.burst_ck) * t.t_ck;
+    let link = 2.0 * t.link_ns;
+    let nvm = p.kind == hscm_model::MemKind::Nvm;
+    let closed_f = cyc(t.t_rcd) + cyc(t.t_cl) + burst + link;
+    let hit_f = cyc(t.t_cl) + burst + link;
+    let conflict_f = if nvm {
+        closed_f
+    } else {
+        cyc(t.t_rp) + closed_f
+    };
+    let dirty_f = if nvm {
+        cyc(t.t_wr) + cyc(t.t_rp) + closed_f
+    } else {
+        conflict_f
+    };
+    let (closed, _) = lat(&[r(0, false)])?;
+    let (m2, _) = lat(&[r(0, false), r(64, false)])?;
+    let (m3, _) = lat(&[r(0, false), r(other_row, false)])?;
+    let (dirty, _) = lat(&[r(0, true), r(other_row, false)])?; // the only read
+    Ok([
+        (closed, closed_f),
+        (2.0 * m2 - closed, hit_f),
+        (2.0 * m3 - closed, conflict_f),
+        (dirty, dirty_f),
+    ])
 }
 
 fn plot_normalised(

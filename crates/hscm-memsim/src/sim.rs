@@ -72,6 +72,8 @@ pub struct RunResult {
 /// Latency statistics in picoseconds, reported in nanoseconds.
 struct LatencyAcc {
     hist: Histogram<u64>,
+    /// Exact sum (the histogram keeps 3 significant digits, for percentiles).
+    sum: u128,
     queue_sum: u128,
     device_sum: u128,
 }
@@ -80,6 +82,7 @@ impl LatencyAcc {
     fn new() -> Self {
         Self {
             hist: Histogram::new_with_bounds(1, 1 << 40, 3).expect("valid bounds"),
+            sum: 0,
             queue_sum: 0,
             device_sum: 0,
         }
@@ -87,6 +90,7 @@ impl LatencyAcc {
 
     fn record(&mut self, arrival: u64, first_cmd: u64, done: u64) {
         let _ = self.hist.record(done.saturating_sub(arrival).max(1));
+        self.sum += u128::from(done.saturating_sub(arrival));
         self.queue_sum += u128::from(first_cmd.saturating_sub(arrival));
         self.device_sum += u128::from(done.saturating_sub(first_cmd.max(arrival)));
     }
@@ -102,11 +106,7 @@ impl LatencyAcc {
             }
         };
         Latency {
-            mean: if n > 0 {
-                self.hist.mean() / 1000.0
-            } else {
-                0.0
-            },
+            mean: per(self.sum),
             p50: ns(self.hist.value_at_quantile(0.5)),
             p99: ns(self.hist.value_at_quantile(0.99)),
             max: ns(self.hist.max()),
