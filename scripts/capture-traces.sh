@@ -125,7 +125,8 @@ capture() {
   refs=$(python3 -c "import json;print(json.load(open('$WORK/$name.json'))['written'])")
   instr=$(python3 -c "import json;print(json.load(open('$WORK/$name.json'))['instructions'])")
   echo "   $refs memory requests over $instr instructions ($((SECONDS - t0)) s)"
-  echo "| $name | \`$(basename "$1") ${*:2}\` | \`$sym\` | $refs | $instr |" | sed "s|$WORK/||g" >> "$manifest"
+  local cmd="$(basename "$1") ${*:2}${STDIN_FROM:+ < $STDIN_FROM}"
+  echo "| $name | \`$cmd\` | \`$sym\` | $refs | $instr |" | sed "s|$WORK/||g" >> "$manifest"
 }
 
 capture cjpeg libjpeg.so jpeg_write_scanlines cjpeg -quality 90 -outfile "$WORK/out.jpg" "$WORK/in.ppm"
