@@ -135,6 +135,15 @@ pub fn run(
     progress: &mut dyn FnMut(u64),
 ) -> Result<RunResult, SimError> {
     cfg.validate()?;
+    let hybrid = !matches!(policy, PolicyKind::DramOnly | PolicyKind::PcmOnly);
+    if hybrid && (cfg.dram_bytes == 0 || cfg.pcm_bytes == 0) {
+        return Err(SimError::Config(format!(
+            "policy {} needs both DRAM and PCM (sizes {} and {} bytes)",
+            policy.name(),
+            cfg.dram_bytes,
+            cfg.pcm_bytes
+        )));
+    }
     let mut mem = Memory::new(cfg, policy);
     let mut caches = cfg.caches.as_ref().map(Hierarchy::new);
     let line_bytes = cfg.caches.as_ref().map_or(64, |c| c.line);

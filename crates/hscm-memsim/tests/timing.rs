@@ -347,4 +347,25 @@ fn bad_configurations_are_refused_with_a_reason() {
     )
     .unwrap_err();
     assert!(e.to_string().contains("whole number of rows"), "{e}");
+    let cfg = SimConfig {
+        dram_bytes: 0,
+        ..SimConfig::default()
+    };
+    let e = run(
+        &cfg,
+        PolicyKind::Warm,
+        std::iter::empty(),
+        Timing::None,
+        &mut |_| {},
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("needs both DRAM and PCM"), "{e}");
+    assert!(run(
+        &cfg,
+        PolicyKind::PcmOnly,
+        std::iter::empty(),
+        Timing::None,
+        &mut |_| {}
+    )
+    .is_ok());
 }
