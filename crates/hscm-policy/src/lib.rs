@@ -2,6 +2,7 @@
 //! the key. The simulators and the engine share them: a policy sees events and
 //! returns decisions; it never moves data itself.
 
+pub mod cache;
 mod clock;
 mod lru;
 mod rapp;

@@ -57,6 +57,12 @@ impl<K: Copy + Eq + Hash, V> Lru<K, V> {
         self.index.get(key).map(|&i| &self.nodes[i as usize].value)
     }
 
+    /// The value, mutable, without changing recency.
+    pub fn peek_mut(&mut self, key: &K) -> Option<&mut V> {
+        let i = *self.index.get(key)?;
+        Some(&mut self.nodes[i as usize].value)
+    }
+
     /// The value, made most recent.
     pub fn touch(&mut self, key: &K) -> Option<&mut V> {
         let i = *self.index.get(key)?;
