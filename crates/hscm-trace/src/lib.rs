@@ -7,6 +7,7 @@
 
 mod binary;
 mod error;
+mod requests;
 mod synth;
 mod text;
 
@@ -16,6 +17,7 @@ use std::path::Path;
 
 pub use binary::{TraceWriter, MAGIC};
 pub use error::TraceError;
+pub use requests::{detect_requests, write_oracle_general, Request, RequestFormat, RequestReader};
 pub use synth::{SynthKind, SynthSpec, Synthesizer};
 
 /// What a reference does.
