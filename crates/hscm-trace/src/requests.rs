@@ -3,7 +3,7 @@
 //! (each memory reference becomes a request for its block). Offset/size requests are
 //! split into fixed-size blocks on the fly.
 
-use std::io::{BufRead, Read};
+use std::io::BufRead;
 use std::path::Path;
 
 use crate::{Access, TraceError, TraceReader};
@@ -131,19 +131,16 @@ impl RequestReader {
                 let refs =
                     TraceReader::from_reader(Box::new(stream), &name, Some(crate::Format::Lackey))?;
                 let mut time = 0u64;
-                Box::new(refs.filter_map(move |r| {
-                    let r = match r {
-                        Ok(r) => r,
-                        Err(e) => return Some(Err(e)),
-                    };
+                Box::new(refs.map(move |r| {
+                    let r = r?;
                     time += r.delta;
-                    Some(Ok(Request {
+                    Ok(Request {
                         key: r.addr / u64::from(block),
                         size: block,
                         write: r.kind == Access::Write,
                         time,
                         next: None,
-                    }))
+                    })
                 }))
             }
             _ => Box::new(TextRequests {

@@ -75,7 +75,7 @@ impl PagingConfig {
                 self.tlb_entries, self.tlb_ways
             ));
         }
-        if self.latency_x.iter().any(|x| !(*x > 0.0)) {
+        if self.latency_x.iter().any(|x| x.is_nan() || *x <= 0.0) {
             return err("storage latencies must be positive multiples of memory latency".into());
         }
         Ok(())
