@@ -90,7 +90,10 @@ manifest="$OUT/MANIFEST.md"
 # capture NAME LIBNAME SYMBOL CMD...  (LIBNAME "-" means the executable itself, non-PIE)
 capture() {
   local name=$1 lib=$2 sym=$3; shift 3
-  if [ "$KEEP" = 1 ] && [ -s "$OUT/$name.hscm.zst" ]; then
+  # RAW=1: keep every reference (no cache filter) for the paging simulator, in paging/.
+  local dest="$OUT" filter="--post-cache"
+  if [ "${RAW:-0}" = 1 ]; then dest="$OUT/paging"; filter=""; mkdir -p "$dest"; fi
+  if [ "$KEEP" = 1 ] && [ -s "$dest/$name.hscm.zst" ]; then
     echo "== $name: kept"
     return
   fi
@@ -113,8 +116,9 @@ capture() {
   rm -f "$WORK/pipe"; mkfifo "$WORK/pipe"
   LD_DEBUG=files valgrind --tool=lackey --trace-mem=yes --log-fd=9 "$@" 9>"$WORK/pipe" 1>/dev/null 2>"$WORK/$name.ld" <"${STDIN_FROM:-/dev/null}" &
   local vg=$!
-  "$HSCM" trace convert "$WORK/pipe" --from lackey --start-pc "$start" --instructions "$INSTR" --post-cache \
-    -o "$OUT/$name.hscm.zst" --json > "$WORK/$name.json"
+  # shellcheck disable=SC2086 # $filter is one flag or none
+  "$HSCM" trace convert "$WORK/pipe" --from lackey --start-pc "$start" --instructions "$INSTR" $filter \
+    -o "$dest/$name.hscm.zst" --json > "$WORK/$name.json"
   kill "$vg" 2>/dev/null || true
   wait "$vg" 2>/dev/null || true
   if [ "$lib" != "-" ]; then
@@ -126,7 +130,8 @@ capture() {
   instr=$(python3 -c "import json;print(json.load(open('$WORK/$name.json'))['instructions'])")
   echo "   $refs memory requests over $instr instructions ($((SECONDS - t0)) s)"
   local cmd="$(basename "$1") ${*:2}${STDIN_FROM:+ < $STDIN_FROM}"
-  echo "| $name | \`$cmd\` | \`$sym\` | $refs | $instr |" | sed "s|$WORK/||g" >> "$manifest"
+  local label=$name; [ "${RAW:-0}" = 1 ] && label="paging/$name (all references)"
+  echo "| $label | \`$cmd\` | \`$sym\` | $refs | $instr |" | sed "s|$WORK/||g" >> "$manifest"
 }
 
 capture cjpeg libjpeg.so jpeg_write_scanlines cjpeg -quality 90 -outfile "$WORK/out.jpg" "$WORK/in.ppm"
@@ -137,4 +142,7 @@ STDIN_FROM="$WORK/cif.y4m" capture mpeg2enc libmpeg2encpp _ZN10SeqEncoder12Encod
 capture mpeg2dec libmpeg2.so mpeg2_parse mpeg2dec -o null "$WORK/cif.m2v"
 capture fft - main "$WORK/fft" 262144
 capture sort - main "$WORK/sort" 1048576
+# Whole reference streams (no cache filter) for `hscm sim paging`.
+RAW=1 capture djpeg libjpeg.so jpeg_read_scanlines djpeg -outfile "$WORK/out.ppm" "$WORK/in.jpg"
+RAW=1 capture sort - main "$WORK/sort" 1048576
 echo "traces written to $OUT (manifest: $manifest)"

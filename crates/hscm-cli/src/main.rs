@@ -4,8 +4,10 @@ mod bench;
 mod crash;
 mod report;
 mod report_memsim;
+mod report_vmsim;
 mod sim_cmd;
 mod units;
+mod vm_cmd;
 mod volume_cmd;
 
 use std::path::PathBuf;
@@ -101,6 +103,18 @@ enum VolumeCmd {
 
 #[derive(Subcommand)]
 enum SimCmd {
+    /// File cache over storage: hit ratios of LRU, AC-LRU (admit on second access),
+    /// CLOCK, FIFO, ARC, S3-FIFO, SIEVE and Belady, and the access time with and without
+    /// the cache on HDD, SSD, SCM or DRAM storage (seed 004, eq. 1-3).
+    ///
+    /// Example: hscm trace gen-requests --one-time 0.3 -o t.oracleGeneral.zst &&
+    ///          hscm sim cache --trace t.oracleGeneral.zst --policy lru,ac-lru --size 1%,5%,10%
+    Cache(vm_cmd::CacheArgs),
+    /// Virtual-memory paging: TLB, second-chance replacement and eq. 4-6 for every page
+    /// size and storage latency; prints the best page size per latency.
+    ///
+    /// Example: hscm sim paging --trace prog.lackey --memory 50%
+    Paging(vm_cmd::PagingArgs),
     /// Hybrid DRAM + PCM main memory: caches, FR-FCFS controller, JEDEC timing,
     /// energy, and WARM / RaPP migration.
     #[command(subcommand)]
@@ -162,6 +176,11 @@ enum TraceCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Generate a synthetic object-request trace (Zipf, one-time objects, scans, loops)
+    /// in libCacheSim's oracleGeneral format, for `hscm sim cache`.
+    ///
+    /// Example: hscm trace gen-requests --requests 10M --objects 1M --alpha 1.0 -o zipf.oracleGeneral.zst
+    GenRequests(vm_cmd::GenRequestsArgs),
     /// Generate a synthetic post-cache trace.
     ///
     /// Example: hscm trace gen --kind mix --requests 5M -o mix.hscm.zst
@@ -176,6 +195,16 @@ enum BenchCmd {
     Memsim {
         #[arg(long, default_value = "5M", value_parser = units::parse_count)]
         requests: u64,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Cache simulator speed: Zipf(1.0) requests over many objects from an
+    /// oracleGeneral trace, a 10% cache, every online policy, single thread.
+    Cache {
+        #[arg(long, default_value = "10M", value_parser = units::parse_count)]
+        requests: u64,
+        #[arg(long, default_value = "1M", value_parser = units::parse_count)]
+        objects: u64,
         #[arg(long)]
         json: bool,
     },
@@ -248,7 +277,7 @@ struct ReproduceArgs {
     /// Small sizes and short runs: a smoke test of the whole pipeline in seconds.
     #[arg(long)]
     quick: bool,
-    /// Run only these sections, comma-separated (default: all): volume, memsim.
+    /// Run only these sections, comma-separated (default: all): volume, memsim, vmsim.
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<report::SectionName>,
     /// Directory of the memory traces the memsim section runs (shipped in the repo).
@@ -386,6 +415,55 @@ fn run(cli: Cli) -> Result<()> {
                     "{}: {} references written ({} instructions kept; {} read, {} skipped before the start address)",
                     r.output, r.written, r.instructions, r.input_references, r.skipped_references
                 );
+            }
+            Ok(())
+        }
+        Command::Sim(SimCmd::Cache(a)) => {
+            let rows = vm_cmd::sim_cache(&a)?;
+            if a.json {
+                if rows.len() == 1 {
+                    println!("{}", serde_json::to_string_pretty(&rows[0])?);
+                } else {
+                    println!("{}", serde_json::to_string_pretty(&rows)?);
+                }
+            } else {
+                vm_cmd::print_cache(&rows, a.csv);
+            }
+            Ok(())
+        }
+        Command::Sim(SimCmd::Paging(a)) => {
+            let out = vm_cmd::sim_paging(&a, !a.json && !a.csv)?;
+            if a.json {
+                println!("{}", serde_json::to_string_pretty(&out)?);
+            } else {
+                vm_cmd::print_paging(&out, a.csv);
+            }
+            Ok(())
+        }
+        Command::Trace(TraceCmd::GenRequests(a)) => {
+            let n = vm_cmd::gen_requests(vm_cmd::request_spec(&a)?, &a.output)?;
+            println!("{}: {n} requests", a.output.display());
+            Ok(())
+        }
+        Command::Bench(BenchCmd::Cache {
+            requests,
+            objects,
+            json,
+        }) => {
+            let r = vm_cmd::bench_cache(requests, objects, !json)?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                for run in &r.runs {
+                    println!(
+                        "{:<8} {:>7.1} M requests/CPU-s  miss ratio {:.4}  CPU {:.2}x LRU",
+                        run.policy,
+                        run.requests_per_cpu_s / 1e6,
+                        run.miss_ratio,
+                        run.vs_lru
+                    );
+                }
+                println!("peak RSS {:.1} MB", r.peak_rss_mb);
             }
             Ok(())
         }

@@ -246,6 +246,7 @@ pub struct Section {
 pub enum SectionName {
     Volume,
     Memsim,
+    Vmsim,
 }
 
 pub fn reproduce(
@@ -274,6 +275,13 @@ pub fn reproduce(
         passed += s.passed;
         total += s.total;
         sections.insert("memsim".into(), s.json);
+    }
+    if want(SectionName::Vmsim) {
+        let s = crate::report_vmsim::section(quick, traces)?;
+        md.push_str(&s.md);
+        passed += s.passed;
+        total += s.total;
+        sections.insert("vmsim".into(), s.json);
     }
     if want(SectionName::Volume) {
         let s = volume_section(out, seconds, restart_size, quick)?;

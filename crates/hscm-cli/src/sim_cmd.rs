@@ -517,7 +517,7 @@ pub struct MemsimBench {
 }
 
 /// User + system CPU time of this process (from /proc/self/stat).
-fn cpu_seconds() -> f64 {
+pub fn cpu_seconds() -> f64 {
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
     // Fields after the parenthesised command name; utime and stime are the 12th and
     // 13th of those.
@@ -528,7 +528,7 @@ fn cpu_seconds() -> f64 {
 }
 
 /// Peak resident set size of this process (VmHWM), in MB.
-fn peak_rss_mb() -> f64 {
+pub fn peak_rss_mb() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .unwrap_or_default()
         .lines()

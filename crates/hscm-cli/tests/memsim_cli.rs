@@ -269,3 +269,183 @@ fn reproduce_quick_memsim_writes_the_section_plots_and_json() {
         );
     }
 }
+
+#[test]
+fn sim_cache_json_contract_and_sweeps() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = dir.path().join("t.oracleGeneral.zst");
+    let out = hscm(&[
+        "trace",
+        "gen-requests",
+        "--requests",
+        "20k",
+        "--objects",
+        "2k",
+        "--one-time",
+        "0.3",
+        "-o",
+        t.to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v = ok_json(&[
+        "sim",
+        "cache",
+        "--trace",
+        t.to_str().unwrap(),
+        "--policy",
+        "ac-lru",
+        "--size",
+        "500",
+        "--json",
+    ]);
+    for f in [
+        "trace",
+        "policy",
+        "cache_size",
+        "requests",
+        "miss_ratio",
+        "byte_miss_ratio",
+        "inserted",
+        "bypassed",
+        "requests_per_s",
+    ] {
+        assert!(!v[f].is_null(), "{f}: {v}");
+    }
+    assert_eq!(v["policy"], "ac-lru");
+    assert_eq!(v["requests"], 20_000);
+    assert!(
+        v["bypassed"].as_u64().unwrap() > 5000,
+        "one-time objects are bypassed"
+    );
+    assert_eq!(v["access_time"]["profile"], "scm");
+    assert!(
+        v["access_time"]["with_cache_s"].as_f64().unwrap() > 0.0
+            && v["access_time"]["without_cache_s"].as_f64().unwrap() > 0.0
+    );
+    let rows = ok_json(&[
+        "sim",
+        "cache",
+        "--trace",
+        t.to_str().unwrap(),
+        "--policy",
+        "lru,clock,fifo,arc,s3fifo,sieve,belady",
+        "--size",
+        "5%,20%",
+        "--json",
+    ]);
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 14);
+    let miss = |p: &str, i: usize| {
+        rows.iter().filter(|r| r["policy"] == p).nth(i).unwrap()["miss_ratio"]
+            .as_f64()
+            .unwrap()
+    };
+    for p in ["lru", "clock", "fifo", "arc", "s3fifo", "sieve"] {
+        assert!(
+            miss("belady", 0) <= miss(p, 0) && miss("belady", 1) <= miss(p, 1),
+            "{p}: Belady is the bound"
+        );
+        assert!(
+            miss(p, 1) <= miss(p, 0) + 1e-9,
+            "{p}: a bigger cache misses less here"
+        );
+    }
+    for (args, want) in [
+        (
+            vec!["--size", "64MiB,100"],
+            "mixes object counts and byte sizes",
+        ),
+        (vec!["--policy", "lfu"], "unknown policy"),
+        (vec!["--profile", "tape"], "unknown storage profile"),
+        (vec!["--size", "150%"], "percentage"),
+    ] {
+        let mut a = vec!["sim", "cache", "--trace", t.to_str().unwrap()];
+        a.extend(args);
+        let out = hscm(&a);
+        assert!(!out.status.success());
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains(want),
+            "{a:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let bad = dir.path().join("bad.csv");
+    std::fs::write(&bad, "1,2,3\n4,five,6\n").unwrap();
+    let out = hscm(&[
+        "sim",
+        "cache",
+        "--trace",
+        bad.to_str().unwrap(),
+        "--size",
+        "10",
+    ]);
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("bad.csv:2: bad object id"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn sim_paging_rows_and_best_page_size() {
+    let traces = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../traces/paging/djpeg.hscm.zst");
+    let v = ok_json(&[
+        "sim",
+        "paging",
+        "--trace",
+        traces.to_str().unwrap(),
+        "--page-sizes",
+        "512,4k,64k",
+        "--latency-x",
+        "1,100",
+        "--json",
+    ]);
+    let rows = v["rows"].as_array().unwrap();
+    assert_eq!(rows.len(), 6);
+    for r in rows {
+        for f in [
+            "page_size",
+            "latency_x",
+            "tlb_hit_rate",
+            "fault_rate",
+            "t_addr_ns",
+            "t_data_ns",
+            "t_total_ns",
+        ] {
+            assert!(r[f].is_number(), "{f}: {r}");
+        }
+        let sum = r["t_addr_ns"].as_f64().unwrap() + r["t_data_ns"].as_f64().unwrap();
+        assert!((sum - r["t_total_ns"].as_f64().unwrap()).abs() < 1e-6);
+    }
+    assert_eq!(v["best"].as_array().unwrap().len(), 2);
+    let out = hscm(&[
+        "sim",
+        "paging",
+        "--trace",
+        traces.to_str().unwrap(),
+        "--page-sizes",
+        "1000",
+    ]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("powers of two"));
+}
+
+#[test]
+fn bench_cache_json_has_its_fields() {
+    let v = ok_json(&[
+        "bench",
+        "cache",
+        "--requests",
+        "50k",
+        "--objects",
+        "5k",
+        "--json",
+    ]);
+    assert_eq!(v["requests"], 50_000);
+    assert!(v["lru_requests_per_cpu_s"].as_f64().unwrap() > 0.0);
+    assert_eq!(v["runs"].as_array().unwrap().len(), 7);
+    assert!(v["peak_rss_mb"].as_f64().unwrap() > 0.0);
+}

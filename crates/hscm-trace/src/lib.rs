@@ -18,7 +18,7 @@ use std::path::Path;
 pub use binary::{TraceWriter, MAGIC};
 pub use error::TraceError;
 pub use requests::{detect_requests, write_oracle_general, Request, RequestFormat, RequestReader};
-pub use synth::{SynthKind, SynthSpec, Synthesizer};
+pub use synth::{RequestSynth, RequestSynthSpec, SynthKind, SynthSpec, Synthesizer};
 
 /// What a reference does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

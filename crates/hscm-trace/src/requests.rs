@@ -121,12 +121,7 @@ impl RequestReader {
         };
         let block = block.max(1);
         let inner: Box<dyn Iterator<Item = Result<Request, TraceError>> + Send> = match format {
-            RequestFormat::OracleGeneral => Box::new(OracleReader {
-                input: stream,
-                name,
-                offset: 0,
-                done: false,
-            }),
+            RequestFormat::OracleGeneral => Box::new(OracleReader::new(stream, name)),
             RequestFormat::Lackey => {
                 let refs =
                     TraceReader::from_reader(Box::new(stream), &name, Some(crate::Format::Lackey))?;
@@ -170,44 +165,76 @@ impl Iterator for RequestReader {
 }
 
 /// libCacheSim oracleGeneral: 24-byte little-endian records (u32 time, u64 id, u32 size,
-/// i64 next access index, -1 for never).
+/// i64 next access index, -1 for never). Decoded from a large buffer, not record by
+/// record through the reader.
 struct OracleReader<R> {
     input: R,
     name: String,
     offset: u64,
+    buf: Vec<u8>,
+    pos: usize,
+    len: usize,
+    eof: bool,
     done: bool,
+}
+
+impl<R: BufRead> OracleReader<R> {
+    fn new(input: R, name: String) -> Self {
+        Self {
+            input,
+            name,
+            offset: 0,
+            buf: vec![0; 24 << 12],
+            pos: 0,
+            len: 0,
+            eof: false,
+            done: false,
+        }
+    }
+
+    fn refill(&mut self) -> std::io::Result<()> {
+        self.buf.copy_within(self.pos..self.len, 0);
+        self.len -= self.pos;
+        self.pos = 0;
+        while !self.eof && self.len < self.buf.len() {
+            let n = self.input.read(&mut self.buf[self.len..])?;
+            if n == 0 {
+                self.eof = true;
+            }
+            self.len += n;
+        }
+        Ok(())
+    }
 }
 
 impl<R: BufRead> Iterator for OracleReader<R> {
     type Item = Result<Request, TraceError>;
+    #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
             return None;
         }
-        let mut rec = [0u8; 24];
-        let mut got = 0;
-        while got < 24 {
-            match self.input.read(&mut rec[got..]) {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(e) => {
-                    self.done = true;
-                    return Some(Err(TraceError::io(&self.name, e)));
-                }
+        if self.len - self.pos < 24 && !self.eof {
+            if let Err(e) = self.refill() {
+                self.done = true;
+                return Some(Err(TraceError::io(&self.name, e)));
             }
         }
-        if got == 0 {
+        let avail = self.len - self.pos;
+        if avail == 0 {
             self.done = true;
             return None;
         }
-        if got < 24 {
+        if avail < 24 {
             self.done = true;
             return Some(Err(TraceError::Binary {
                 name: self.name.clone(),
                 offset: self.offset,
-                message: format!("truncated oracleGeneral record ({got} of 24 bytes)"),
+                message: format!("truncated oracleGeneral record ({avail} of 24 bytes)"),
             }));
         }
+        let rec = &self.buf[self.pos..self.pos + 24];
+        self.pos += 24;
         self.offset += 24;
         let time = u64::from(u32::from_le_bytes(rec[0..4].try_into().expect("4 bytes")));
         let key = u64::from_le_bytes(rec[4..12].try_into().expect("8 bytes"));

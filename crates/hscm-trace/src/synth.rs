@@ -232,3 +232,132 @@ mod tests {
         assert_eq!(a, b);
     }
 }
+
+/// Synthetic object-request traces for cache simulation.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RequestSynthSpec {
+    pub requests: u64,
+    pub objects: u64,
+    /// Zipf exponent over the objects (0 = uniform).
+    pub alpha: f64,
+    /// Share of requests for objects that are never requested again.
+    pub one_time_share: f64,
+    /// Share of requests from a sequential scan over the objects.
+    pub scan_share: f64,
+    /// Share of requests from a loop over the first `loop_len` objects.
+    pub loop_share: f64,
+    pub loop_len: u64,
+    pub size: u32,
+    pub seed: u64,
+}
+
+impl RequestSynthSpec {
+    pub fn zipf(requests: u64, objects: u64, alpha: f64) -> Self {
+        Self {
+            requests,
+            objects,
+            alpha,
+            one_time_share: 0.0,
+            scan_share: 0.0,
+            loop_share: 0.0,
+            loop_len: 0,
+            size: 4096,
+            seed: 1,
+        }
+    }
+}
+
+/// Yields [`crate::Request`]s for a [`RequestSynthSpec`].
+pub struct RequestSynth {
+    spec: RequestSynthSpec,
+    rng: SmallRng,
+    cdf: Vec<f64>,
+    emitted: u64,
+    scan_at: u64,
+    loop_at: u64,
+    one_time_next: u64,
+}
+
+impl RequestSynth {
+    pub fn new(spec: RequestSynthSpec) -> Self {
+        let n = spec.objects.max(1);
+        let mut acc = 0.0;
+        let mut cdf: Vec<f64> = (1..=n)
+            .map(|k| {
+                acc += 1.0 / (k as f64).powf(spec.alpha);
+                acc
+            })
+            .collect();
+        for c in &mut cdf {
+            *c /= acc;
+        }
+        Self {
+            rng: SmallRng::seed_from_u64(spec.seed),
+            cdf,
+            emitted: 0,
+            scan_at: 0,
+            loop_at: 0,
+            one_time_next: 1 << 40,
+            spec,
+        }
+    }
+}
+
+impl Iterator for RequestSynth {
+    type Item = crate::Request;
+
+    fn next(&mut self) -> Option<crate::Request> {
+        if self.emitted >= self.spec.requests {
+            return None;
+        }
+        let s = &self.spec;
+        let u: f64 = self.rng.gen();
+        let key = if u < s.one_time_share {
+            self.one_time_next += 1;
+            self.one_time_next
+        } else if u < s.one_time_share + s.scan_share {
+            self.scan_at = (self.scan_at + 1) % s.objects.max(1);
+            self.scan_at
+        } else if u < s.one_time_share + s.scan_share + s.loop_share {
+            self.loop_at = (self.loop_at + 1) % s.loop_len.max(1);
+            self.loop_at
+        } else {
+            let v: f64 = self.rng.gen();
+            self.cdf.partition_point(|&c| c < v).min(self.cdf.len() - 1) as u64
+        };
+        self.emitted += 1;
+        Some(crate::Request {
+            key,
+            size: s.size,
+            write: false,
+            time: self.emitted,
+            next: None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod request_tests {
+    use super::*;
+
+    #[test]
+    fn one_time_keys_never_repeat_and_zipf_is_skewed() {
+        let spec = RequestSynthSpec {
+            one_time_share: 0.3,
+            ..RequestSynthSpec::zipf(50_000, 1000, 1.0)
+        };
+        let reqs: Vec<_> = RequestSynth::new(spec).collect();
+        let one_time: Vec<u64> = reqs
+            .iter()
+            .map(|r| r.key)
+            .filter(|&k| k > 1 << 40)
+            .collect();
+        let mut dedup = one_time.clone();
+        dedup.sort_unstable();
+        dedup.dedup();
+        assert_eq!(dedup.len(), one_time.len());
+        assert!((one_time.len() as f64 / 50_000.0 - 0.3).abs() < 0.02);
+        let top = reqs.iter().filter(|r| r.key == 0).count() as f64 / 35_000.0;
+        assert!(top > 0.1, "{top}");
+    }
+}

@@ -1,0 +1,308 @@
+//! The report's file-cache and paging section (issue 4, seed 004).
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::Result;
+use hscm_trace::RequestSynthSpec;
+use hscm_vmsim::cache::{self, CacheResult, CacheRun, PolicyName, StorageProfile};
+use serde_json::json;
+
+use crate::report::{Check, Section};
+use crate::vm_cmd;
+
+fn gain(r: &CacheResult, profile: &str) -> f64 {
+    r.access_times
+        .iter()
+        .find(|t| t.profile == profile)
+        .map_or(f64::NAN, |t| t.gain)
+}
+
+fn time(r: &CacheResult, profile: &str) -> f64 {
+    r.access_times
+        .iter()
+        .find(|t| t.profile == profile)
+        .map_or(f64::NAN, |t| t.with_cache_s)
+}
+
+pub fn section(quick: bool, traces: &Path) -> Result<Section> {
+    let mut md = String::new();
+    let mut checks: Vec<(String, Check)> = Vec::new();
+    writeln!(
+        md,
+        "## File caching and paging over SCM storage (issue 4, seed 004)\n"
+    )?;
+    writeln!(md, "Park & Bahn 2020 (seed 004) replay web- and proxy-server file traces through an LRU file cache over a hard disk \
+        and over SCM, add admission control (cache a block only on its second use), derive when caching pays (eq. 1-3), and \
+        simulate paging with a TLB and second-chance replacement for page sizes 512 B-64 KiB and storage 1x-1000x slower than \
+        memory (eq. 4-6). Their traces are not public; ours are named below. Latencies per 4 KiB: a cache hit t = 1 µs, SCM \
+        T = 1.3 µs (the paper's \"30% slower than memory\"), a disk T = 5 ms, inserting into the cache 0.5 µs more than a \
+        storage access (our assumption; docs/vmsim.md).\n")?;
+
+    // File caching on two synthetic request traces.
+    let dir = tempfile::tempdir()?;
+    let (requests, objects) = if quick {
+        (100_000, 10_000)
+    } else {
+        (2_000_000, 200_000)
+    };
+    let traces_spec = [
+        (
+            "web-like: Zipf(0.8), 40% one-time objects",
+            RequestSynthSpec {
+                one_time_share: 0.4,
+                ..RequestSynthSpec::zipf(requests, objects, 0.8)
+            },
+        ),
+        (
+            "Zipf(1.0), no one-time objects",
+            RequestSynthSpec::zipf(requests, objects, 1.0),
+        ),
+    ];
+    let profiles: Vec<StorageProfile> = ["scm", "hdd", "ssd", "dram"]
+        .iter()
+        .map(|n| StorageProfile::from_name(n).expect("known"))
+        .collect();
+    let shares = [1.0, 5.0, 10.0, 20.0, 50.0];
+    let mut js = Vec::new();
+    for (ti, (label, spec)) in traces_spec.iter().enumerate() {
+        eprintln!("[vmsim] file cache: {label}");
+        let path = dir.path().join(format!("t{ti}.oracleGeneral.zst"));
+        vm_cmd::gen_requests(spec.clone(), &path)?;
+        let (_, footprint) = cache::footprint(hscm_trace::RequestReader::open(&path, None, 4096)?)?;
+        writeln!(
+            md,
+            "**{label}** ({requests} requests of 4 KiB; gain = time saved by the cache):\n"
+        )?;
+        writeln!(md, "| cache (% of footprint) | LRU miss | LRU gain HDD | LRU gain SCM | AC-LRU miss | AC-LRU gain SCM | AC-LRU vs LRU on SCM | Belady miss |")?;
+        writeln!(md, "|---:|---:|---:|---:|---:|---:|---:|---:|")?;
+        for &share in &shares {
+            let capacity = (footprint as f64 * share / 100.0) as u64;
+            let run = |policy| -> Result<CacheResult> {
+                let spec = CacheRun {
+                    trace: label,
+                    policy,
+                    capacity,
+                    objects: false,
+                    ghost_entries: None,
+                    profiles: &profiles,
+                };
+                Ok(cache::run(
+                    &spec,
+                    hscm_trace::RequestReader::open(&path, None, 4096)?,
+                    &mut |_| {},
+                )?)
+            };
+            let (lru, ac, opt) = (
+                run(PolicyName::Lru)?,
+                run(PolicyName::AcLru)?,
+                run(PolicyName::Belady)?,
+            );
+            let better = 1.0 - time(&ac, "scm") / time(&lru, "scm");
+            writeln!(
+                md,
+                "| {share}% | {:.4} | {:.1}% | {:.1}% | {:.4} | {:.1}% | {:.1}% | {:.4} |",
+                lru.miss_ratio,
+                gain(&lru, "hdd") * 100.0,
+                gain(&lru, "scm") * 100.0,
+                ac.miss_ratio,
+                gain(&ac, "scm") * 100.0,
+                better * 100.0,
+                opt.miss_ratio
+            )?;
+            if share == 10.0 {
+                if ti == 0 {
+                    checks.push((
+                        label.to_string(),
+                        Check::at_most(
+                            "LRU gain on SCM, 10% cache (paper < 3%)",
+                            gain(&lru, "scm") * 100.0,
+                            5.0,
+                            " %",
+                        ),
+                    ));
+                    checks.push((
+                        label.to_string(),
+                        Check::at_least(
+                            "AC-LRU time saved over LRU on SCM, 10% cache (paper 20-40%)",
+                            better * 100.0,
+                            20.0,
+                            " %",
+                        ),
+                    ));
+                    checks.push((
+                        label.to_string(),
+                        Check::at_most(
+                            "AC-LRU time saved over LRU on SCM, 10% cache (paper 20-40%)",
+                            better * 100.0,
+                            40.0,
+                            " %",
+                        ),
+                    ));
+                } else {
+                    checks.push((
+                        label.to_string(),
+                        Check::at_least(
+                            "LRU gain on HDD, 10% cache (paper ~70%)",
+                            gain(&lru, "hdd") * 100.0,
+                            60.0,
+                            " %",
+                        ),
+                    ));
+                    checks.push((
+                        label.to_string(),
+                        Check::at_most(
+                            "LRU gain on HDD, 10% cache (paper ~70%)",
+                            gain(&lru, "hdd") * 100.0,
+                            80.0,
+                            " %",
+                        ),
+                    ));
+                }
+            }
+            js.push(json!({"trace": label, "cache_share": share, "lru": lru, "ac_lru": ac, "belady": opt}));
+        }
+        writeln!(md)?;
+    }
+    writeln!(md, "Break-even (eq. 3), accesses a cached item needs before caching pays, n > (Tm − t)/(T − t):\n")?;
+    writeln!(
+        md,
+        "| storage | t µs | T µs | Tm µs | n > | hits after insertion |"
+    )?;
+    writeln!(md, "|---|---:|---:|---:|---:|---:|")?;
+    for p in &profiles {
+        let n = p.break_even();
+        writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} |",
+            p.name,
+            p.hit_us,
+            p.storage_us,
+            p.storage_insert_us,
+            if n.is_finite() {
+                format!("{n:.2}")
+            } else {
+                "∞".into()
+            },
+            if n.is_finite() {
+                format!("{}", n.floor() as u64)
+            } else {
+                "never pays".into()
+            }
+        )?;
+    }
+    writeln!(md, "\nThe insertion cost (0.5 µs) is our assumption, chosen so that SCM's break-even is the paper's two hits; \
+        the table is eq. 3 evaluated, not a measurement.")?;
+    writeln!(md, "\nWhere ours differ: on the web-like trace most misses are one-time objects, so plain LRU pays the insertion \
+        on every one of them and on SCM loses time (negative gain) where the paper measured a small positive one (the \
+        `<= 5%` check is met by a loss); the paper's traces had more reuse. Admission control removes exactly that cost.\n")?;
+
+    // Paging on the shipped whole-reference traces.
+    let paging_dir = traces.join("paging");
+    let mut pjs = Vec::new();
+    let mut found: Vec<_> = std::fs::read_dir(&paging_dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.to_string_lossy().ends_with(".hscm.zst"))
+        .collect();
+    found.sort();
+    if found.is_empty() {
+        writeln!(md, "> No paging traces in `{}`.\n", paging_dir.display())?;
+    }
+    for path in &found {
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("?")
+            .trim_end_matches(".hscm.zst")
+            .to_string();
+        eprintln!("[vmsim] paging: {name}");
+        let args = vm_cmd::PagingArgs {
+            trace: path.clone(),
+            format: None,
+            page_sizes: (9..=16).map(|s| 1u64 << s).collect(),
+            latency_x: vec![1.0, 10.0, 100.0, 1000.0],
+            memory: "50%".into(),
+            tlb: 64,
+            tlb_ways: 4,
+            t_e_ns: 1.0,
+            t_r_ns: 100.0,
+            seek_ns: 0.0,
+            no_ref_on_load: false,
+            tlb_hit_no_ref: false,
+            keep_tlb_on_evict: false,
+            data_only: false,
+            json: true,
+            csv: false,
+        };
+        let t0 = std::time::Instant::now();
+        let o = vm_cmd::sim_paging(&args, false)?;
+        let secs = t0.elapsed().as_secs_f64();
+        writeln!(md, "**Paging, {name}** ({} references, footprint {}, memory {} = 50%, 64-entry 4-way TLB; T_TOTAL in ns, eq. 4-6; sweep took {:.1} s):\n",
+            o.rows.first().map_or(0, |r| r.references), crate::units::human_bytes(o.footprint_bytes), crate::units::human_bytes(o.memory_bytes), secs)?;
+        writeln!(
+            md,
+            "| page | TLB hit | fault rate | 1x | 10x | 100x | 1000x |"
+        )?;
+        writeln!(md, "|---:|---:|---:|---:|---:|---:|---:|")?;
+        for ps in &o.config.page_sizes {
+            let rows: Vec<_> = o.rows.iter().filter(|r| r.page_size == *ps).collect();
+            let t = |x: f64| {
+                rows.iter()
+                    .find(|r| r.latency_x == x)
+                    .map_or(f64::NAN, |r| r.t_total_ns)
+            };
+            writeln!(
+                md,
+                "| {} | {:.4}% | {:.5}% | {:.1} | {:.1} | {:.1} | {:.1} |",
+                crate::units::human_bytes(*ps),
+                rows[0].tlb_hit_rate * 100.0,
+                rows[0].fault_rate * 100.0,
+                t(1.0),
+                t(10.0),
+                t(100.0),
+                t(1000.0)
+            )?;
+        }
+        let best: Vec<String> = o
+            .best
+            .iter()
+            .map(|(x, p)| format!("{x}x: {}", crate::units::human_bytes(*p)))
+            .collect();
+        writeln!(md, "\nBest page size — {}. Paper (desktop traces): 4-8 KiB at 1x, 512 B at 10x and 100x.\n", best.join(", "))?;
+        let best_at = |x: f64| o.best.iter().find(|b| b.0 == x).map_or(0, |b| b.1) as f64;
+        checks.push((
+            format!("paging {name}"),
+            Check::at_most(
+                "best page size at 100x (paper 512 B)",
+                best_at(100.0),
+                512.0,
+                " B",
+            ),
+        ));
+        checks.push((
+            format!("paging {name}"),
+            Check::at_most("full sweep time (8 sizes x 4 latencies)", secs, 30.0, " s"),
+        ));
+        pjs.push(json!({"trace": name, "result": o, "seconds": secs}));
+    }
+
+    writeln!(md, "### Targets (issue 4)\n")?;
+    writeln!(md, "| trace | check | target | ours | verdict |")?;
+    writeln!(md, "|---|---|---:|---:|---|")?;
+    let mut passed = 0;
+    for (n, c) in &checks {
+        passed += usize::from(c.passed());
+        writeln!(md, "{}", c.table_row(n))?;
+    }
+    writeln!(md)?;
+    let json = json!({"cache": js, "paging": pjs, "checks": checks.iter().map(|(n, c)| { let mut j = c.to_json(); j["trace"] = json!(n); j }).collect::<Vec<_>>()});
+    Ok(Section {
+        md,
+        json,
+        passed,
+        total: checks.len(),
+    })
+}
