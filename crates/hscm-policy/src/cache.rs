@@ -45,10 +45,19 @@ fn make_room<V: Default>(
     }
 }
 
+/// Exact LRU, built for speed: each object's last-use stamp lives in the hash map, and
+/// every access appends (key, stamp) to a log; eviction pops the log's oldest entries,
+/// skipping those a later access made stale, so the first live one is the least
+/// recently used object. A hit costs one hash probe and a sequential append instead of
+/// relinking list neighbours scattered in memory. The log is compacted when it grows
+/// past eight entries per cached object, so memory stays proportional to the cache.
 pub struct LruCache {
     capacity: u64,
     used: u64,
-    map: Lru<u64, u64>,
+    clock: u64,
+    /// key → (last use, size)
+    map: rustc_hash::FxHashMap<u64, (u64, u64)>,
+    log: std::collections::VecDeque<(u64, u64)>,
 }
 
 impl LruCache {
@@ -56,23 +65,72 @@ impl LruCache {
         Self {
             capacity,
             used: 0,
-            map: Lru::new(),
+            clock: 0,
+            map: Default::default(),
+            log: Default::default(),
         }
+    }
+
+    #[inline]
+    fn hit(&mut self, key: u64) -> bool {
+        match self.map.get_mut(&key) {
+            Some(e) => {
+                self.clock += 1;
+                e.0 = self.clock;
+                self.log.push_back((key, self.clock));
+                self.compact_if_needed();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Entries in the access log (live and stale), for tests of its bound.
+    #[doc(hidden)]
+    pub fn log_len(&self) -> usize {
+        self.log.len()
+    }
+
+    fn compact_if_needed(&mut self) {
+        if self.log.len() > 8 * self.map.len() + 4096 {
+            let map = &self.map;
+            self.log
+                .retain(|&(k, stamp)| map.get(&k).is_some_and(|e| e.0 == stamp));
+        }
+    }
+
+    fn insert(&mut self, key: u64, size: u64) -> CacheOutcome {
+        if size > self.capacity {
+            return CacheOutcome::Bypassed;
+        }
+        while self.used + size > self.capacity {
+            let (k, stamp) = self
+                .log
+                .pop_front()
+                .expect("cached objects have log entries");
+            if let Some(&(last, s)) = self.map.get(&k) {
+                if last == stamp {
+                    self.map.remove(&k);
+                    self.used -= s;
+                }
+            }
+        }
+        self.clock += 1;
+        self.map.insert(key, (self.clock, size));
+        self.log.push_back((key, self.clock));
+        self.used += size;
+        self.compact_if_needed();
+        CacheOutcome::Inserted
     }
 }
 
 impl CachePolicy for LruCache {
+    #[inline]
     fn access(&mut self, key: u64, size: u64) -> CacheOutcome {
-        if self.map.touch(&key).is_some() {
+        if self.hit(key) {
             return CacheOutcome::Hit;
         }
-        if size > self.capacity {
-            return CacheOutcome::Bypassed;
-        }
-        make_room(&mut self.map, &mut self.used, self.capacity, size, |s| *s);
-        self.map.insert(key, size);
-        self.used += size;
-        CacheOutcome::Inserted
+        self.insert(key, size)
     }
     fn used(&self) -> u64 {
         self.used
@@ -186,7 +244,7 @@ impl AcLruCache {
 
 impl CachePolicy for AcLruCache {
     fn access(&mut self, key: u64, size: u64) -> CacheOutcome {
-        if self.lru.map.touch(&key).is_some() {
+        if self.lru.hit(key) {
             return CacheOutcome::Hit;
         }
         let seen = match &mut self.ghost {
@@ -204,7 +262,7 @@ impl CachePolicy for AcLruCache {
             }
         };
         if seen {
-            self.lru.access(key, size)
+            self.lru.insert(key, size)
         } else {
             CacheOutcome::Bypassed
         }

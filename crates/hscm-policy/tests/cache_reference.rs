@@ -285,3 +285,43 @@ fn variable_sizes_never_overfill_and_oversized_objects_bypass() {
         }
     }
 }
+
+/// Long enough for LRU's access log to be compacted many times over.
+#[test]
+fn lru_stays_exact_across_log_compactions() {
+    // A long all-hit phase (40 keys in a 50-object cache) grows the log until it is
+    // compacted; then a mixed phase evicts through compacted logs.
+    let mut t: Vec<u64> = (0..30_000u64).map(|i| (i * 7) % 40).collect();
+    t.extend(trace(99, 200_000, 400));
+    let mut ours = LruCache::new(50);
+    let mut reference = RefLru { c: 50, v: vec![] };
+    let mut longest = 0;
+    for (i, &k) in t.iter().enumerate() {
+        assert_eq!(
+            ours.access(k, 1) == CacheOutcome::Hit,
+            reference.hit(k),
+            "request {i}"
+        );
+        longest = longest.max(ours.log_len());
+    }
+    assert!(
+        longest <= 8 * 50 + 4096 + 1,
+        "the log is bounded: {longest}"
+    );
+    assert!(
+        longest > 4096,
+        "the all-hit phase reached the compaction threshold: {longest}"
+    );
+    let mut ac = AcLruCache::new(50, None);
+    let mut ac_ref = RefAcLru {
+        lru: RefLru { c: 50, v: vec![] },
+        seen: HashSet::new(),
+    };
+    for (i, &k) in t.iter().enumerate() {
+        assert_eq!(
+            ac.access(k, 1) == CacheOutcome::Hit,
+            ac_ref.hit(k),
+            "AC-LRU request {i}"
+        );
+    }
+}
