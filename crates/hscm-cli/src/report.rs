@@ -277,7 +277,7 @@ pub fn reproduce(
         sections.insert("memsim".into(), s.json);
     }
     if want(SectionName::Vmsim) {
-        let s = crate::report_vmsim::section(quick, traces)?;
+        let s = crate::report_vmsim::section(out, quick, traces)?;
         md.push_str(&s.md);
         passed += s.passed;
         total += s.total;
