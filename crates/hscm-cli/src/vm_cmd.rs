@@ -94,6 +94,10 @@ pub struct CacheArgs {
     /// Block size that offset/size traces (lis, spc, msr, lackey) are split into.
     #[arg(long, default_value = "4k", value_parser = units::parse_size)]
     pub block: u64,
+    /// LRU only, object counts: every size from one pass over the trace (stack
+    /// distances) instead of one pass per size.
+    #[arg(long)]
+    pub one_pass: bool,
     /// AC-LRU's ghost history in keys (default: unbounded).
     #[arg(long)]
     pub ghost: Option<usize>,
@@ -163,6 +167,31 @@ pub fn sim_cache(a: &CacheArgs) -> Result<Vec<CacheResult>> {
         if *n != a.profile.name {
             profiles.push(StorageProfile::from_name(n).expect("known"));
         }
+    }
+    if a.one_pass {
+        if a.policy != [PolicyName::Lru] || !objects {
+            bail!("--one-pass works for --policy lru with object counts (a plain number, or --objects)");
+        }
+        let bar = (!a.json && !a.csv).then(|| {
+            spinner(format!(
+                "{} (one pass, {} sizes)",
+                a.trace.display(),
+                capacities.len()
+            ))
+        });
+        let reqs = open_requests(&a.trace, Some(format), a.block)?;
+        let trace = a.trace.display().to_string();
+        let mut last = 0;
+        let rows = cache::lru_one_pass(&trace, &capacities, &profiles, reqs, &mut |n| {
+            if let Some(b) = &bar {
+                b.inc(n - last);
+            }
+            last = n;
+        })?;
+        if let Some(b) = bar {
+            b.finish_and_clear();
+        }
+        return Ok(rows);
     }
     let jobs: Vec<(PolicyName, u64)> = a
         .policy

@@ -9,6 +9,7 @@
 //!   memory, for several page sizes, with the paper's eq. 4-6 per storage latency.
 
 pub mod cache;
+pub mod mrc;
 pub mod paging;
 
 /// Errors of the simulators.
