@@ -199,7 +199,8 @@ enum BenchCmd {
         json: bool,
     },
     /// Cache simulator speed: Zipf(1.0) requests over many objects from an
-    /// oracleGeneral trace, a 10% cache, every online policy, single thread.
+    /// oracleGeneral trace (plain, then LRU again from the zstd-compressed copy), a
+    /// cache of 10% of the objects, every online policy, single thread.
     Cache {
         #[arg(long, default_value = "10M", value_parser = units::parse_count)]
         requests: u64,

@@ -366,7 +366,7 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
     eprintln!("[vmsim] cache simulator speed, {breq} requests");
     let b = vm_cmd::bench_cache(breq, bobj, false)?;
     writeln!(md, "### Cache simulator speed\n")?;
-    writeln!(md, "`hscm bench cache`: {breq} Zipf(1.0) requests over {bobj} objects from a zstd oracleGeneral trace, a cache of 10% of \
+    writeln!(md, "`hscm bench cache`: {breq} Zipf(1.0) requests over {bobj} objects from an oracleGeneral trace (plain; the last row reads it zstd-compressed), a cache of 10% of \
         the objects, one thread. The issue measured libCacheSim at 4-7 M requests per CPU-second on this machine type (not \
         installed here, so not re-measured). Peak memory after generating the trace: {:.1} MB.\n", b.peak_rss_mb)?;
     writeln!(

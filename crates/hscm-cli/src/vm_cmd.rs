@@ -595,27 +595,37 @@ pub struct CacheBenchRun {
 
 pub fn bench_cache(requests: u64, objects: u64, progress: bool) -> Result<CacheBench> {
     let dir = tempfile::tempdir()?;
-    let path = dir.path().join("zipf.oracleGeneral.zst");
+    let path = dir.path().join("zipf.oracleGeneral");
     if progress {
         eprintln!("generating {requests} Zipf(1.0) requests over {objects} objects…");
     }
     gen_requests(RequestSynthSpec::zipf(requests, objects, 1.0), &path)?;
+    // The same trace zstd-compressed, to show what decompression adds.
+    let zst = dir.path().join("zipf.oracleGeneral.zst");
+    {
+        let mut input = std::fs::File::open(&path)?;
+        let mut enc = zstd::Encoder::new(std::io::BufWriter::new(std::fs::File::create(&zst)?), 3)?;
+        std::io::copy(&mut input, &mut enc)?;
+        enc.finish()?.flush()?;
+    }
     let cache_objects = (objects / 10).max(1);
     // The generator held the whole trace in memory; measure the simulators' peak alone
     // (writing 5 to clear_refs resets the peak resident set size; best effort).
     let _ = std::fs::write("/proc/self/clear_refs", "5");
     let profiles = vec![StorageProfile::from_name("scm").expect("known")];
     let mut runs: Vec<CacheBenchRun> = Vec::new();
-    for policy in [
-        PolicyName::Lru,
-        PolicyName::AcLru,
-        PolicyName::Clock,
-        PolicyName::Sieve,
-        PolicyName::S3fifo,
-        PolicyName::Arc,
-        PolicyName::Fifo,
-    ] {
-        let reqs = RequestReader::open(&path, None, 4096)?;
+    let plan = [
+        (PolicyName::Lru, &path),
+        (PolicyName::AcLru, &path),
+        (PolicyName::Clock, &path),
+        (PolicyName::Sieve, &path),
+        (PolicyName::S3fifo, &path),
+        (PolicyName::Arc, &path),
+        (PolicyName::Fifo, &path),
+        (PolicyName::Lru, &zst),
+    ];
+    for (policy, file) in plan {
+        let reqs = RequestReader::open(file, None, 4096)?;
         let spec = CacheRun {
             trace: "zipf",
             policy,
@@ -628,17 +638,21 @@ pub fn bench_cache(requests: u64, objects: u64, progress: bool) -> Result<CacheB
         let w0 = Instant::now();
         let r = cache::run(&spec, reqs, &mut |_| {})?;
         let cpu = (crate::sim_cmd::cpu_seconds() - c0).max(1e-9);
+        let label = if *file == zst {
+            format!("{} (zstd input)", policy.name())
+        } else {
+            policy.name().to_string()
+        };
         if progress {
             eprintln!(
-                "{:<8} {:.1} M requests/CPU-s ({:.2} s wall)",
-                policy.name(),
+                "{label:<18} {:.1} M requests/CPU-s ({:.2} s wall)",
                 requests as f64 / cpu / 1e6,
                 w0.elapsed().as_secs_f64()
             );
         }
         let lru_cpu = runs.first().map_or(cpu, |l| l.cpu_s);
         runs.push(CacheBenchRun {
-            policy: policy.name().into(),
+            policy: label,
             cpu_s: cpu,
             requests_per_cpu_s: requests as f64 / cpu,
             miss_ratio: r.miss_ratio,

@@ -8,8 +8,6 @@
 //! FAST 2003, with list sizes in bytes) and AC-LRU: LRU that admits an object only on
 //! its second access within the ghost history (Park & Bahn, the seed paper's AC-cache).
 
-use rustc_hash::FxHashSet;
-
 use crate::Lru;
 
 /// What one request did.
@@ -25,6 +23,8 @@ pub enum CacheOutcome {
 /// A cache policy over u64 keys.
 pub trait CachePolicy: Send {
     fn access(&mut self, key: u64, size: u64) -> CacheOutcome;
+    /// A hint that `key` will be asked for soon (lets a policy start a memory load).
+    fn prefetch(&self, _key: u64) {}
     /// Bytes currently cached.
     fn used(&self) -> u64;
 }
@@ -56,7 +56,7 @@ pub struct LruCache {
     used: u64,
     clock: u64,
     /// key → (last use, size)
-    map: rustc_hash::FxHashMap<u64, (u64, u64)>,
+    map: crate::table::StampTable,
     log: std::collections::VecDeque<(u64, u64)>,
 }
 
@@ -66,17 +66,17 @@ impl LruCache {
             capacity,
             used: 0,
             clock: 0,
-            map: Default::default(),
+            map: crate::table::StampTable::new(),
             log: Default::default(),
         }
     }
 
     #[inline]
     fn hit(&mut self, key: u64) -> bool {
-        match self.map.get_mut(&key) {
+        match self.map.get_mut(key) {
             Some(e) => {
                 self.clock += 1;
-                e.0 = self.clock;
+                e.stamp = self.clock;
                 self.log.push_back((key, self.clock));
                 self.compact_if_needed();
                 true
@@ -95,7 +95,7 @@ impl LruCache {
         if self.log.len() > 8 * self.map.len() + 4096 {
             let map = &self.map;
             self.log
-                .retain(|&(k, stamp)| map.get(&k).is_some_and(|e| e.0 == stamp));
+                .retain(|&(k, stamp)| map.get(k).is_some_and(|e| e.stamp == stamp));
         }
     }
 
@@ -108,15 +108,17 @@ impl LruCache {
                 .log
                 .pop_front()
                 .expect("cached objects have log entries");
-            if let Some(&(last, s)) = self.map.get(&k) {
-                if last == stamp {
-                    self.map.remove(&k);
-                    self.used -= s;
-                }
+            if self.map.get(k).is_some_and(|e| e.stamp == stamp) {
+                let e = self.map.remove(k).expect("just found");
+                self.used -= e.size;
             }
         }
+        // The next eviction starts at the log's front: start loading its slot now.
+        if let Some(&(k, _)) = self.log.front() {
+            self.map.prefetch(k);
+        }
         self.clock += 1;
-        self.map.insert(key, (self.clock, size));
+        self.map.insert_new(key, self.clock, size);
         self.log.push_back((key, self.clock));
         self.used += size;
         self.compact_if_needed();
@@ -131,6 +133,10 @@ impl CachePolicy for LruCache {
             return CacheOutcome::Hit;
         }
         self.insert(key, size)
+    }
+    #[inline]
+    fn prefetch(&self, key: u64) {
+        self.map.prefetch(key);
     }
     fn used(&self) -> u64 {
         self.used
@@ -172,42 +178,58 @@ impl CachePolicy for FifoCache {
 }
 
 /// CLOCK as second-chance FIFO: a hit sets the object's reference bit; eviction looks
-/// at the oldest object, and a referenced one loses its bit and goes round again.
+/// at the oldest object, and a referenced one loses its bit and goes round again. The
+/// bits live in a prefetchable table, the order in a plain queue.
 pub struct ClockCache {
     capacity: u64,
     used: u64,
-    /// (size, referenced); the "oldest" end is where the hand points.
-    map: Lru<u64, (u64, bool)>,
+    /// key → (1 = unreferenced, 2 = referenced; in `stamp`), size
+    map: crate::table::StampTable,
+    queue: std::collections::VecDeque<u64>,
 }
+
+const UNREFERENCED: u64 = 1;
+const REFERENCED: u64 = 2;
 
 impl ClockCache {
     pub fn new(capacity: u64) -> Self {
         Self {
             capacity,
             used: 0,
-            map: Lru::new(),
+            map: crate::table::StampTable::new(),
+            queue: Default::default(),
         }
     }
 }
 
 impl CachePolicy for ClockCache {
+    fn prefetch(&self, key: u64) {
+        self.map.prefetch(key);
+    }
     fn access(&mut self, key: u64, size: u64) -> CacheOutcome {
-        if let Some(e) = self.map.peek_mut(&key) {
-            e.1 = true;
+        if let Some(e) = self.map.get_mut(key) {
+            e.stamp = REFERENCED;
             return CacheOutcome::Hit;
         }
         if size > self.capacity {
             return CacheOutcome::Bypassed;
         }
         while self.used + size > self.capacity {
-            let (k, (s, referenced)) = self.map.pop_oldest().expect("used > 0 means entries");
-            if referenced {
-                self.map.insert(k, (s, false));
+            let k = self.queue.pop_front().expect("used > 0 means entries");
+            let e = self.map.get_mut(k).expect("queued keys are cached");
+            if e.stamp == REFERENCED {
+                e.stamp = UNREFERENCED;
+                self.queue.push_back(k);
             } else {
-                self.used -= s;
+                let e = self.map.remove(k).expect("just found");
+                self.used -= e.size;
             }
         }
-        self.map.insert(key, (size, false));
+        if let Some(&k) = self.queue.front() {
+            self.map.prefetch(k);
+        }
+        self.map.insert_new(key, UNREFERENCED, size);
+        self.queue.push_back(key);
         self.used += size;
         CacheOutcome::Inserted
     }
@@ -225,7 +247,7 @@ pub struct AcLruCache {
 }
 
 enum Ghost {
-    Unbounded(FxHashSet<u64>),
+    Unbounded(crate::table::StampTable),
     Bounded(Lru<u64, ()>, usize),
 }
 
@@ -235,7 +257,7 @@ impl AcLruCache {
         Self {
             lru: LruCache::new(capacity),
             ghost: match ghost_entries {
-                None => Ghost::Unbounded(FxHashSet::default()),
+                None => Ghost::Unbounded(crate::table::StampTable::new()),
                 Some(n) => Ghost::Bounded(Lru::new(), n.max(1)),
             },
         }
@@ -243,12 +265,25 @@ impl AcLruCache {
 }
 
 impl CachePolicy for AcLruCache {
+    fn prefetch(&self, key: u64) {
+        self.lru.prefetch(key);
+        if let Ghost::Unbounded(set) = &self.ghost {
+            set.prefetch(key);
+        }
+    }
     fn access(&mut self, key: u64, size: u64) -> CacheOutcome {
         if self.lru.hit(key) {
             return CacheOutcome::Hit;
         }
         let seen = match &mut self.ghost {
-            Ghost::Unbounded(set) => !set.insert(key) && set.remove(&key),
+            Ghost::Unbounded(set) => {
+                if set.remove(key).is_some() {
+                    true
+                } else {
+                    set.insert_new(key, 1, 0);
+                    false
+                }
+            }
             Ghost::Bounded(lru, n) => {
                 if lru.remove(&key).is_some() {
                     true

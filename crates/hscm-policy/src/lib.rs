@@ -6,6 +6,7 @@ pub mod cache;
 mod clock;
 mod lru;
 mod rapp;
+mod table;
 mod warm;
 
 pub use clock::Clock;

@@ -296,8 +296,23 @@ pub fn run(
             .policy
             .build(spec.capacity, spec.ghost_entries)
             .expect("online policy");
-        for r in requests {
+        // Look a few requests ahead so the policy can start loading their entries
+        // while it serves the current one.
+        const AHEAD: usize = 8;
+        let mut requests = requests;
+        let mut window: std::collections::VecDeque<Request> =
+            std::collections::VecDeque::with_capacity(AHEAD + 1);
+        for r in requests.by_ref().take(AHEAD) {
             let r = r?;
+            cache.prefetch(r.key);
+            window.push_back(r);
+        }
+        while let Some(r) = window.pop_front() {
+            if let Some(next) = requests.next() {
+                let next = next?;
+                cache.prefetch(next.key);
+                window.push_back(next);
+            }
             let weight = if spec.objects { 1 } else { u64::from(r.size) };
             let outcome = cache.access(r.key, weight);
             tally.add(outcome, u64::from(r.size));
