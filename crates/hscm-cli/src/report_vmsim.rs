@@ -208,6 +208,15 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
                 } else {
                     checks.push((
                         label.to_string(),
+                        Check::at_most(
+                            "LRU gain on SCM, 10% cache (paper < 3%)",
+                            gain(&lru, "scm") * 100.0,
+                            5.0,
+                            " %",
+                        ),
+                    ));
+                    checks.push((
+                        label.to_string(),
                         Check::at_least(
                             "LRU gain on HDD, 10% cache (paper ~70%)",
                             gain(&lru, "hdd") * 100.0,
@@ -261,7 +270,8 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
         the table is eq. 3 evaluated, not a measurement.")?;
     writeln!(md, "\nWhere ours differ: on the web-like trace most misses are one-time objects, so plain LRU pays the insertion \
         on every one of them and on SCM loses time (negative gain) where the paper measured a small positive one (the \
-        `<= 5%` check is met by a loss); the paper's traces had more reuse. Admission control removes exactly that cost.\n")?;
+        `<= 5%` check is met by a loss); the paper's traces had more reuse. Admission control removes exactly that cost. On the Zipf(1.0) trace, reuse is \
+        high (most requests hit a 10% cache), so even plain LRU on SCM saves more than the paper's 3%.\n")?;
 
     // Paging on the shipped whole-reference traces.
     let paging_dir = traces.join("paging");
@@ -340,8 +350,39 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
             .iter()
             .map(|(x, p)| format!("{x}x: {}", crate::units::human_bytes(*p)))
             .collect();
-        writeln!(md, "\nBest page size — {}. Paper (desktop traces): 4-8 KiB at 1x, 512 B at 10x and 100x.\n", best.join(", "))?;
+        writeln!(md, "\nBest page size — {}. Paper (desktop traces): 4-8 KiB at 1x, 512 B at 10x and 100x. Where ours is \
+            smaller at 1x: a fault then costs only as much as reading the page from memory, and our 64-entry TLB already hits \
+            {:.2}% of references with 2 KiB pages on this trace, so larger pages' fewer faults do not repay their bigger \
+            transfers; the paper's desktop programs had larger footprints and more TLB pressure.\n", best.join(", "),
+            o.rows.iter().find(|r| r.page_size == 2048).map_or(f64::NAN, |r| r.tlb_hit_rate * 100.0))?;
         let best_at = |x: f64| o.best.iter().find(|b| b.0 == x).map_or(0, |b| b.1) as f64;
+        checks.push((
+            format!("paging {name}"),
+            Check::at_least(
+                "best page size at 1x (paper 4-8 KiB)",
+                best_at(1.0),
+                4096.0,
+                " B",
+            ),
+        ));
+        checks.push((
+            format!("paging {name}"),
+            Check::at_most(
+                "best page size at 1x (paper 4-8 KiB)",
+                best_at(1.0),
+                8192.0,
+                " B",
+            ),
+        ));
+        checks.push((
+            format!("paging {name}"),
+            Check::at_most(
+                "best page size at 10x (paper 512 B)",
+                best_at(10.0),
+                512.0,
+                " B",
+            ),
+        ));
         checks.push((
             format!("paging {name}"),
             Check::at_most(
