@@ -25,6 +25,50 @@ fn time(r: &CacheResult, profile: &str) -> f64 {
         .map_or(f64::NAN, |t| t.with_cache_s)
 }
 
+/// Access time with the cache over without, against cache size.
+fn plot_cache(path: &Path, label: &str, points: &[(f64, [f64; 3])]) -> Result<()> {
+    use plotters::prelude::*;
+    let root = SVGBackend::new(path, (760, 400)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let top = points.iter().flat_map(|p| p.1).fold(1.2, f64::max);
+    let mut chart = ChartBuilder::on(&root)
+        .caption(format!("File cache, {label}"), ("sans-serif", 16))
+        .margin(10)
+        .x_label_area_size(35)
+        .y_label_area_size(55)
+        .build_cartesian_2d((0.8f64..60.0).log_scale(), 0f64..top * 1.1)?;
+    chart
+        .configure_mesh()
+        .x_desc("cache size (% of footprint)")
+        .y_desc("time with cache / without")
+        .draw()?;
+    chart.draw_series(std::iter::once(PathElement::new(
+        vec![(0.8, 1.0), (60.0, 1.0)],
+        BLACK,
+    )))?;
+    let lines = [
+        ("LRU on HDD", RGBColor(127, 127, 127)),
+        ("LRU on SCM", RGBColor(214, 39, 40)),
+        ("AC-LRU on SCM", RGBColor(31, 119, 180)),
+    ];
+    for (i, (name, c)) in lines.into_iter().enumerate() {
+        chart
+            .draw_series(LineSeries::new(
+                points.iter().map(|p| (p.0, p.1[i])),
+                c.stroke_width(2),
+            ))?
+            .label(name)
+            .legend(move |(a, b)| PathElement::new(vec![(a, b), (a + 14, b)], c.stroke_width(2)));
+    }
+    chart
+        .configure_series_labels()
+        .border_style(BLACK)
+        .background_style(WHITE.mix(0.8))
+        .draw()?;
+    root.present()?;
+    Ok(())
+}
+
 /// T_TOTAL against page size, one line per storage latency, normalised to the best page
 /// size of that latency (log-log).
 fn plot_paging(path: &Path, name: &str, o: &vm_cmd::PagingOutput) -> Result<()> {
@@ -142,6 +186,7 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
         )?;
         writeln!(md, "| cache (% of footprint) | LRU miss | LRU gain HDD | LRU gain SCM | AC-LRU miss | AC-LRU gain SCM | AC-LRU vs LRU on SCM | Belady miss |")?;
         writeln!(md, "|---:|---:|---:|---:|---:|---:|---:|---:|")?;
+        let mut points: Vec<(f64, [f64; 3])> = Vec::new();
         for &share in &shares {
             let capacity = (footprint as f64 * share / 100.0) as u64;
             let run = |policy| -> Result<CacheResult> {
@@ -165,6 +210,14 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
                 run(PolicyName::Belady)?,
             );
             let better = 1.0 - time(&ac, "scm") / time(&lru, "scm");
+            points.push((
+                share,
+                [
+                    1.0 - gain(&lru, "hdd"),
+                    1.0 - gain(&lru, "scm"),
+                    1.0 - gain(&ac, "scm"),
+                ],
+            ));
             writeln!(
                 md,
                 "| {share}% | {:.4} | {:.1}% | {:.1}% | {:.4} | {:.1}% | {:.1}% | {:.4} |",
@@ -237,7 +290,9 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
             }
             js.push(json!({"trace": label, "cache_share": share, "lru": lru, "ac_lru": ac, "belady": opt}));
         }
-        writeln!(md)?;
+        let file = format!("vmsim_cache_{ti}.svg");
+        plot_cache(&out.join(&file), label, &points)?;
+        writeln!(md, "\n![file cache: {label}]({file})\n")?;
     }
     writeln!(md, "Break-even (eq. 3), accesses a cached item needs before caching pays, n > (Tm − t)/(T − t):\n")?;
     writeln!(
