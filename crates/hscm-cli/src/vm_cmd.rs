@@ -94,8 +94,8 @@ pub struct CacheArgs {
     /// Block size that offset/size traces (lis, spc, msr, lackey) are split into.
     #[arg(long, default_value = "4k", value_parser = units::parse_size)]
     pub block: u64,
-    /// LRU only, object counts: every size from one pass over the trace (stack
-    /// distances) instead of one pass per size.
+    /// LRU only: every size from one pass over the trace (stack distances) instead of
+    /// one pass per size. In bytes, every object must fit the smallest size.
     #[arg(long)]
     pub one_pass: bool,
     /// AC-LRU's ghost history in keys (default: unbounded).
@@ -169,8 +169,8 @@ pub fn sim_cache(a: &CacheArgs) -> Result<Vec<CacheResult>> {
         }
     }
     if a.one_pass {
-        if a.policy != [PolicyName::Lru] || !objects {
-            bail!("--one-pass works for --policy lru with object counts (a plain number, or --objects)");
+        if a.policy != [PolicyName::Lru] {
+            bail!("--one-pass works for --policy lru only");
         }
         let bar = (!a.json && !a.csv).then(|| {
             spinner(format!(
@@ -182,7 +182,7 @@ pub fn sim_cache(a: &CacheArgs) -> Result<Vec<CacheResult>> {
         let reqs = open_requests(&a.trace, Some(format), a.block)?;
         let trace = a.trace.display().to_string();
         let mut last = 0;
-        let rows = cache::lru_one_pass(&trace, &capacities, &profiles, reqs, &mut |n| {
+        let rows = cache::lru_one_pass(&trace, &capacities, objects, &profiles, reqs, &mut |n| {
             if let Some(b) = &bar {
                 b.inc(n - last);
             }

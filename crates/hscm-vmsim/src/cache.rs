@@ -393,27 +393,43 @@ fn run_belady_into(all: &[Request], capacity: u64, objects: bool, tally: &mut Ta
     }
 }
 
-/// LRU at every size in `capacities` (objects) from one pass over the trace.
+/// LRU at every size in `capacities` from one pass over the trace: object counts
+/// (`objects`) or bytes (then every object must fit the smallest size).
 pub fn lru_one_pass(
     trace: &str,
     capacities: &[u64],
+    objects: bool,
     profiles: &[StorageProfile],
     requests: impl Iterator<Item = Result<Request, TraceError>>,
     progress: &mut dyn FnMut(u64),
 ) -> Result<Vec<CacheResult>, VmError> {
     let start = std::time::Instant::now();
-    let sd = crate::mrc::stack_distances(requests, progress)?;
+    // Totals ride along with the pass.
+    let mut total = (0u64, 0u64);
+    let counting = requests.inspect(|r| {
+        if let Ok(r) = r {
+            total.0 += 1;
+            total.1 += u64::from(r.size);
+        }
+    });
+    let hits: Vec<(u64, u64)> = if objects {
+        let sd = crate::mrc::stack_distances(counting, progress)?;
+        capacities.iter().map(|&c| sd.hits(c)).collect()
+    } else {
+        crate::mrc::byte_hits(capacities, counting, progress)?
+    };
+    let (requests_n, bytes) = total;
     let secs = start.elapsed().as_secs_f64();
     Ok(capacities
         .iter()
-        .map(|&c| {
-            let (hits, hit_bytes) = sd.hits(c);
-            let misses = sd.requests - hits;
-            let miss_bytes = sd.bytes - hit_bytes;
+        .zip(hits)
+        .map(|(&c, (hits, hit_bytes))| {
+            let misses = requests_n - hits;
+            let miss_bytes = bytes - hit_bytes;
             let t = Tally {
-                requests: sd.requests,
+                requests: requests_n,
                 hits,
-                bytes: sd.bytes,
+                bytes,
                 miss_bytes,
                 inserted: misses,
                 bypassed: 0,
@@ -423,7 +439,14 @@ pub fn lru_one_pass(
                 blocks_bypassed: 0.0,
             };
             // Every size shares the one pass's time.
-            t.finish(trace, "lru", c, "objects", profiles, secs)
+            t.finish(
+                trace,
+                "lru",
+                c,
+                if objects { "objects" } else { "bytes" },
+                profiles,
+                secs,
+            )
         })
         .collect())
 }

@@ -112,6 +112,110 @@ pub fn stack_distances(
     Ok(out)
 }
 
+/// A Fenwick tree of byte counts.
+struct FenwickBytes {
+    tree: Vec<u64>,
+}
+
+impl FenwickBytes {
+    fn new(n: usize) -> Self {
+        Self {
+            tree: vec![0; n + 1],
+        }
+    }
+    fn add(&mut self, i: usize, v: i64) {
+        let mut i = i + 1;
+        while i < self.tree.len() {
+            self.tree[i] = self.tree[i].wrapping_add_signed(v);
+            i += i & i.wrapping_neg();
+        }
+    }
+    fn prefix(&self, i: usize) -> u64 {
+        let mut i = i;
+        let mut s = 0u64;
+        while i > 0 {
+            s = s.wrapping_add(self.tree[i]);
+            i -= i & i.wrapping_neg();
+        }
+        s
+    }
+}
+
+/// Hits and hit bytes of a byte-sized LRU cache at each of `capacities`, from one pass.
+///
+/// LRU keeps, after every request, the longest prefix of the recency order whose sizes
+/// fit (it evicts from the old end only as far as it must), so a request hits exactly
+/// when its object's size plus the sizes of the distinct objects used since its previous
+/// use fit the capacity. An object larger than a capacity never enters that cache, which
+/// one shared recency order cannot express, so every object must fit the smallest
+/// capacity (an error otherwise).
+pub fn byte_hits(
+    capacities: &[u64],
+    requests: impl Iterator<Item = Result<Request, TraceError>>,
+    progress: &mut dyn FnMut(u64),
+) -> Result<Vec<(u64, u64)>, VmError> {
+    let min_cap = capacities.iter().copied().min().unwrap_or(0);
+    let mut sorted: Vec<u64> = capacities.to_vec();
+    sorted.sort_unstable();
+    sorted.dedup();
+    // hits_from[i]: requests whose byte distance D satisfies sorted[i-1] < D <= sorted[i].
+    let mut hits_from = vec![0u64; sorted.len() + 1];
+    let mut bytes_from = vec![0u64; sorted.len() + 1];
+    let mut last: FxHashMap<u64, (u32, u32)> = FxHashMap::default();
+    let mut cap = 1024usize;
+    let mut fen = FenwickBytes::new(cap);
+    let mut next = 0usize;
+    let mut n = 0u64;
+    for r in requests {
+        let r = r?;
+        n += 1;
+        let size = u64::from(r.size);
+        if size > min_cap {
+            return Err(VmError::Config(format!(
+                "object {} of {size} bytes is larger than the smallest cache size ({min_cap}): one-pass byte sweeps need every object to fit",
+                r.key
+            )));
+        }
+        if next == cap {
+            let mut live: Vec<(u32, u64, u32)> =
+                last.iter().map(|(&k, &(p, s))| (p, k, s)).collect();
+            live.sort_unstable();
+            if live.len() * 2 > cap {
+                cap *= 2;
+            }
+            fen = FenwickBytes::new(cap);
+            for (i, (_, k, s)) in live.iter().enumerate() {
+                last.insert(*k, (i as u32, *s));
+                fen.add(i, i64::from(*s));
+            }
+            next = live.len();
+        }
+        if let Some(&(p, old_size)) = last.get(&r.key) {
+            let between = fen.prefix(next) - fen.prefix(p as usize + 1);
+            let d = between + size;
+            let slot = sorted.partition_point(|&c| c < d);
+            hits_from[slot] += 1;
+            bytes_from[slot] += size;
+            fen.add(p as usize, -i64::from(old_size));
+        }
+        fen.add(next, size as i64);
+        last.insert(r.key, (next as u32, r.size));
+        next += 1;
+        if n & 0xfffff == 0 {
+            progress(n);
+        }
+    }
+    progress(n);
+    let mut out = Vec::with_capacity(capacities.len());
+    for &c in capacities {
+        let i = sorted
+            .binary_search(&c)
+            .expect("deduplicated from capacities");
+        out.push((hits_from[..=i].iter().sum(), bytes_from[..=i].iter().sum()));
+    }
+    Ok(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -140,6 +244,43 @@ mod tests {
                 prop_assert_eq!(sd.hits(c).0, r.hits, "size {}", c);
             }
         }
+    }
+
+    fn sized(key: u64) -> Result<Request, TraceError> {
+        Ok(Request {
+            key,
+            size: 100 + ((key * 37) % 900) as u32,
+            write: false,
+            time: 0,
+            next: None,
+        })
+    }
+
+    proptest! {
+        /// Byte-sized: one pass equals one byte-capacity LRU run per size.
+        #[test]
+        fn byte_one_pass_equals_per_size_runs(keys in proptest::collection::vec(0u64..400, 1..3000)) {
+            let caps = [1000u64, 2500, 9999, 40_000, 400_000];
+            let one = byte_hits(&caps, keys.iter().map(|&k| sized(k)), &mut |_| {}).unwrap();
+            let p = vec![StorageProfile::from_name("scm").unwrap()];
+            for (c, (hits, hit_bytes)) in caps.iter().zip(one) {
+                let spec = CacheRun { trace: "t", policy: PolicyName::Lru, capacity: *c, objects: false, ghost_entries: None, profiles: &p };
+                let r = run(&spec, keys.iter().map(|&k| sized(k)), &mut |_| {}).unwrap();
+                prop_assert_eq!(hits, r.hits, "size {}", c);
+                let miss_bytes = (r.byte_miss_ratio * keys.iter().map(|&k| 100 + (k * 37) % 900).sum::<u64>() as f64).round() as u64;
+                let total: u64 = keys.iter().map(|&k| 100 + (k * 37) % 900).sum();
+                prop_assert_eq!(hit_bytes, total - miss_bytes);
+            }
+        }
+    }
+
+    #[test]
+    fn byte_sweep_refuses_objects_bigger_than_the_smallest_cache() {
+        let e = byte_hits(&[500, 5000], [sized(13)].into_iter(), &mut |_| {})
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("larger than the smallest cache size"), "{e}");
     }
 
     #[test]
