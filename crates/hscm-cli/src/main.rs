@@ -422,6 +422,15 @@ fn run(cli: Cli) -> Result<()> {
         Command::Sim(SimCmd::Cache(a)) => {
             let rows = vm_cmd::sim_cache(&a)?;
             if a.json {
+                // The process's peak memory, beside each row: what the run needed.
+                let peak = sim_cmd::peak_rss_mb();
+                let mut rows: Vec<serde_json::Value> = rows
+                    .iter()
+                    .map(serde_json::to_value)
+                    .collect::<Result<_, _>>()?;
+                for r in &mut rows {
+                    r["peak_rss_mb"] = serde_json::json!(peak);
+                }
                 if rows.len() == 1 {
                     println!("{}", serde_json::to_string_pretty(&rows[0])?);
                 } else {

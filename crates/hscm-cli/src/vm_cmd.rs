@@ -580,6 +580,7 @@ pub struct CacheBench {
     pub cache_objects: u64,
     pub runs: Vec<CacheBenchRun>,
     pub lru_requests_per_cpu_s: f64,
+    /// Peak resident memory of an LRU run in its own process.
     pub peak_rss_mb: f64,
 }
 
@@ -609,9 +610,6 @@ pub fn bench_cache(requests: u64, objects: u64, progress: bool) -> Result<CacheB
         enc.finish()?.flush()?;
     }
     let cache_objects = (objects / 10).max(1);
-    // The generator held the whole trace in memory; measure the simulators' peak alone
-    // (writing 5 to clear_refs resets the peak resident set size; best effort).
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
     let profiles = vec![StorageProfile::from_name("scm").expect("known")];
     let mut runs: Vec<CacheBenchRun> = Vec::new();
     let plan = [
@@ -659,12 +657,39 @@ pub fn bench_cache(requests: u64, objects: u64, progress: bool) -> Result<CacheB
             vs_lru: cpu / lru_cpu,
         });
     }
+    // Memory is measured on LRU alone in a fresh process: this one has held the
+    // generated trace and every other run.
+    let child = std::process::Command::new(std::env::current_exe()?)
+        .args([
+            "sim",
+            "cache",
+            "--policy",
+            "lru",
+            "--objects",
+            "--json",
+            "--size",
+        ])
+        .arg(cache_objects.to_string())
+        .arg("--trace")
+        .arg(&path)
+        .output()
+        .context("running `hscm sim cache` to measure its memory")?;
+    if !child.status.success() {
+        bail!(
+            "`hscm sim cache` failed: {}",
+            String::from_utf8_lossy(&child.stderr)
+        );
+    }
+    let v: serde_json::Value = serde_json::from_slice(&child.stdout)?;
+    let peak_rss_mb = v["peak_rss_mb"]
+        .as_f64()
+        .context("peak_rss_mb in `hscm sim cache --json`")?;
     Ok(CacheBench {
         requests,
         objects,
         cache_objects,
         lru_requests_per_cpu_s: runs[0].requests_per_cpu_s,
         runs,
-        peak_rss_mb: crate::sim_cmd::peak_rss_mb(),
+        peak_rss_mb,
     })
 }
