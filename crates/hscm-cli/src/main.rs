@@ -2,6 +2,7 @@
 
 mod bench;
 mod crash;
+mod par;
 mod report;
 mod report_memsim;
 mod report_vmsim;

@@ -79,6 +79,36 @@ impl Check {
     }
 }
 
+/// The "Targets" table of a section whose checks are named by trace (or topic): writes
+/// it and returns how many passed.
+pub(crate) fn targets_table(
+    md: &mut String,
+    title: &str,
+    checks: &[(String, Check)],
+) -> Result<usize> {
+    writeln!(md, "### {title}\n")?;
+    writeln!(md, "| trace | check | target | ours | verdict |")?;
+    writeln!(md, "|---|---|---:|---:|---|")?;
+    let mut passed = 0;
+    for (name, c) in checks {
+        passed += usize::from(c.passed());
+        writeln!(md, "{}", c.table_row(name))?;
+    }
+    Ok(passed)
+}
+
+/// Those checks as JSON, each with its trace name.
+pub(crate) fn named_checks_json(checks: &[(String, Check)]) -> Vec<Value> {
+    checks
+        .iter()
+        .map(|(n, c)| {
+            let mut j = c.to_json();
+            j["trace"] = json!(n);
+            j
+        })
+        .collect()
+}
+
 struct Experiment {
     id: &'static str,
     title: &'static str,

@@ -11,7 +11,9 @@ use hscm_trace::{SynthKind, SynthSpec};
 use plotters::prelude::*;
 use serde_json::json;
 
-use crate::report::{finish_chart, label_categories, Check, Section};
+use crate::report::{
+    finish_chart, label_categories, named_checks_json, targets_table, Check, Section,
+};
 use crate::sim_cmd::{self, CompareOutput};
 
 /// Image and video programs: where the paper says WARM beats RaPP.
@@ -335,14 +337,7 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
         ),
     ));
 
-    writeln!(md, "### Targets (issue 3)\n")?;
-    writeln!(md, "| trace | check | target | ours | verdict |")?;
-    writeln!(md, "|---|---|---:|---:|---|")?;
-    let mut passed = 0;
-    for (name, c) in &checks {
-        passed += usize::from(c.passed());
-        writeln!(md, "{}", c.table_row(name))?;
-    }
+    let passed = targets_table(&mut md, "Targets (issue 3)", &checks)?;
     if !runs.is_empty() {
         for (metric, file, f) in [
             (
@@ -361,7 +356,7 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
     let json = json!({
         "traces": runs.iter().map(|(n, c)| json!({"name": n, "compare": c})).collect::<Vec<_>>(),
         "bench": b,
-        "checks": checks.iter().map(|(n, c)| { let mut j = c.to_json(); j["trace"] = json!(n); j }).collect::<Vec<_>>(),
+        "checks": named_checks_json(&checks),
     });
     Ok(Section {
         md,

@@ -8,7 +8,7 @@ use hscm_trace::RequestSynthSpec;
 use hscm_vmsim::cache::{self, CacheResult, CacheRun, PolicyName, StorageProfile};
 use serde_json::json;
 
-use crate::report::{Check, Section};
+use crate::report::{named_checks_json, targets_table, Check, Section};
 use crate::vm_cmd;
 
 fn gain(r: &CacheResult, profile: &str) -> f64 {
@@ -372,7 +372,7 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
         let o = vm_cmd::sim_paging(&args, false)?;
         let secs = t0.elapsed().as_secs_f64();
         writeln!(md, "**Paging, {name}** ({} references, footprint {}, memory {} = 50%, 64-entry 4-way TLB; T_TOTAL in ns, eq. 4-6; sweep took {:.1} s):\n",
-            o.rows.first().map_or(0, |r| r.references), crate::units::human_bytes(o.footprint_bytes), crate::units::human_bytes(o.memory_bytes), secs)?;
+            o.rows.first().map_or(0, |r| r.references), o.footprint_bytes.map_or("?".into(), crate::units::human_bytes), crate::units::human_bytes(o.memory_bytes), secs)?;
         writeln!(
             md,
             "| page | TLB hit | fault rate | 1x | 10x | 100x | 1000x |"
@@ -503,16 +503,10 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
         Check::at_most("peak memory of an LRU run", b.peak_rss_mb, 100.0, " MB"),
     ));
 
-    writeln!(md, "### Targets (issue 4)\n")?;
-    writeln!(md, "| trace | check | target | ours | verdict |")?;
-    writeln!(md, "|---|---|---:|---:|---|")?;
-    let mut passed = 0;
-    for (n, c) in &checks {
-        passed += usize::from(c.passed());
-        writeln!(md, "{}", c.table_row(n))?;
-    }
+    let passed = targets_table(&mut md, "Targets (issue 4)", &checks)?;
     writeln!(md)?;
-    let json = json!({"cache": js, "paging": pjs, "bench": b, "checks": checks.iter().map(|(n, c)| { let mut j = c.to_json(); j["trace"] = json!(n); j }).collect::<Vec<_>>()});
+    let json =
+        json!({"cache": js, "paging": pjs, "bench": b, "checks": named_checks_json(&checks)});
     Ok(Section {
         md,
         json,

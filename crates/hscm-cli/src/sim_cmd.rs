@@ -165,64 +165,24 @@ pub fn compare(
     let (fmt, post_cache) = (probe.format(), probe.post_cache());
     drop(probe);
     let cfg = cfg_args.to_config(post_cache)?;
-    let bar = if progress {
-        let b = ProgressBar::new_spinner();
-        b.set_style(
-            ProgressStyle::with_template(
-                "{spinner} {msg} {human_pos} references simulated ({per_sec}, {elapsed})",
-            )
-            .expect("valid template"),
-        );
-        b.set_message(format!("{} × {} policies", path.display(), policies.len()));
-        b.enable_steady_tick(std::time::Duration::from_millis(200));
-        Some(b)
-    } else {
-        None
-    };
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(policies.len().max(1));
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let mut results: Vec<Option<Result<RunResult>>> = (0..policies.len()).map(|_| None).collect();
-    let slots = std::sync::Mutex::new(&mut results);
-    std::thread::scope(|s| {
-        for _ in 0..workers {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if i >= policies.len() {
-                    break;
-                }
-                let r = (|| -> Result<RunResult> {
-                    let reader = TraceReader::open(path, Some(fmt))?;
-                    let timing = reader.timing();
-                    let mut last = 0;
-                    let mut tick = |n: u64| {
-                        if let Some(b) = &bar {
-                            b.inc(n - last);
-                        }
-                        last = n;
-                    };
-                    Ok(hscm_memsim::run(
-                        &cfg,
-                        policies[i],
-                        reader,
-                        timing,
-                        &mut tick,
-                    )?)
-                })();
-                slots.lock().expect("no panics while held")[i] = Some(r);
-            });
-        }
+    let bar = progress.then(|| {
+        crate::par::spinner(
+            format!("{} × {} policies", path.display(), policies.len()),
+            "references simulated",
+        )
+    });
+    let results = crate::par::map(policies, |&policy| -> Result<RunResult> {
+        let reader = TraceReader::open(path, Some(fmt))?;
+        let timing = reader.timing();
+        let mut tick = crate::par::ticker(bar.as_ref());
+        Ok(hscm_memsim::run(&cfg, policy, reader, timing, &mut tick)?)
     });
     if let Some(b) = bar {
         b.finish_and_clear();
     }
     let mut out = Vec::new();
     for (p, r) in policies.iter().zip(results) {
-        out.push(
-            r.expect("every policy ran")
-                .with_context(|| format!("policy {}", p.name()))?,
-        );
+        out.push(r.with_context(|| format!("policy {}", p.name()))?);
     }
     hscm_memsim::normalise(&mut out);
     Ok(CompareOutput {

@@ -12,7 +12,6 @@ use hscm_trace::{
 };
 use hscm_vmsim::cache::{self, CacheResult, CacheRun, PolicyName, StorageProfile};
 use hscm_vmsim::paging::{self, PagingConfig, PagingRow};
-use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
 use crate::units;
@@ -121,17 +120,6 @@ fn open_requests(
     RequestReader::open(path, format, u32::try_from(block).unwrap_or(u32::MAX))
 }
 
-fn spinner(msg: String) -> ProgressBar {
-    let b = ProgressBar::new_spinner();
-    b.set_style(
-        ProgressStyle::with_template("{spinner} {msg} {human_pos} requests ({per_sec}, {elapsed})")
-            .expect("valid"),
-    );
-    b.set_message(msg);
-    b.enable_steady_tick(std::time::Duration::from_millis(200));
-    b
-}
-
 pub fn sim_cache(a: &CacheArgs) -> Result<Vec<CacheResult>> {
     let probe = open_requests(&a.trace, a.format, a.block)?;
     let format = probe.format();
@@ -173,21 +161,25 @@ pub fn sim_cache(a: &CacheArgs) -> Result<Vec<CacheResult>> {
             bail!("--one-pass works for --policy lru only");
         }
         let bar = (!a.json && !a.csv).then(|| {
-            spinner(format!(
-                "{} (one pass, {} sizes)",
-                a.trace.display(),
-                capacities.len()
-            ))
+            crate::par::spinner(
+                format!(
+                    "{} (one pass, {} sizes)",
+                    a.trace.display(),
+                    capacities.len()
+                ),
+                "requests",
+            )
         });
         let reqs = open_requests(&a.trace, Some(format), a.block)?;
         let trace = a.trace.display().to_string();
-        let mut last = 0;
-        let rows = cache::lru_one_pass(&trace, &capacities, objects, &profiles, reqs, &mut |n| {
-            if let Some(b) = &bar {
-                b.inc(n - last);
-            }
-            last = n;
-        })?;
+        let rows = cache::lru_one_pass(
+            &trace,
+            &capacities,
+            objects,
+            &profiles,
+            reqs,
+            &mut crate::par::ticker(bar.as_ref()),
+        )?;
         if let Some(b) = bar {
             b.finish_and_clear();
         }
@@ -198,56 +190,36 @@ pub fn sim_cache(a: &CacheArgs) -> Result<Vec<CacheResult>> {
         .iter()
         .flat_map(|&p| capacities.iter().map(move |&c| (p, c)))
         .collect();
-    let bar = (!a.json && !a.csv)
-        .then(|| spinner(format!("{} × {} runs", a.trace.display(), jobs.len())));
+    let bar = (!a.json && !a.csv).then(|| {
+        crate::par::spinner(
+            format!("{} × {} runs", a.trace.display(), jobs.len()),
+            "requests",
+        )
+    });
     let trace = a.trace.display().to_string();
-    let workers = std::thread::available_parallelism()
-        .map_or(1, |n| n.get())
-        .min(jobs.len().max(1));
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let out: std::sync::Mutex<Vec<Option<Result<CacheResult>>>> =
-        std::sync::Mutex::new((0..jobs.len()).map(|_| None).collect());
-    std::thread::scope(|s| {
-        for _ in 0..workers {
-            s.spawn(|| loop {
-                let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                if i >= jobs.len() {
-                    break;
-                }
-                let (policy, capacity) = jobs[i];
-                let r = (|| -> Result<CacheResult> {
-                    let reqs = open_requests(&a.trace, Some(format), a.block)?;
-                    let spec = CacheRun {
-                        trace: &trace,
-                        policy,
-                        capacity,
-                        objects,
-                        ghost_entries: a.ghost,
-                        profiles: &profiles,
-                    };
-                    let mut last = 0;
-                    Ok(cache::run(&spec, reqs, &mut |n| {
-                        if let Some(b) = &bar {
-                            b.inc(n - last);
-                        }
-                        last = n;
-                    })?)
-                })();
-                out.lock().expect("no panic while held")[i] = Some(r);
-            });
-        }
+    let results = crate::par::map(&jobs, |&(policy, capacity)| -> Result<CacheResult> {
+        let reqs = open_requests(&a.trace, Some(format), a.block)?;
+        let spec = CacheRun {
+            trace: &trace,
+            policy,
+            capacity,
+            objects,
+            ghost_entries: a.ghost,
+            profiles: &profiles,
+        };
+        Ok(cache::run(
+            &spec,
+            reqs,
+            &mut crate::par::ticker(bar.as_ref()),
+        )?)
     });
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    out.into_inner()
-        .expect("joined")
+    results
         .into_iter()
         .zip(&jobs)
-        .map(|(r, (p, c))| {
-            r.expect("ran")
-                .with_context(|| format!("{} at size {c}", p.name()))
-        })
+        .map(|(r, (p, c))| r.with_context(|| format!("{} at size {c}", p.name())))
         .collect()
 }
 
@@ -363,7 +335,8 @@ pub struct PagingArgs {
 pub struct PagingOutput {
     pub trace: String,
     pub memory_bytes: u64,
-    pub footprint_bytes: u64,
+    /// Measured only when --memory is a share of it.
+    pub footprint_bytes: Option<u64>,
     pub config: PagingConfig,
     pub rows: Vec<PagingRow>,
     /// Best page size (lowest T_TOTAL) per storage latency.
@@ -375,25 +348,31 @@ fn open_refs(path: &Path, format: Option<Format>) -> Result<TraceReader, hscm_vm
 }
 
 pub fn sim_paging(a: &PagingArgs, progress: bool) -> Result<PagingOutput> {
-    // Footprint in 4 KiB pages: the base for a memory size given as a share.
-    let mut pages = rustc_hash::FxHashSet::default();
-    for r in open_refs(&a.trace, a.format)? {
-        let r: MemRef = r?;
-        if !(a.data_only && r.kind == hscm_trace::Access::Fetch) {
-            pages.insert(r.addr >> 12);
+    // A memory size given as a share needs the footprint (in 4 KiB pages) first: an
+    // extra pass over the trace, made only then.
+    let footprint = || -> Result<u64> {
+        let mut pages = rustc_hash::FxHashSet::default();
+        for r in open_refs(&a.trace, a.format)? {
+            let r: MemRef = r?;
+            if !(a.data_only && r.kind == hscm_trace::Access::Fetch) {
+                pages.insert(r.addr >> 12);
+            }
         }
-    }
-    let footprint = pages.len() as u64 * 4096;
-    drop(pages);
-    let memory_bytes = match a.memory.trim().strip_suffix('%') {
+        Ok(pages.len() as u64 * 4096)
+    };
+    let (memory_bytes, footprint_bytes) = match a.memory.trim().strip_suffix('%') {
         Some(p) => {
             let v: f64 = p
                 .trim()
                 .parse()
                 .map_err(|_| anyhow::anyhow!("--memory {:?}: not a percentage", a.memory))?;
-            ((footprint as f64 * v / 100.0) as u64).max(512)
+            let f = footprint()?;
+            (((f as f64 * v / 100.0) as u64).max(512), Some(f))
         }
-        None => units::parse_size(&a.memory).map_err(anyhow::Error::msg)?,
+        None => (
+            units::parse_size(&a.memory).map_err(anyhow::Error::msg)?,
+            None,
+        ),
     };
     let cfg = PagingConfig {
         page_sizes: a.page_sizes.clone(),
@@ -410,11 +389,14 @@ pub fn sim_paging(a: &PagingArgs, progress: bool) -> Result<PagingOutput> {
         data_only: a.data_only,
     };
     let bar = progress.then(|| {
-        spinner(format!(
-            "{} × {} page sizes",
-            a.trace.display(),
-            cfg.page_sizes.len()
-        ))
+        crate::par::spinner(
+            format!(
+                "{} × {} page sizes",
+                a.trace.display(),
+                cfg.page_sizes.len()
+            ),
+            "references",
+        )
     });
     let fmt = a.format;
     let path = a.trace.clone();
@@ -443,7 +425,7 @@ pub fn sim_paging(a: &PagingArgs, progress: bool) -> Result<PagingOutput> {
     Ok(PagingOutput {
         trace: a.trace.display().to_string(),
         memory_bytes,
-        footprint_bytes: footprint,
+        footprint_bytes,
         config: cfg,
         rows,
         best,
@@ -470,7 +452,8 @@ pub fn print_paging(o: &PagingOutput, csv: bool) {
     println!(
         "trace {}: footprint {}, memory {}, TLB {} entries",
         o.trace,
-        units::human_bytes(o.footprint_bytes),
+        o.footprint_bytes
+            .map_or("not measured".into(), units::human_bytes),
         units::human_bytes(o.memory_bytes),
         o.config.tlb_entries
     );
@@ -551,14 +534,7 @@ pub fn request_spec(a: &GenRequestsArgs) -> Result<RequestSynthSpec> {
 /// Writes a synthetic trace as oracleGeneral with next-access indices filled in.
 pub fn gen_requests(spec: RequestSynthSpec, output: &Path) -> Result<u64> {
     let reqs: Vec<hscm_trace::Request> = RequestSynth::new(spec).collect();
-    let mut next = vec![u64::MAX; reqs.len()];
-    let mut last: rustc_hash::FxHashMap<u64, usize> = Default::default();
-    for i in (0..reqs.len()).rev() {
-        if let Some(&j) = last.get(&reqs[i].key) {
-            next[i] = j as u64;
-        }
-        last.insert(reqs[i].key, i);
-    }
+    let next = cache::next_uses(&reqs);
     let file =
         std::fs::File::create(output).with_context(|| format!("creating {}", output.display()))?;
     let mut w: Box<dyn Write> = if output.extension().is_some_and(|e| e == "zst") {

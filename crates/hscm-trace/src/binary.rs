@@ -92,18 +92,62 @@ fn put_varint(buf: &mut Vec<u8>, mut v: u64) {
     buf.push(v as u8);
 }
 
-pub(crate) struct BinaryReader<R> {
+/// A read window over a stream: records are decoded straight from `buf[pos..len]`,
+/// refilled in large reads (shared by the binary record readers).
+pub(crate) struct Window<R> {
     input: R,
+    pub(crate) buf: Vec<u8>,
+    pub(crate) pos: usize,
+    pub(crate) len: usize,
+    /// Stream offset of buf[0].
+    pub(crate) base: u64,
+    pub(crate) eof: bool,
+}
+
+impl<R: std::io::Read> Window<R> {
+    pub(crate) fn new(input: R, capacity: usize, base: u64) -> Self {
+        Self {
+            input,
+            buf: vec![0; capacity],
+            pos: 0,
+            len: 0,
+            base,
+            eof: false,
+        }
+    }
+
+    /// Makes at least `want` bytes available unless the stream ends first.
+    #[inline]
+    pub(crate) fn fill(&mut self, want: usize) -> std::io::Result<()> {
+        if self.len - self.pos >= want || self.eof {
+            return Ok(());
+        }
+        self.buf.copy_within(self.pos..self.len, 0);
+        self.base += self.pos as u64;
+        self.len -= self.pos;
+        self.pos = 0;
+        while !self.eof && self.len < self.buf.len() {
+            let n = self.input.read(&mut self.buf[self.len..])?;
+            if n == 0 {
+                self.eof = true;
+            }
+            self.len += n;
+        }
+        Ok(())
+    }
+
+    /// Stream offset of the next unread byte.
+    pub(crate) fn offset(&self) -> u64 {
+        self.base + self.pos as u64
+    }
+}
+
+pub(crate) struct BinaryReader<R> {
+    win: Window<R>,
     name: String,
     timing: Timing,
     post_cache: bool,
-    buf: Vec<u8>,
-    pos: usize,
-    len: usize,
-    /// File offset of buf[0].
-    base: u64,
     last_addr: u64,
-    eof: bool,
     failed: bool,
 }
 
@@ -140,16 +184,11 @@ impl<R: BufRead> BinaryReader<R> {
             ));
         }
         Ok(Self {
-            input,
             name: name.to_string(),
             timing,
             post_cache: header[9] == 1,
-            buf: vec![0; 1 << 16],
-            pos: 0,
-            len: 0,
-            base: HEADER_LEN as u64,
+            win: Window::new(input, 1 << 16, HEADER_LEN as u64),
             last_addr: 0,
-            eof: false,
             failed: false,
         })
     }
@@ -162,25 +201,10 @@ impl<R: BufRead> BinaryReader<R> {
         self.post_cache
     }
 
-    fn refill(&mut self) -> std::io::Result<()> {
-        self.buf.copy_within(self.pos..self.len, 0);
-        self.base += self.pos as u64;
-        self.len -= self.pos;
-        self.pos = 0;
-        while !self.eof && self.len < self.buf.len() {
-            let n = self.input.read(&mut self.buf[self.len..])?;
-            if n == 0 {
-                self.eof = true;
-            }
-            self.len += n;
-        }
-        Ok(())
-    }
-
     fn error(&self, message: &str) -> TraceError {
         TraceError::Binary {
             name: self.name.clone(),
-            offset: self.base + self.pos as u64,
+            offset: self.win.offset(),
             message: message.to_string(),
         }
     }
@@ -189,8 +213,8 @@ impl<R: BufRead> BinaryReader<R> {
     fn varint(&mut self) -> Option<u64> {
         let mut v = 0u64;
         for shift in (0..64).step_by(7) {
-            let b = *self.buf[..self.len].get(self.pos)?;
-            self.pos += 1;
+            let b = *self.win.buf[..self.win.len].get(self.win.pos)?;
+            self.win.pos += 1;
             v |= u64::from(b & 0x7f) << shift;
             if b & 0x80 == 0 {
                 return Some(v);
@@ -204,30 +228,28 @@ impl<R: BufRead> BinaryReader<R> {
         if self.failed {
             return None;
         }
-        if self.len - self.pos < MAX_RECORD && !self.eof {
-            if let Err(e) = self.refill() {
-                self.failed = true;
-                return Some(Err(TraceError::io(&self.name, e)));
-            }
+        if let Err(e) = self.win.fill(MAX_RECORD) {
+            self.failed = true;
+            return Some(Err(TraceError::io(&self.name, e)));
         }
-        if self.pos == self.len {
+        if self.win.pos == self.win.len {
             return None;
         }
-        let start = self.pos;
-        let tag = self.buf[self.pos];
-        self.pos += 1;
+        let start = self.win.pos;
+        let tag = self.win.buf[self.win.pos];
+        self.win.pos += 1;
         let kind = match tag & 3 {
             0 => Access::Read,
             1 => Access::Write,
             2 => Access::Fetch,
             _ => {
-                self.pos = start;
+                self.win.pos = start;
                 self.failed = true;
                 return Some(Err(self.error("bad record tag (access kind 3)")));
             }
         };
         if tag & 0xf0 != 0 {
-            self.pos = start;
+            self.win.pos = start;
             self.failed = true;
             return Some(Err(self.error("bad record tag (reserved bits set)")));
         }
@@ -253,7 +275,7 @@ impl<R: BufRead> BinaryReader<R> {
                 }))
             }
             None => {
-                self.pos = start;
+                self.win.pos = start;
                 self.failed = true;
                 Some(Err(self.error("truncated or overlong record")))
             }

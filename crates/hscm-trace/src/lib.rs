@@ -127,29 +127,10 @@ impl TraceReader {
         name: &str,
         format: Option<Format>,
     ) -> Result<Self, TraceError> {
-        let mut buffered = BufReader::with_capacity(1 << 16, input);
-        let head = buffered.fill_buf().map_err(|e| TraceError::io(name, e))?;
-        let mut stream: Box<dyn BufRead + Send> = if head.starts_with(&ZSTD_MAGIC) {
-            let decoder =
-                zstd::Decoder::with_buffer(buffered).map_err(|e| TraceError::io(name, e))?;
-            Box::new(BufReader::with_capacity(1 << 16, decoder))
-        } else {
-            Box::new(buffered)
-        };
-        let head = stream
-            .fill_buf()
-            .map_err(|e| TraceError::io(name, e))?
-            .to_vec();
+        let (stream, head) = open_stream(input, name)?;
         let format = match format {
             Some(f) => f,
-            None => detect(&head).ok_or_else(|| TraceError::UnknownFormat {
-                name: name.to_string(),
-                sample: String::from_utf8_lossy(&head[..head.len().min(80)])
-                    .lines()
-                    .next()
-                    .unwrap_or("")
-                    .to_string(),
-            })?,
+            None => detect(&head).ok_or_else(|| unknown_format(name, &head))?,
         };
         let (inner, timing, post_cache) = if format == Format::Hscm {
             let r = binary::BinaryReader::new(stream, name)?;
@@ -194,6 +175,38 @@ impl Iterator for TraceReader {
             Inner::Text(t) => t.next(),
             Inner::Binary(b) => b.next(),
         }
+    }
+}
+
+/// A buffered stream over `input`, decompressed when it starts with zstd's magic, and
+/// its first bytes (for format detection).
+pub(crate) fn open_stream(
+    input: Box<dyn Read + Send>,
+    name: &str,
+) -> Result<(Box<dyn BufRead + Send>, Vec<u8>), TraceError> {
+    let mut buffered = BufReader::with_capacity(1 << 16, input);
+    let head = buffered.fill_buf().map_err(|e| TraceError::io(name, e))?;
+    let mut stream: Box<dyn BufRead + Send> = if head.starts_with(&ZSTD_MAGIC) {
+        let decoder = zstd::Decoder::with_buffer(buffered).map_err(|e| TraceError::io(name, e))?;
+        Box::new(BufReader::with_capacity(1 << 16, decoder))
+    } else {
+        Box::new(buffered)
+    };
+    let head = stream
+        .fill_buf()
+        .map_err(|e| TraceError::io(name, e))?
+        .to_vec();
+    Ok((stream, head))
+}
+
+pub(crate) fn unknown_format(name: &str, head: &[u8]) -> TraceError {
+    TraceError::UnknownFormat {
+        name: name.to_string(),
+        sample: String::from_utf8_lossy(&head[..head.len().min(80)])
+            .lines()
+            .next()
+            .unwrap_or("")
+            .to_string(),
     }
 }
 

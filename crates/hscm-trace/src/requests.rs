@@ -96,28 +96,12 @@ impl RequestReader {
     ) -> Result<Self, TraceError> {
         let name = path.display().to_string();
         let file = std::fs::File::open(path).map_err(|e| TraceError::io(&name, e))?;
-        let mut buffered = std::io::BufReader::with_capacity(1 << 16, file);
-        let head = buffered.fill_buf().map_err(|e| TraceError::io(&name, e))?;
-        let mut stream: Box<dyn BufRead + Send> = if head.starts_with(&crate::ZSTD_MAGIC) {
-            let d = zstd::Decoder::with_buffer(buffered).map_err(|e| TraceError::io(&name, e))?;
-            Box::new(std::io::BufReader::with_capacity(1 << 16, d))
-        } else {
-            Box::new(buffered)
-        };
-        let head = stream
-            .fill_buf()
-            .map_err(|e| TraceError::io(&name, e))?
-            .to_vec();
+        let (stream, head) = crate::open_stream(Box::new(file), &name)?;
         let format = match format {
             Some(f) => f,
-            None => detect_requests(&name, &head).ok_or_else(|| TraceError::UnknownFormat {
-                name: name.clone(),
-                sample: String::from_utf8_lossy(&head[..head.len().min(80)])
-                    .lines()
-                    .next()
-                    .unwrap_or("")
-                    .to_string(),
-            })?,
+            None => {
+                detect_requests(&name, &head).ok_or_else(|| crate::unknown_format(&name, &head))?
+            }
         };
         let block = block.max(1);
         let inner: Box<dyn Iterator<Item = Result<Request, TraceError>> + Send> = match format {
@@ -168,42 +152,18 @@ impl Iterator for RequestReader {
 /// i64 next access index, -1 for never). Decoded from a large buffer, not record by
 /// record through the reader.
 struct OracleReader<R> {
-    input: R,
+    win: crate::binary::Window<R>,
     name: String,
-    offset: u64,
-    buf: Vec<u8>,
-    pos: usize,
-    len: usize,
-    eof: bool,
     done: bool,
 }
 
 impl<R: BufRead> OracleReader<R> {
     fn new(input: R, name: String) -> Self {
         Self {
-            input,
+            win: crate::binary::Window::new(input, 24 << 12, 0),
             name,
-            offset: 0,
-            buf: vec![0; 24 << 12],
-            pos: 0,
-            len: 0,
-            eof: false,
             done: false,
         }
-    }
-
-    fn refill(&mut self) -> std::io::Result<()> {
-        self.buf.copy_within(self.pos..self.len, 0);
-        self.len -= self.pos;
-        self.pos = 0;
-        while !self.eof && self.len < self.buf.len() {
-            let n = self.input.read(&mut self.buf[self.len..])?;
-            if n == 0 {
-                self.eof = true;
-            }
-            self.len += n;
-        }
-        Ok(())
     }
 }
 
@@ -214,13 +174,11 @@ impl<R: BufRead> Iterator for OracleReader<R> {
         if self.done {
             return None;
         }
-        if self.len - self.pos < 24 && !self.eof {
-            if let Err(e) = self.refill() {
-                self.done = true;
-                return Some(Err(TraceError::io(&self.name, e)));
-            }
+        if let Err(e) = self.win.fill(24) {
+            self.done = true;
+            return Some(Err(TraceError::io(&self.name, e)));
         }
-        let avail = self.len - self.pos;
+        let avail = self.win.len - self.win.pos;
         if avail == 0 {
             self.done = true;
             return None;
@@ -229,13 +187,12 @@ impl<R: BufRead> Iterator for OracleReader<R> {
             self.done = true;
             return Some(Err(TraceError::Binary {
                 name: self.name.clone(),
-                offset: self.offset,
+                offset: self.win.offset(),
                 message: format!("truncated oracleGeneral record ({avail} of 24 bytes)"),
             }));
         }
-        let rec = &self.buf[self.pos..self.pos + 24];
-        self.pos += 24;
-        self.offset += 24;
+        let rec = &self.win.buf[self.win.pos..self.win.pos + 24];
+        self.win.pos += 24;
         let time = u64::from(u32::from_le_bytes(rec[0..4].try_into().expect("4 bytes")));
         let key = u64::from_le_bytes(rec[4..12].try_into().expect("8 bytes"));
         let size = u32::from_le_bytes(rec[12..16].try_into().expect("4 bytes"));

@@ -337,16 +337,7 @@ pub fn run(
 /// unequal sizes a heuristic (the optimum is NP-hard), stated as such in the docs.
 /// Needs the whole trace in memory (next-use times), unlike the online policies.
 fn run_belady_into(all: &[Request], capacity: u64, objects: bool, tally: &mut Tally) {
-    let n = all.len();
-    let mut next = vec![u64::MAX; n];
-    let mut last: FxHashMap<u64, usize> = FxHashMap::default();
-    for i in (0..n).rev() {
-        if let Some(&j) = last.get(&all[i].key) {
-            next[i] = j as u64;
-        }
-        last.insert(all[i].key, i);
-    }
-    drop(last);
+    let next = next_uses(all);
     // Cached: key → (next use, weight); heap of (next use, key) with lazy deletion.
     let mut cached: FxHashMap<u64, (u64, u64)> = FxHashMap::default();
     let mut heap: BinaryHeap<(u64, u64)> = BinaryHeap::new();
@@ -449,6 +440,20 @@ pub fn lru_one_pass(
             )
         })
         .collect())
+}
+
+/// For each request, the index of its key's next request (u64::MAX if none): what
+/// Belady needs, and what oracleGeneral traces carry.
+pub fn next_uses(all: &[Request]) -> Vec<u64> {
+    let mut next = vec![u64::MAX; all.len()];
+    let mut last: FxHashMap<u64, usize> = FxHashMap::default();
+    for i in (0..all.len()).rev() {
+        if let Some(&j) = last.get(&all[i].key) {
+            next[i] = j as u64;
+        }
+        last.insert(all[i].key, i);
+    }
+    next
 }
 
 /// Distinct objects and their bytes (for cache sizes given as a share of the footprint).
