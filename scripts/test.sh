@@ -8,5 +8,9 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== cargo build (the C interface test links the shared library it makes)"
+cargo build --workspace --locked
 echo "== cargo test"
 cargo test --workspace --locked
+echo "== loom: the ring protocol under every interleaving"
+RUSTFLAGS="--cfg loom" cargo test --locked -p hscm-ring --test loom --release --target-dir target/loom

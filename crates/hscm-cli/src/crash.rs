@@ -35,3 +35,27 @@ pub fn crash_writer(path: &Path, seed: u64, block: usize, durability: Durability
     }
     Ok(())
 }
+
+/// The same, through a server's shared-memory queues: each write is FUA, so an
+/// acknowledgement promises durability whatever happens to the server afterwards.
+pub fn ring_writer(socket: &Path, seed: u64, block: usize) -> Result<()> {
+    anyhow::ensure!(block % 512 == 0, "--block must be whole 512-byte sectors");
+    let client = hscm_ring::Client::connect(socket, &hscm_ring::ClientOptions::default())?;
+    let mut q = client.queue()?;
+    let blocks = client.geometry().volume_size / block as u64;
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+    let mut out = std::io::stdout().lock();
+    for version in (seed << 32).. {
+        let b = rng.gen_range(0..blocks);
+        writeln!(out, "W {b} {version}")?;
+        out.flush()?;
+        q.write(
+            b * (block as u64 / 512),
+            &stamped_block(b, version, block),
+            true,
+        )?;
+        writeln!(out, "A {b} {version}")?;
+        out.flush()?;
+    }
+    Ok(())
+}

@@ -6,6 +6,7 @@ mod par;
 mod report;
 mod report_memsim;
 mod report_vmsim;
+mod ring_cmd;
 mod sim_cmd;
 mod units;
 mod vm_cmd;
@@ -39,6 +40,12 @@ enum Command {
     /// Benchmarks: ours against baselines measured in the same run.
     #[command(subcommand)]
     Bench(BenchCmd),
+    /// Serve a volume to local processes over shared-memory queues (submission and
+    /// completion rings plus a data buffer per client; docs/ring.md). Rust clients use
+    /// the hscm-ring crate, C programs include/hscm_ring.h.
+    ///
+    /// Example: hscm serve data.hscm --shm data   (clients connect to "data")
+    Serve(ring_cmd::ServeArgs),
     /// Simulators for memory nobody can buy (`hscm sim memory compare --help`).
     #[command(subcommand)]
     Sim(SimCmd),
@@ -218,6 +225,13 @@ enum BenchCmd {
     Volume(VolumeBenchArgs),
     /// Time to open, to first read and to fully warm, for several sizes, beside the
     /// backend's raw sequential read speed.
+    /// The shared-memory queue transport: random reads at each chunk size and queue
+    /// depth, beside plain memcpy of the same sizes (the interface bandwidth) and the
+    /// same requests over a Unix socket, all in this run; then a data-buffer size sweep.
+    /// Protocol overhead = 1 - ring MB/s / memcpy MB/s (the paper's definition).
+    ///
+    /// Example: hscm bench ring --chunks 4k,512k --qd 1 --json
+    Ring(ring_cmd::RingBenchArgs),
     Restart {
         /// Largest size measured (smaller ones, 256M and 1G, run first).
         #[arg(long, default_value = "8G", value_parser = units::parse_size)]
@@ -299,6 +313,14 @@ enum DebugCmd {
         block: usize,
         #[arg(long, default_value = "immediate")]
         durability: Durability,
+    },
+    /// The same through a running `hscm serve` (FUA writes over the ring).
+    RingWriter {
+        socket: PathBuf,
+        #[arg(long)]
+        seed: u64,
+        #[arg(long, default_value_t = 4096)]
+        block: usize,
     },
 }
 
@@ -483,6 +505,16 @@ fn run(cli: Cli) -> Result<()> {
             println!("{}: {n} references", a.output.display());
             Ok(())
         }
+        Command::Serve(a) => ring_cmd::serve(&a),
+        Command::Bench(BenchCmd::Ring(a)) => {
+            let r = ring_cmd::bench(&a)?;
+            if a.json {
+                println!("{}", serde_json::to_string_pretty(&r)?);
+            } else {
+                ring_cmd::print(&r);
+            }
+            Ok(())
+        }
         Command::Bench(BenchCmd::Memsim { requests, json }) => {
             let r = sim_cmd::bench_memsim(requests, !json)?;
             if json {
@@ -520,5 +552,10 @@ fn run(cli: Cli) -> Result<()> {
             block,
             durability,
         }) => crash::crash_writer(&path, seed, block, durability),
+        Command::Debug(DebugCmd::RingWriter {
+            socket,
+            seed,
+            block,
+        }) => crash::ring_writer(&socket, seed, block),
     }
 }

@@ -62,6 +62,16 @@ impl RamImage {
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), self.base.add(offset), src.len()) }
     }
 
+    /// A shared view of RAM, for readers that copy out themselves.
+    ///
+    /// # Safety
+    /// No other thread writes the range while the returned slice lives.
+    pub(crate) unsafe fn slice(&self, offset: usize, len: usize) -> &[u8] {
+        assert!(offset + len <= self.len, "RAM slice out of bounds");
+        // SAFETY: in bounds, initialised, and not written meanwhile (caller's contract).
+        unsafe { std::slice::from_raw_parts(self.base.add(offset), len) }
+    }
+
     /// A mutable view for reading straight from the backend into RAM.
     ///
     /// # Safety

@@ -515,7 +515,18 @@ impl Volume {
     /// Copies `buf.len()` bytes at `offset` into `buf`: from RAM for loaded chunks,
     /// from the backend for the others (which are then loaded next).
     pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        self.shared.read_at(offset, buf)
+        self.shared.read_with(offset, buf.len(), |at, piece| {
+            buf[at..at + piece.len()].copy_from_slice(piece)
+        })
+    }
+
+    /// Hands the `len` bytes at `offset` to `sink` piece by piece, in order, as
+    /// `(position within the request, bytes)`, without an intermediate copy for loaded
+    /// chunks: a piece is the volume's RAM itself, under the chunk's read lock, so
+    /// `sink` should copy and return (a front-end copying into a buffer of its own
+    /// choosing, e.g. with non-temporal stores, saves a copy this way).
+    pub fn read_with(&self, offset: u64, len: usize, sink: impl FnMut(usize, &[u8])) -> Result<()> {
+        self.shared.read_with(offset, len, sink)
     }
 
     /// Writes with the volume's durability.
@@ -828,22 +839,24 @@ impl Shared {
         self.chunks[c].state.load(Ordering::Acquire) == LOADED
     }
 
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        self.check_range(offset, buf.len())?;
+    fn read_with(&self, offset: u64, len: usize, mut sink: impl FnMut(usize, &[u8])) -> Result<()> {
+        self.check_range(offset, len)?;
         let mut done = 0usize;
-        while done < buf.len() {
+        let mut cold = Vec::new();
+        while done < len {
             let at = offset + done as u64;
             let c = self.chunk_of(at);
-            let n = ((self.chunk_range(c).1 - at) as usize).min(buf.len() - done);
-            let dst = &mut buf[done..done + n];
+            let n = ((self.chunk_range(c).1 - at) as usize).min(len - done);
             if self.is_loaded(c) {
                 let _shared = self.chunks[c].ram.read();
                 // SAFETY: chunk is Loaded and we hold its ram read lock, so no writer
-                // touches these bytes (module invariant).
-                unsafe { self.ram.copy_out(at as usize, dst) };
+                // touches these bytes while the slice lives (module invariant).
+                sink(done, unsafe { self.ram.slice(at as usize, n) });
             } else {
                 self.prioritise(c);
-                self.read_backend(at, dst)?;
+                cold.resize(n, 0);
+                self.read_backend(at, &mut cold)?;
+                sink(done, &cold);
             }
             done += n;
         }

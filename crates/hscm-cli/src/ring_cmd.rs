@@ -1,0 +1,517 @@
+//! `hscm serve` (a volume over the shared-memory queue transport) and `hscm bench ring`
+//! (the transport against plain memcpy and a Unix-socket transport, same run).
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result};
+use hdrhistogram::Histogram;
+use hscm_ring::uds::UdsClient;
+use hscm_ring::{Client, ClientOptions, Server, ServerOptions, WaitMode};
+use hscm_store::{CreateOptions, OpenOptions, Volume};
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use serde::Serialize;
+
+use crate::units::human_bytes;
+
+#[derive(clap::Args)]
+pub struct ServeArgs {
+    /// The volume file (made by `hscm volume create`).
+    pub volume: PathBuf,
+    /// Endpoint name: a NAME without a slash listens on /dev/shm/hscm-NAME.sock
+    /// (mode 0600); a path is used as given. Clients connect to the same name.
+    #[arg(long)]
+    pub shm: String,
+    /// Largest data buffer a client may ask for.
+    #[arg(long, default_value = "64M", value_parser = crate::units::parse_size)]
+    pub max_db: u64,
+    /// Largest number of queue pairs per client.
+    #[arg(long, default_value_t = 16)]
+    pub max_queues: u32,
+    /// Microseconds a worker polls an idle client before sleeping on its doorbell.
+    #[arg(long, default_value_t = 50)]
+    pub idle_spin_us: u64,
+    /// Serve the volume read-only.
+    #[arg(long)]
+    pub read_only: bool,
+}
+
+pub fn serve(a: &ServeArgs) -> Result<()> {
+    let volume = Volume::open(
+        &a.volume,
+        &OpenOptions {
+            read_only: a.read_only,
+            ..Default::default()
+        },
+    )
+    .with_context(|| format!("opening {}", a.volume.display()))?;
+    let volume = Arc::new(volume);
+    let path = hscm_ring::endpoint_path(&a.shm);
+    let opts = ServerOptions {
+        max_db: a.max_db,
+        max_queues: a.max_queues,
+        idle_spin: Duration::from_micros(a.idle_spin_us),
+        ..Default::default()
+    };
+    let server = Server::bind(&path, volume.clone(), opts)?;
+    let stats = server.stats();
+    eprintln!(
+        "serving {} ({}) on {}; Ctrl-C to stop",
+        a.volume.display(),
+        human_bytes(volume.size()),
+        path.display()
+    );
+    let handle = server.spawn()?;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing a signal handler")?;
+    }
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    eprintln!(
+        "stopping: {} clients served, {} commands, {} answered with an error",
+        stats.clients.load(Ordering::Relaxed),
+        stats.commands.load(Ordering::Relaxed),
+        stats.errors.load(Ordering::Relaxed)
+    );
+    handle.shutdown();
+    Arc::try_unwrap(volume)
+        .map_err(|_| anyhow::anyhow!("volume still in use at shutdown"))?
+        .close()?;
+    Ok(())
+}
+
+#[derive(clap::Args, Clone)]
+pub struct RingBenchArgs {
+    /// Request sizes ("access chunk sizes"), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "4k,16k,64k,128k,256k,512k", value_parser = crate::units::parse_size)]
+    pub chunks: Vec<u64>,
+    /// Queue depths (client threads, one request each, as the paper's QD).
+    #[arg(long, value_delimiter = ',', default_value = "1,4")]
+    pub qd: Vec<u32>,
+    /// Completion modes to measure: adaptive, interrupt, poll.
+    #[arg(long, value_delimiter = ',', default_value = "adaptive")]
+    pub modes: Vec<String>,
+    /// Split size: requests larger than this are pipelined as several commands.
+    #[arg(long, default_value = "64k", value_parser = crate::units::parse_size)]
+    pub split: u64,
+    /// Data buffer per client.
+    #[arg(long, default_value = "2M", value_parser = crate::units::parse_size)]
+    pub db: u64,
+    /// Volume size; random request offsets span all of it.
+    #[arg(long, default_value = "256M", value_parser = crate::units::parse_size)]
+    pub size: u64,
+    /// Measured seconds per row.
+    #[arg(long, default_value_t = 0.5)]
+    pub seconds: f64,
+    /// Skip the data-buffer size sweep (the paper's Figure 8).
+    #[arg(long)]
+    pub no_db_sweep: bool,
+    /// Directory for the volume file (default: a temporary directory).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Serialize, Clone, Debug)]
+pub struct RingRow {
+    pub chunk: u64,
+    pub qd: u32,
+    pub mode: String,
+    pub protocol_mbps: f64,
+    pub interface_mbps: f64,
+    pub overhead: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub ops_per_s: f64,
+}
+
+#[derive(Serialize, Clone, Debug)]
+pub struct UdsRow {
+    pub chunk: u64,
+    pub qd: u32,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    pub ops_per_s: f64,
+    pub mbps: f64,
+}
+
+#[derive(Serialize, Clone, Debug)]
+pub struct DbRow {
+    pub chunk: u64,
+    pub db: u64,
+    pub qd: u32,
+    pub protocol_mbps: f64,
+}
+
+#[derive(Serialize, Clone, Debug)]
+pub struct RingReport {
+    pub rows: Vec<RingRow>,
+    pub uds: Vec<UdsRow>,
+    pub db_sweep: Vec<DbRow>,
+    pub split: u64,
+    pub volume_size: u64,
+    pub seconds_per_row: f64,
+    pub interface: &'static str,
+}
+
+struct Measured {
+    bytes: u64,
+    ops: u64,
+    elapsed: f64,
+    hist: Histogram<u64>,
+}
+
+impl Measured {
+    fn mbps(&self) -> f64 {
+        self.bytes as f64 / self.elapsed / 1e6
+    }
+    fn us(&self, q: f64) -> f64 {
+        self.hist.value_at_quantile(q) as f64 / 1000.0
+    }
+}
+
+/// Runs `threads` workers, each repeating `op(rng)` (one request of `chunk` bytes) for
+/// `seconds` after a short warm-up, and merges their latencies.
+fn drive<S: Send>(
+    threads: u32,
+    seconds: f64,
+    chunk: u64,
+    mut setup: impl FnMut(u32) -> Result<S>,
+    op: impl Fn(&mut S, &mut SmallRng) -> Result<()> + Sync,
+) -> Result<Measured> {
+    let states: Vec<S> = (0..threads).map(&mut setup).collect::<Result<_>>()?;
+    let barrier = std::sync::Barrier::new(threads as usize);
+    let results: Vec<Result<(u64, f64, Histogram<u64>)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = states
+            .into_iter()
+            .enumerate()
+            .map(|(t, mut st)| {
+                let op = &op;
+                let barrier = &barrier;
+                s.spawn(move || -> Result<(u64, f64, Histogram<u64>)> {
+                    let mut rng = SmallRng::seed_from_u64(t as u64 + 1);
+                    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)?;
+                    let warm = Instant::now();
+                    while warm.elapsed() < Duration::from_millis(50) {
+                        op(&mut st, &mut rng)?;
+                    }
+                    barrier.wait();
+                    let start = Instant::now();
+                    let limit = Duration::from_secs_f64(seconds);
+                    let mut ops = 0u64;
+                    loop {
+                        let t0 = Instant::now();
+                        op(&mut st, &mut rng)?;
+                        let t1 = Instant::now();
+                        hist.record((t1 - t0).as_nanos().max(1) as u64)?;
+                        ops += 1;
+                        if t1 - start >= limit {
+                            return Ok((ops, (t1 - start).as_secs_f64(), hist));
+                        }
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("bench thread panicked"))
+            .collect()
+    });
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)?;
+    let (mut ops, mut elapsed) = (0u64, 0f64);
+    for r in results {
+        let (o, e, h) = r?;
+        ops += o;
+        elapsed = elapsed.max(e);
+        hist.add(h)?;
+    }
+    Ok(Measured {
+        bytes: ops * chunk,
+        ops,
+        elapsed,
+        hist,
+    })
+}
+
+fn random_offset(rng: &mut SmallRng, size: u64, chunk: u64) -> u64 {
+    rng.gen_range(0..size / chunk) * chunk
+}
+
+pub fn bench(a: &RingBenchArgs) -> Result<RingReport> {
+    let tmp;
+    let dir: &Path = match &a.dir {
+        Some(d) => d,
+        None => {
+            tmp = tempfile::tempdir().context("creating a temporary directory")?;
+            tmp.path()
+        }
+    };
+    let modes: Vec<WaitMode> = a
+        .modes
+        .iter()
+        .map(|m| m.parse().map_err(anyhow::Error::msg))
+        .collect::<Result<_>>()?;
+    let max_chunk = a.chunks.iter().copied().max().unwrap_or(4096);
+    anyhow::ensure!(
+        a.size >= max_chunk * 4,
+        "--size must hold at least four of the largest chunk"
+    );
+    let vol_path = dir.join("ring-bench.hscm");
+    Volume::create(
+        &vol_path,
+        a.size,
+        &CreateOptions {
+            overwrite: true,
+            ..Default::default()
+        },
+    )?;
+    let volume = Arc::new(Volume::open(&vol_path, &OpenOptions::default())?);
+    volume.wait_loaded(None)?;
+    // Fill with non-zero bytes so copies move real data.
+    let fill = vec![0x5au8; 1 << 20];
+    for off in (0..a.size).step_by(1 << 20) {
+        let n = (a.size - off).min(1 << 20) as usize;
+        volume.write_at_with(off, &fill[..n], hscm_store::Durability::OnFlush)?;
+    }
+    volume.flush()?;
+    let sock = dir.join("ring-bench.sock");
+    let server = Server::bind(
+        &sock,
+        volume.clone(),
+        ServerOptions {
+            max_db: 64 << 20,
+            ..Default::default()
+        },
+    )?
+    .spawn()?;
+    let uds_sock = dir.join("ring-bench-uds.sock");
+    hscm_ring::uds::spawn_server(&uds_sock, volume.clone())?;
+    // The interface baseline copies from a buffer as large as the volume, at the same
+    // random offsets, so the source is as cold in the caches as the volume's RAM is.
+    let source = vec![0x5au8; a.size as usize];
+    let progress = std::io::stderr().is_terminal() && !a.json;
+    let size = a.size;
+
+    let mut rows = Vec::new();
+    let mut uds = Vec::new();
+    for &chunk in &a.chunks {
+        for &qd in &a.qd {
+            let iface = drive(
+                qd,
+                a.seconds,
+                chunk,
+                |_| Ok(vec![0u8; chunk as usize]),
+                |dst, rng| {
+                    let off = random_offset(rng, size, chunk) as usize;
+                    dst.copy_from_slice(&source[off..off + chunk as usize]);
+                    std::hint::black_box(&dst);
+                    Ok(())
+                },
+            )?;
+            for &mode in &modes {
+                let opts = ClientOptions {
+                    queues: qd,
+                    depth: 64,
+                    db_len: a.db,
+                    chunk: a.split,
+                    wait: mode,
+                };
+                let client = Client::connect(&sock, &opts)?;
+                let m = drive(
+                    qd,
+                    a.seconds,
+                    chunk,
+                    |_| Ok((client.queue()?, vec![0u8; chunk as usize])),
+                    |(q, buf), rng| {
+                        let off = random_offset(rng, size, chunk);
+                        q.read(off / 512, buf)?;
+                        Ok(())
+                    },
+                )?;
+                let row = RingRow {
+                    chunk,
+                    qd,
+                    mode: mode.name().to_string(),
+                    protocol_mbps: m.mbps(),
+                    interface_mbps: iface.mbps(),
+                    overhead: 1.0 - m.mbps() / iface.mbps(),
+                    p50_us: m.us(0.5),
+                    p99_us: m.us(0.99),
+                    ops_per_s: m.ops as f64 / m.elapsed,
+                };
+                if progress {
+                    eprintln!(
+                        "ring {:>7} qd{} {:<9} {:>8.0} MB/s (memcpy {:>8.0}) overhead {:>5.1}%  p50 {:.2} µs",
+                        human_bytes(chunk), qd, row.mode, row.protocol_mbps, row.interface_mbps,
+                        row.overhead * 100.0, row.p50_us
+                    );
+                }
+                rows.push(row);
+            }
+            let m = drive(
+                qd,
+                a.seconds,
+                chunk,
+                |_| Ok((UdsClient::connect(&uds_sock)?, vec![0u8; chunk as usize])),
+                |(c, buf), rng| {
+                    let off = random_offset(rng, size, chunk);
+                    c.read(off / 512, buf)?;
+                    Ok(())
+                },
+            )?;
+            let row = UdsRow {
+                chunk,
+                qd,
+                p50_us: m.us(0.5),
+                p99_us: m.us(0.99),
+                ops_per_s: m.ops as f64 / m.elapsed,
+                mbps: m.mbps(),
+            };
+            if progress {
+                eprintln!(
+                    "uds  {:>7} qd{} {:>8.0} MB/s p50 {:.2} µs",
+                    human_bytes(chunk),
+                    qd,
+                    row.mbps,
+                    row.p50_us
+                );
+            }
+            uds.push(row);
+        }
+    }
+
+    let mut db_sweep = Vec::new();
+    if !a.no_db_sweep {
+        for &chunk in &[4096u64, 64 * 1024, 256 * 1024] {
+            for db in [
+                64u64 << 10,
+                128 << 10,
+                256 << 10,
+                512 << 10,
+                1 << 20,
+                2 << 20,
+            ] {
+                let opts = ClientOptions {
+                    queues: 4,
+                    depth: 64,
+                    db_len: db,
+                    chunk: a.split.min(db),
+                    wait: WaitMode::adaptive(),
+                };
+                let client = Client::connect(&sock, &opts)?;
+                let m = drive(
+                    4,
+                    a.seconds / 2.0,
+                    chunk,
+                    |_| Ok((client.queue()?, vec![0u8; chunk as usize])),
+                    |(q, buf), rng| {
+                        let off = random_offset(rng, size, chunk);
+                        q.read(off / 512, buf)?;
+                        Ok(())
+                    },
+                )?;
+                if progress {
+                    eprintln!(
+                        "db sweep {:>7} db {:>7}: {:>8.0} MB/s",
+                        human_bytes(chunk),
+                        human_bytes(db),
+                        m.mbps()
+                    );
+                }
+                db_sweep.push(DbRow {
+                    chunk,
+                    db,
+                    qd: 4,
+                    protocol_mbps: m.mbps(),
+                });
+            }
+        }
+    }
+    server.shutdown();
+    Ok(RingReport {
+        rows,
+        uds,
+        db_sweep,
+        split: a.split,
+        volume_size: a.size,
+        seconds_per_row: a.seconds,
+        interface: "memcpy of the same sizes from the same random offsets of a buffer as large as the volume, same threads",
+    })
+}
+
+pub fn print(r: &RingReport) {
+    println!(
+        "shared-memory ring vs memcpy (interface) vs Unix socket; random reads over {}, split {}",
+        human_bytes(r.volume_size),
+        human_bytes(r.split)
+    );
+    println!(
+        "{:>8} {:>3} {:<9} {:>10} {:>10} {:>9} {:>8} {:>8} | {:>8} {:>8} {:>10}",
+        "chunk",
+        "qd",
+        "mode",
+        "ring MB/s",
+        "memcpy",
+        "overhead",
+        "p50 µs",
+        "p99 µs",
+        "uds p50",
+        "uds p99",
+        "uds ops/s"
+    );
+    for row in &r.rows {
+        let u = r
+            .uds
+            .iter()
+            .find(|u| u.chunk == row.chunk && u.qd == row.qd);
+        println!(
+            "{:>8} {:>3} {:<9} {:>10.0} {:>10.0} {:>8.1}% {:>8.2} {:>8.2} | {:>8} {:>8} {:>10}",
+            human_bytes(row.chunk),
+            row.qd,
+            row.mode,
+            row.protocol_mbps,
+            row.interface_mbps,
+            row.overhead * 100.0,
+            row.p50_us,
+            row.p99_us,
+            u.map_or("-".into(), |u| format!("{:.2}", u.p50_us)),
+            u.map_or("-".into(), |u| format!("{:.2}", u.p99_us)),
+            u.map_or("-".into(), |u| format!("{:.0}", u.ops_per_s)),
+        );
+    }
+    if !r.db_sweep.is_empty() {
+        println!("\ndata-buffer size sweep, QD4 (MB/s):");
+        let dbs: Vec<u64> = {
+            let mut v: Vec<u64> = r.db_sweep.iter().map(|d| d.db).collect();
+            v.sort();
+            v.dedup();
+            v
+        };
+        print!("{:>8}", "chunk");
+        for d in &dbs {
+            print!(" {:>9}", human_bytes(*d));
+        }
+        println!();
+        let mut chunks: Vec<u64> = r.db_sweep.iter().map(|d| d.chunk).collect();
+        chunks.dedup();
+        for c in chunks {
+            print!("{:>8}", human_bytes(c));
+            for d in &dbs {
+                let v = r
+                    .db_sweep
+                    .iter()
+                    .find(|x| x.chunk == c && x.db == *d)
+                    .map_or(0.0, |x| x.protocol_mbps);
+                print!(" {:>9.0}", v);
+            }
+            println!();
+        }
+    }
+}

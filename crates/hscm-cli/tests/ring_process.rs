@@ -1,0 +1,209 @@
+//! The shared-memory transport across real processes: `hscm serve` as a child, writers
+//! as children, and kill -9 on either side.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hscm_ring::{Client, ClientOptions};
+use hscm_store::testing::check_restarted_block;
+use hscm_store::{CreateOptions, OpenOptions, Volume};
+
+const BLOCK: u64 = 4096;
+const SIZE: u64 = 4 << 20;
+
+fn hscm() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_hscm"))
+}
+
+fn start_server(volume: &Path, socket: &Path) -> Child {
+    let child = hscm()
+        .arg("serve")
+        .arg(volume)
+        .arg("--shm")
+        .arg(socket)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn hscm serve");
+    hscm_ring::wait_for_server(socket, Duration::from_secs(20)).expect("server did not come up");
+    child
+}
+
+fn start_writer(socket: &Path, seed: u64) -> (Child, std::thread::JoinHandle<Vec<String>>) {
+    let mut child = hscm()
+        .args(["debug", "ring-writer"])
+        .arg(socket)
+        .args(["--seed", &seed.to_string(), "--block", &BLOCK.to_string()])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn writer");
+    let stdout = child.stdout.take().unwrap();
+    let reader = std::thread::spawn(move || {
+        BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+            .collect()
+    });
+    (child, reader)
+}
+
+/// Folds a writer's "W b v" / "A b v" lines into the per-block oracle.
+fn record(lines: &[String], acked: &mut [u64], attempted: &mut [u64]) -> usize {
+    let mut acks = 0;
+    for l in lines {
+        let f: Vec<&str> = l.split_whitespace().collect();
+        if f.len() != 3 {
+            continue;
+        }
+        let (b, v): (usize, u64) = (f[1].parse().unwrap(), f[2].parse().unwrap());
+        match f[0] {
+            "W" => attempted[b] = attempted[b].max(v),
+            "A" => {
+                acked[b] = acked[b].max(v);
+                acks += 1;
+            }
+            _ => {}
+        }
+    }
+    acks
+}
+
+fn wait_until(deadline: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed() < deadline {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    false
+}
+
+fn new_volume(dir: &Path) -> std::path::PathBuf {
+    let path = dir.join("ring.hscm");
+    Volume::create(
+        &path,
+        SIZE,
+        &CreateOptions {
+            chunk_size: 64 << 10,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    path
+}
+
+fn verify(volume: &Path, acked: &[u64], attempted: &[u64]) {
+    let vol = Volume::open(volume, &OpenOptions::default()).unwrap();
+    let mut buf = vec![0u8; BLOCK as usize];
+    for b in 0..acked.len() {
+        vol.read_at(b as u64 * BLOCK, &mut buf).unwrap();
+        if let Err(e) = check_restarted_block(b as u64, &buf, acked[b], attempted[b]) {
+            panic!("{e}");
+        }
+    }
+}
+
+/// kill -9 the server while a client writes through it, restart it, repeat: every
+/// write the client saw acknowledged is on the volume.
+#[test]
+fn killing_the_server_loses_no_acknowledged_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let volume = new_volume(dir.path());
+    let socket = dir.path().join("s.sock");
+    let n = (SIZE / BLOCK) as usize;
+    let (mut acked, mut attempted) = (vec![0u64; n], vec![0u64; n]);
+    let mut total = 0;
+    for round in 1..=4u64 {
+        let mut server = start_server(&volume, &socket);
+        let (mut writer, reader) = start_writer(&socket, round);
+        std::thread::sleep(Duration::from_millis(50 + 30 * round));
+        server.kill().unwrap(); // SIGKILL, mid-stream
+        server.wait().unwrap();
+        // The writer notices and exits with an error instead of hanging.
+        assert!(
+            wait_until(Duration::from_secs(10), || writer
+                .try_wait()
+                .unwrap()
+                .is_some()),
+            "writer hangs after the server died"
+        );
+        assert!(!writer.wait().unwrap().success());
+        total += record(&reader.join().unwrap(), &mut acked, &mut attempted);
+    }
+    assert!(total > 20, "only {total} writes acknowledged across rounds");
+    verify(&volume, &acked, &attempted);
+}
+
+/// kill -9 clients mid-command, many times: the server stays up, keeps serving new
+/// clients, and every acknowledged write is readable through it.
+#[test]
+fn killed_clients_leave_the_server_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let volume = new_volume(dir.path());
+    let socket = dir.path().join("s.sock");
+    let mut server = start_server(&volume, &socket);
+    let n = (SIZE / BLOCK) as usize;
+    let (mut acked, mut attempted) = (vec![0u64; n], vec![0u64; n]);
+    for round in 1..=6u64 {
+        let (mut writer, reader) = start_writer(&socket, round);
+        std::thread::sleep(Duration::from_millis(20 + 15 * round));
+        writer.kill().unwrap();
+        writer.wait().unwrap();
+        record(&reader.join().unwrap(), &mut acked, &mut attempted);
+        assert!(
+            server.try_wait().unwrap().is_none(),
+            "server died with its client"
+        );
+    }
+    let client = Client::connect(&socket, &ClientOptions::default()).unwrap();
+    let mut q = client.queue().unwrap();
+    let mut buf = vec![0u8; BLOCK as usize];
+    for b in 0..n {
+        q.read(b as u64 * BLOCK / 512, &mut buf).unwrap();
+        if let Err(e) = check_restarted_block(b as u64, &buf, acked[b], attempted[b]) {
+            panic!("{e}");
+        }
+    }
+    drop(q);
+    drop(client);
+    // A clean stop (SIGTERM) closes the volume; it reopens with the same contents.
+    rustix_kill(&server);
+    assert!(wait_until(Duration::from_secs(10), || server
+        .try_wait()
+        .unwrap()
+        .is_some()));
+    verify(&volume, &acked, &attempted);
+}
+
+fn rustix_kill(child: &Child) {
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status();
+}
+
+#[test]
+fn the_socket_is_private_and_a_second_server_is_refused() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let volume = new_volume(dir.path());
+    let socket = dir.path().join("s.sock");
+    let mut server = start_server(&volume, &socket);
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let out = hscm()
+        .arg("serve")
+        .arg(&volume)
+        .arg("--shm")
+        .arg(&socket)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("already"), "{err}");
+    server.kill().unwrap();
+    server.wait().unwrap();
+}

@@ -1,0 +1,714 @@
+//! The client library: connect to a server, claim a queue pair per thread, and either
+//! call blocking reads and writes (split into pipelined chunks) or drive the rings
+//! directly with submit/complete.
+
+use std::fs::File;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::buddy::{Block, Buddy};
+use crate::error::{Error, Result};
+use crate::proto::{self, Status};
+use crate::region::{Geometry, Region, QP_BROKEN, SECTOR, SERVER_CLOSED};
+use crate::ring::{end_sleep, prepare_sleep, ring_doorbell, Consumer, Producer, SqEntry};
+use crate::wait::{sleep_on, wake_all, WaitMode};
+use crate::wire::{self, peer_alive, Hello, LIVENESS_PERIOD};
+
+/// What a client asks the server for, and how it behaves.
+#[derive(Debug, Clone)]
+pub struct ClientOptions {
+    /// Queue pairs in the region (one per thread that does I/O); 0 = server default.
+    pub queues: u32,
+    /// Entries per SQ and CQ; 0 = server default.
+    pub depth: u32,
+    /// Data-buffer bytes shared by the client's queues; 0 = server default.
+    pub db_len: u64,
+    /// Largest command a blocking call issues; larger requests are split and pipelined.
+    pub chunk: u64,
+    pub wait: WaitMode,
+}
+
+impl Default for ClientOptions {
+    fn default() -> Self {
+        ClientOptions {
+            queues: 0,
+            depth: 0,
+            db_len: 0,
+            chunk: 128 * 1024,
+            wait: WaitMode::adaptive(),
+        }
+    }
+}
+
+struct Shared {
+    stream: UnixStream,
+    region: Region,
+    buddy: Mutex<Buddy>,
+    claimed: Vec<AtomicBool>,
+}
+
+impl Shared {
+    fn check_server(&self) -> Result<()> {
+        if self.region.server_state().load(Ordering::Acquire) == SERVER_CLOSED {
+            return Err(Error::Disconnected);
+        }
+        Ok(())
+    }
+}
+
+/// A connection to a server: one region, several queue pairs, one data buffer.
+#[derive(Clone)]
+pub struct Client {
+    shared: Arc<Shared>,
+    chunk: u64,
+    wait: WaitMode,
+}
+
+impl Client {
+    /// Connects to the server's control socket and maps the region it hands over.
+    pub fn connect(path: &Path, opts: &ClientOptions) -> Result<Client> {
+        let mut stream = UnixStream::connect(path).map_err(|e| Error::Io {
+            what: format!("connecting to {}", path.display()),
+            source: e,
+        })?;
+        wire::send_hello(
+            &mut stream,
+            &Hello {
+                queues: opts.queues,
+                depth: opts.depth,
+                db_len: opts.db_len,
+            },
+        )?;
+        let (fd, region_len) = wire::recv_reply(&mut stream)?;
+        let file = File::from(fd);
+        let region = Region::attach(&file)?;
+        if region.geometry().region_len() != region_len {
+            return Err(Error::BadRegion(
+                "reply and region disagree on its length".into(),
+            ));
+        }
+        let g = region.geometry();
+        let chunk = opts
+            .chunk
+            .max(SECTOR)
+            .next_multiple_of(SECTOR)
+            .min(g.db_len)
+            .min(u64::from(u32::MAX) / SECTOR * SECTOR);
+        Ok(Client {
+            shared: Arc::new(Shared {
+                stream,
+                buddy: Mutex::new(Buddy::new(g.db_len, SECTOR as u32)),
+                claimed: (0..g.queues).map(|_| AtomicBool::new(false)).collect(),
+                region,
+            }),
+            chunk,
+            wait: opts.wait,
+        })
+    }
+
+    pub fn geometry(&self) -> Geometry {
+        self.shared.region.geometry()
+    }
+
+    /// Claims a free queue pair for the calling thread.
+    pub fn queue(&self) -> Result<Queue> {
+        let g = self.geometry();
+        for (i, c) in self.shared.claimed.iter().enumerate() {
+            if c.compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                let qp = self.shared.region.queue_pair(i as u32);
+                let depth = g.depth;
+                return Ok(Queue {
+                    shared: self.shared.clone(),
+                    index: i as u32,
+                    sq_tail: qp.sq_tail.load(Ordering::Relaxed),
+                    cq_head: qp.cq_head.load(Ordering::Relaxed),
+                    pending: (0..depth).map(|_| None).collect(),
+                    free_slots: (0..depth as u16).rev().collect(),
+                    generation: 0,
+                    chunk: self.chunk,
+                    wait: self.wait,
+                    spare: None,
+                });
+            }
+        }
+        Err(Error::Invalid(format!(
+            "all {} queue pairs are in use",
+            g.queues
+        )))
+    }
+
+    /// Reserves `bytes` of the data buffer, or None while it is all in use.
+    pub fn lease(&self, bytes: u64) -> Option<Lease> {
+        let block = self.shared.buddy.lock().alloc(bytes)?;
+        Some(Lease {
+            shared: self.shared.clone(),
+            block,
+            len: bytes,
+        })
+    }
+}
+
+/// A piece of the data buffer reserved for one command; freed when dropped.
+pub struct Lease {
+    shared: Arc<Shared>,
+    block: Block,
+    len: u64,
+}
+
+impl Lease {
+    pub fn len(&self) -> u64 {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Index of the lease in the data buffer, in sectors (the SQ entry's buffer field).
+    pub fn index(&self) -> u32 {
+        (self.block.offset / SECTOR) as u32
+    }
+
+    pub fn write(&mut self, at: u64, src: &[u8]) {
+        assert!(at + src.len() as u64 <= self.len, "write past the lease");
+        self.shared.region.db_write(self.block.offset + at, src);
+    }
+
+    /// The same block, used for `len` bytes (at most the block's size).
+    fn resized(mut self, len: u64) -> Lease {
+        debug_assert!(len <= self.block.len);
+        self.len = len;
+        self
+    }
+
+    pub fn read(&self, at: u64, dst: &mut [u8]) {
+        assert!(at + dst.len() as u64 <= self.len, "read past the lease");
+        self.shared.region.db_read(self.block.offset + at, dst);
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        self.shared.buddy.lock().free(self.block);
+    }
+}
+
+/// A command for [`Queue::submit`]. Sectors are 512 bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    Read { sector: u64, count: u32 },
+    Write { sector: u64, count: u32, fua: bool },
+    ReadBytes { offset: u64, len: u32 },
+    WriteBytes { offset: u64, len: u32, fua: bool },
+    Flush,
+    Discard { sector: u64, count: u32, fua: bool },
+}
+
+impl Op {
+    fn entry(&self, buffer: u32) -> SqEntry {
+        let (opcode, start, count, fua) = match *self {
+            Op::Read { sector, count } => (proto::OP_READ, sector, count, false),
+            Op::Write { sector, count, fua } => (proto::OP_WRITE, sector, count, fua),
+            Op::ReadBytes { offset, len } => (proto::OP_READ_BYTES, offset, len, false),
+            Op::WriteBytes { offset, len, fua } => (proto::OP_WRITE_BYTES, offset, len, fua),
+            Op::Flush => (proto::OP_FLUSH, 0, 0, false),
+            Op::Discard { sector, count, fua } => (proto::OP_DISCARD, sector, count, fua),
+        };
+        SqEntry {
+            opcode,
+            start,
+            count,
+            buffer,
+            flags: if fua { proto::FLAG_FUA } else { 0 },
+            ..Default::default()
+        }
+    }
+
+    fn buffer_bytes(&self) -> u64 {
+        match *self {
+            Op::Read { count, .. } | Op::Write { count, .. } => u64::from(count) * SECTOR,
+            Op::ReadBytes { len, .. } | Op::WriteBytes { len, .. } => u64::from(len),
+            Op::Flush | Op::Discard { .. } => 0,
+        }
+    }
+}
+
+/// A finished command: its id, how it ended, and its lease back for reading.
+pub struct Completion {
+    pub id: u32,
+    /// Bytes transferred, or the status the server answered.
+    pub result: std::result::Result<u32, Status>,
+    pub lease: Option<Lease>,
+}
+
+/// Busy-spin iterations before an adaptive waiter starts yielding its core.
+const YIELD_AFTER: u32 = 256;
+
+/// One blocking transfer, split into chunks by [`Queue::io`].
+struct Transfer {
+    write: bool,
+    /// Byte-range commands (any offset/length) rather than whole sectors.
+    bytes_mode: bool,
+    offset: u64,
+    len: usize,
+    fua: bool,
+}
+
+/// One queue pair, owned by one thread (Send, not Sync): no locks on its fast path.
+pub struct Queue {
+    shared: Arc<Shared>,
+    index: u32,
+    sq_tail: u32,
+    cq_head: u32,
+    /// Leases of commands in flight, by slot (the low 16 bits of the command id).
+    pending: Vec<Option<Option<Lease>>>,
+    free_slots: Vec<u16>,
+    generation: u16,
+    chunk: u64,
+    wait: WaitMode,
+    /// The last lease a blocking call finished with, kept for the next one so the
+    /// common case skips the shared allocator.
+    spare: Option<Lease>,
+}
+
+impl Queue {
+    pub fn index(&self) -> u32 {
+        self.index
+    }
+
+    /// Commands submitted and not yet completed.
+    pub fn in_flight(&self) -> u32 {
+        self.pending.len() as u32 - self.free_slots.len() as u32
+    }
+
+    pub fn set_wait(&mut self, wait: WaitMode) {
+        self.wait = wait;
+    }
+
+    pub fn client_lease(&self, bytes: u64) -> Option<Lease> {
+        let block = self.shared.buddy.lock().alloc(bytes)?;
+        Some(Lease {
+            shared: self.shared.clone(),
+            block,
+            len: bytes,
+        })
+    }
+
+    /// Queues one command. Its lease must hold the command's bytes (write data already
+    /// in place). Fails when `depth` commands are already in flight.
+    pub fn submit(&mut self, op: Op, lease: Option<Lease>) -> Result<u32> {
+        let need = op.buffer_bytes();
+        let index = match (&lease, need) {
+            (_, 0) => 0,
+            (Some(l), n) if l.len() >= n => l.index(),
+            _ => {
+                return Err(Error::Invalid(format!(
+                    "{op:?} needs a lease of {need} bytes"
+                )))
+            }
+        };
+        let slot = self.claim_slot(lease)?;
+        let mut entry = op.entry(if need == 0 { 0 } else { index });
+        entry.id = slot;
+        self.push(&entry);
+        Ok(slot)
+    }
+
+    /// Queues an entry exactly as given (no checks): for protocol tests and fuzzing.
+    /// Its completion comes back with id `entry.id` replaced by the returned id.
+    pub fn submit_raw(&mut self, entry: SqEntry) -> Result<u32> {
+        let id = self.claim_slot(None)?;
+        self.push(&SqEntry { id, ..entry });
+        Ok(id)
+    }
+
+    fn claim_slot(&mut self, lease: Option<Lease>) -> Result<u32> {
+        self.shared.check_server()?;
+        let slot = self
+            .free_slots
+            .pop()
+            .ok_or_else(|| Error::Invalid("queue full: reap completions first".into()))?;
+        self.pending[slot as usize] = Some(lease);
+        self.generation = self.generation.wrapping_add(1);
+        Ok(u32::from(slot) | u32::from(self.generation) << 16)
+    }
+
+    fn push(&mut self, entry: &SqEntry) {
+        let g = self.shared.region.geometry();
+        let qp = self.shared.region.queue_pair(self.index);
+        let mut sq = Producer::at(qp.sq_head, qp.sq_tail, g.depth, self.sq_tail);
+        // In flight <= depth, so the SQ has room unless the server moved its head
+        // backwards; then the next wait reports the broken queue.
+        if sq.free().is_ok_and(|n| n > 0) {
+            qp.sq[sq.slot(0)].store(entry);
+            sq.publish(1);
+            self.sq_tail = sq.position();
+        }
+        let doorbell = self.shared.region.server_doorbell();
+        if ring_doorbell(doorbell) {
+            wake_all(doorbell);
+        }
+    }
+
+    /// The next completion if one is ready.
+    pub fn try_complete(&mut self) -> Result<Option<Completion>> {
+        let g = self.shared.region.geometry();
+        let qp = self.shared.region.queue_pair(self.index);
+        let mut cq = Consumer::at(qp.cq_head, qp.cq_tail, g.depth, self.cq_head);
+        let ready = cq.available().map_err(|b| {
+            Error::Protocol(format!(
+                "CQ tail {} is more than a ring ahead of head {}",
+                b.theirs, b.ours
+            ))
+        })?;
+        if ready == 0 {
+            if qp.state.load(Ordering::Acquire) == QP_BROKEN {
+                return Err(Error::QueueBroken {
+                    queue: self.index,
+                    reason: "the server saw an impossible ring index".into(),
+                });
+            }
+            return Ok(None);
+        }
+        let e = qp.cq[cq.slot(0)].load();
+        cq.release(1);
+        self.cq_head = cq.position();
+        let slot = (e.id & 0xffff) as usize;
+        let lease = match self.pending.get_mut(slot).and_then(Option::take) {
+            Some(l) => l,
+            None => {
+                return Err(Error::Protocol(format!(
+                    "completion for unknown command id {:#x}",
+                    e.id
+                )))
+            }
+        };
+        self.free_slots.push(slot as u16);
+        let result = match Status::from_code(e.status) {
+            Some(Status::Ok) => Ok(e.len),
+            Some(s) => Err(s),
+            None => Err(Status::IoError),
+        };
+        Ok(Some(Completion {
+            id: e.id,
+            result,
+            lease,
+        }))
+    }
+
+    /// Waits for the next completion (spinning or sleeping per the wait mode).
+    pub fn complete(&mut self) -> Result<Completion> {
+        if self.in_flight() == 0 {
+            return Err(Error::Invalid("nothing in flight".into()));
+        }
+        let start = Instant::now();
+        let spin = self.wait.spin();
+        let mut spins = 0u32;
+        let mut last_check = start;
+        loop {
+            if let Some(c) = self.try_complete()? {
+                return Ok(c);
+            }
+            spins = spins.wrapping_add(1);
+            let spinning = match spin {
+                None => true,
+                Some(d) if d.is_zero() => false,
+                Some(d) => spins % 32 != 0 || start.elapsed() < d,
+            };
+            if spinning {
+                if spin.is_some() && spins > YIELD_AFTER {
+                    // Adaptive: past a short busy spin, give the core to whoever else
+                    // is runnable (the server, on a machine with fewer cores than
+                    // threads) instead of burning it.
+                    std::thread::yield_now();
+                } else {
+                    std::hint::spin_loop();
+                }
+                if spin.is_none() && spins % 4096 == 0 && last_check.elapsed() > LIVENESS_PERIOD {
+                    last_check = Instant::now();
+                    self.check_alive()?;
+                }
+                continue;
+            }
+            let qp = self.shared.region.queue_pair(self.index);
+            let w = prepare_sleep(qp.cq_doorbell);
+            let g = self.shared.region.geometry();
+            let ready = Consumer::at(qp.cq_head, qp.cq_tail, g.depth, self.cq_head)
+                .available()
+                .unwrap_or(1);
+            if ready == 0 {
+                sleep_on(qp.cq_doorbell, w, LIVENESS_PERIOD);
+            }
+            end_sleep(qp.cq_doorbell);
+            if ready == 0 && last_check.elapsed() >= LIVENESS_PERIOD {
+                last_check = Instant::now();
+                self.check_alive()?;
+            }
+        }
+    }
+
+    fn check_alive(&self) -> Result<()> {
+        self.shared.check_server()?;
+        if !peer_alive(&self.shared.stream) {
+            return Err(Error::Disconnected);
+        }
+        Ok(())
+    }
+
+    /// A lease of `bytes`, waiting for other queues of this client to return space.
+    fn lease_waiting(&mut self, bytes: u64) -> Result<Lease> {
+        let mut tries = 0u32;
+        loop {
+            if let Some(l) = self.client_lease(bytes) {
+                return Ok(l);
+            }
+            tries += 1;
+            if tries % 1024 == 0 {
+                self.check_alive()?;
+            }
+            std::thread::yield_now();
+        }
+    }
+
+    /// Drains every command in flight (after an error), keeping the first error.
+    fn drain(&mut self) {
+        while self.in_flight() > 0 {
+            if self.complete().is_err() {
+                break;
+            }
+        }
+    }
+
+    fn io(
+        &mut self,
+        t: Transfer,
+        mut fill: impl FnMut(usize, &mut Lease),
+        mut take: impl FnMut(usize, &Lease),
+    ) -> Result<()> {
+        let Transfer {
+            write,
+            bytes_mode,
+            offset,
+            len,
+            fua,
+        } = t;
+        if !bytes_mode && (offset % SECTOR != 0 || len as u64 % SECTOR != 0) {
+            return Err(Error::Invalid(format!(
+                "sector I/O of {len} bytes at {offset} is not in whole 512-byte sectors"
+            )));
+        }
+        let chunk = self.chunk as usize;
+        let pieces = len.div_ceil(chunk);
+        let mut piece_of = vec![usize::MAX; self.pending.len()];
+        let mut next = 0;
+        let mut done = 0;
+        let mut first_error: Option<Error> = None;
+        while done < pieces {
+            while first_error.is_none() && next < pieces && (self.free_slots.len() as u32) > 0 {
+                let at = next * chunk;
+                let n = chunk.min(len - at);
+                let mut lease = if let Some(l) = self.spare.take_if(|l| l.block.len >= n as u64) {
+                    l.resized(n as u64)
+                } else if self.in_flight() == 0 {
+                    self.spare = None;
+                    self.lease_waiting(n as u64)?
+                } else {
+                    match self.client_lease(n as u64) {
+                        Some(l) => l,
+                        None => break,
+                    }
+                };
+                if write {
+                    fill(at, &mut lease);
+                }
+                let pos = offset + at as u64;
+                let op = match (write, bytes_mode) {
+                    (false, false) => Op::Read {
+                        sector: pos / SECTOR,
+                        count: (n as u64 / SECTOR) as u32,
+                    },
+                    (true, false) => Op::Write {
+                        sector: pos / SECTOR,
+                        count: (n as u64 / SECTOR) as u32,
+                        fua,
+                    },
+                    (false, true) => Op::ReadBytes {
+                        offset: pos,
+                        len: n as u32,
+                    },
+                    (true, true) => Op::WriteBytes {
+                        offset: pos,
+                        len: n as u32,
+                        fua,
+                    },
+                };
+                let id = self.submit(op, Some(lease))?;
+                piece_of[(id & 0xffff) as usize] = next;
+                next += 1;
+            }
+            if self.in_flight() == 0 {
+                break;
+            }
+            let c = self.complete()?;
+            let piece = piece_of[(c.id & 0xffff) as usize];
+            done += 1;
+            match c.result {
+                Ok(_) if !write => {
+                    if let Some(l) = &c.lease {
+                        take(piece * chunk, l);
+                    }
+                }
+                Ok(_) => {}
+                Err(s) => {
+                    first_error.get_or_insert(Error::Command(s));
+                }
+            }
+            if self.spare.is_none() {
+                self.spare = c.lease;
+            }
+            if first_error.is_some() && next < pieces {
+                // Stop issuing; collect what is in flight.
+                self.drain();
+                break;
+            }
+        }
+        match first_error {
+            Some(e) => Err(e),
+            None => Ok(()),
+        }
+    }
+
+    /// Reads whole sectors starting at `sector` into `buf` (a multiple of 512 bytes).
+    pub fn read(&mut self, sector: u64, buf: &mut [u8]) -> Result<()> {
+        let len = buf.len();
+        let offset = sector
+            .checked_mul(SECTOR)
+            .ok_or_else(|| Error::Invalid("sector overflow".into()))?;
+        self.io(
+            Transfer {
+                write: false,
+                bytes_mode: false,
+                offset,
+                len,
+                fua: false,
+            },
+            |_, _| {},
+            |at, l| {
+                let n = (len - at).min(l.len() as usize);
+                l.read(0, &mut buf[at..at + n]);
+            },
+        )
+    }
+
+    /// Reads any byte range of the volume.
+    pub fn read_bytes(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let len = buf.len();
+        self.io(
+            Transfer {
+                write: false,
+                bytes_mode: true,
+                offset,
+                len,
+                fua: false,
+            },
+            |_, _| {},
+            |at, l| {
+                let n = (len - at).min(l.len() as usize);
+                l.read(0, &mut buf[at..at + n]);
+            },
+        )
+    }
+
+    /// Writes whole sectors. `fua` makes the write durable when this returns; without
+    /// it the volume's own durability applies (see docs/design.md).
+    pub fn write(&mut self, sector: u64, data: &[u8], fua: bool) -> Result<()> {
+        let offset = sector
+            .checked_mul(SECTOR)
+            .ok_or_else(|| Error::Invalid("sector overflow".into()))?;
+        self.io(
+            Transfer {
+                write: true,
+                bytes_mode: false,
+                offset,
+                len: data.len(),
+                fua,
+            },
+            |at, l| {
+                let n = (data.len() - at).min(l.len() as usize);
+                l.write(0, &data[at..at + n]);
+            },
+            |_, _| {},
+        )
+    }
+
+    /// Writes any byte range of the volume.
+    pub fn write_bytes(&mut self, offset: u64, data: &[u8], fua: bool) -> Result<()> {
+        self.io(
+            Transfer {
+                write: true,
+                bytes_mode: true,
+                offset,
+                len: data.len(),
+                fua,
+            },
+            |at, l| {
+                let n = (data.len() - at).min(l.len() as usize);
+                l.write(0, &data[at..at + n]);
+            },
+            |_, _| {},
+        )
+    }
+
+    fn single(&mut self, op: Op) -> Result<()> {
+        self.submit(op, None)?;
+        match self.complete()?.result {
+            Ok(_) => Ok(()),
+            Err(s) => Err(Error::Command(s)),
+        }
+    }
+
+    /// Makes every completed write durable.
+    pub fn flush(&mut self) -> Result<()> {
+        self.single(Op::Flush)
+    }
+
+    /// The sectors read as zeros afterwards.
+    pub fn discard(&mut self, sector: u64, count: u32, fua: bool) -> Result<()> {
+        self.single(Op::Discard { sector, count, fua })
+    }
+}
+
+impl Drop for Queue {
+    fn drop(&mut self) {
+        // Completions still owed to this queue must not reach its next owner.
+        self.drain();
+        self.spare = None;
+        if self.in_flight() == 0 {
+            self.shared.claimed[self.index as usize].store(false, Ordering::Release);
+        }
+    }
+}
+
+/// Waits `timeout` for `path` to accept connections (a server starting up).
+pub fn wait_for_server(path: &Path, timeout: Duration) -> Result<()> {
+    let start = Instant::now();
+    loop {
+        match UnixStream::connect(path) {
+            Ok(_) => return Ok(()),
+            Err(e) if start.elapsed() > timeout => {
+                return Err(Error::Io {
+                    what: format!("waiting for {}", path.display()),
+                    source: e,
+                })
+            }
+            Err(_) => std::thread::sleep(Duration::from_millis(10)),
+        }
+    }
+}

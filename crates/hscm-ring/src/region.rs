@@ -1,0 +1,374 @@
+//! The shared region: header, queue pairs, data buffer (layout in docs/ring.md).
+//!
+//! Everything both processes touch at the same time is an atomic; the data buffer is
+//! plain bytes the two sides take turns on, as the protocol hands a buffer from one
+//! side to the other.
+
+use std::fs::File;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+
+use memmap2::MmapMut;
+
+use crate::error::{Error, Result};
+use crate::ring::{CqSlot, SqSlot};
+
+pub const MAGIC: u64 = u64::from_le_bytes(*b"HSCMRING");
+pub const VERSION: u32 = 1;
+pub const SECTOR: u64 = 512;
+pub const HEADER_LEN: u64 = 4096;
+/// Bytes of one queue pair before its SQ entries (index words on their own lines).
+const QP_CONTROL: u64 = 512;
+pub const SQ_ENTRY: u64 = 32;
+pub const CQ_ENTRY: u64 = 16;
+pub const MAX_QUEUES: u32 = 64;
+pub const MAX_DEPTH: u32 = 4096;
+pub const MIN_DB: u64 = 4096;
+pub const MAX_DB: u64 = 1 << 30;
+
+/// Region-wide state the server publishes in the header (0 while it runs).
+pub const SERVER_CLOSED: u32 = 1;
+/// Queue pair state once the server stops serving it (0 while served).
+pub const QP_BROKEN: u32 = 1;
+
+/// What a region holds; chosen by the server from the client's request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Geometry {
+    pub queues: u32,
+    pub depth: u32,
+    pub db_len: u64,
+    pub volume_size: u64,
+}
+
+impl Geometry {
+    pub fn validate(&self) -> std::result::Result<(), String> {
+        if self.queues == 0 || self.queues > MAX_QUEUES {
+            return Err(format!("queues {} not in 1..={MAX_QUEUES}", self.queues));
+        }
+        if !self.depth.is_power_of_two() || self.depth < 2 || self.depth > MAX_DEPTH {
+            return Err(format!(
+                "queue depth {} is not a power of two in 2..={MAX_DEPTH}",
+                self.depth
+            ));
+        }
+        if !self.db_len.is_power_of_two() || !(MIN_DB..=MAX_DB).contains(&self.db_len) {
+            return Err(format!(
+                "data buffer of {} bytes is not a power of two in {MIN_DB}..={MAX_DB}",
+                self.db_len
+            ));
+        }
+        Ok(())
+    }
+
+    pub fn qp_stride(&self) -> u64 {
+        let raw = QP_CONTROL + u64::from(self.depth) * (SQ_ENTRY + CQ_ENTRY);
+        raw.next_multiple_of(4096)
+    }
+
+    pub fn qp_offset(&self, i: u32) -> u64 {
+        HEADER_LEN + u64::from(i) * self.qp_stride()
+    }
+
+    pub fn db_offset(&self) -> u64 {
+        self.qp_offset(self.queues)
+    }
+
+    pub fn region_len(&self) -> u64 {
+        self.db_offset() + self.db_len
+    }
+
+    pub fn volume_sectors(&self) -> u64 {
+        self.volume_size / SECTOR
+    }
+}
+
+// Header field offsets.
+const H_MAGIC: u64 = 0;
+const H_VERSION: u64 = 8;
+const H_QUEUES: u64 = 12;
+const H_DEPTH: u64 = 16;
+const H_DB_OFFSET: u64 = 24;
+const H_DB_LEN: u64 = 32;
+const H_VOLUME_SIZE: u64 = 40;
+const H_REGION_LEN: u64 = 48;
+const H_SERVER_STATE: u64 = 64;
+const H_SERVER_DOORBELL: u64 = 128;
+// Queue-pair field offsets (from the queue pair's start).
+const Q_SQ_TAIL: u64 = 0;
+const Q_SQ_HEAD: u64 = 64;
+const Q_CQ_TAIL: u64 = 128;
+const Q_CQ_HEAD: u64 = 192;
+const Q_CQ_DOORBELL: u64 = 256;
+const Q_STATE: u64 = 320;
+const Q_ERROR: u64 = 324;
+
+/// A mapped region. Both processes map the same memfd; neither trusts what the other
+/// wrote into it.
+pub struct Region {
+    map: MmapMut,
+    geometry: Geometry,
+}
+
+/// The words and slots of one queue pair.
+pub struct QueuePairView<'a> {
+    pub sq_tail: &'a AtomicU32,
+    pub sq_head: &'a AtomicU32,
+    pub cq_tail: &'a AtomicU32,
+    pub cq_head: &'a AtomicU32,
+    pub cq_doorbell: &'a AtomicU32,
+    pub state: &'a AtomicU32,
+    pub error: &'a AtomicU32,
+    pub sq: &'a [SqSlot],
+    pub cq: &'a [CqSlot],
+}
+
+impl Region {
+    /// Maps a fresh region file of the geometry's length and writes its header (server).
+    pub fn create(file: &File, geometry: Geometry) -> Result<Region> {
+        geometry.validate().map_err(Error::BadGeometry)?;
+        file.set_len(geometry.region_len())
+            .map_err(Error::io("sizing the region"))?;
+        // SAFETY: the file is a memfd sealed against shrinking by the caller before the
+        // peer sees it (server), so the mapping never loses its backing pages.
+        let map = unsafe { MmapMut::map_mut(file) }.map_err(Error::io("mapping the region"))?;
+        let region = Region { map, geometry };
+        region.u64_at(H_MAGIC).store(MAGIC, Ordering::Relaxed);
+        region.u32_at(H_VERSION).store(VERSION, Ordering::Relaxed);
+        region
+            .u32_at(H_QUEUES)
+            .store(geometry.queues, Ordering::Relaxed);
+        region
+            .u32_at(H_DEPTH)
+            .store(geometry.depth, Ordering::Relaxed);
+        region
+            .u64_at(H_DB_OFFSET)
+            .store(geometry.db_offset(), Ordering::Relaxed);
+        region
+            .u64_at(H_DB_LEN)
+            .store(geometry.db_len, Ordering::Relaxed);
+        region
+            .u64_at(H_VOLUME_SIZE)
+            .store(geometry.volume_size, Ordering::Relaxed);
+        region
+            .u64_at(H_REGION_LEN)
+            .store(geometry.region_len(), Ordering::Release);
+        Ok(region)
+    }
+
+    /// Maps a region received from the server and checks its header (client).
+    pub fn attach(file: &File) -> Result<Region> {
+        let len = file
+            .metadata()
+            .map_err(Error::io("sizing the region"))?
+            .len();
+        if len < HEADER_LEN {
+            return Err(Error::BadRegion(format!(
+                "{len} bytes, shorter than a header"
+            )));
+        }
+        // SAFETY: the server sealed the memfd against shrinking (F_SEAL_SHRINK), so the
+        // pages stay backed while mapped.
+        let map = unsafe { MmapMut::map_mut(file) }.map_err(Error::io("mapping the region"))?;
+        let probe = Region {
+            map,
+            geometry: Geometry {
+                queues: 0,
+                depth: 0,
+                db_len: 0,
+                volume_size: 0,
+            },
+        };
+        let magic = probe.u64_at(H_MAGIC).load(Ordering::Relaxed);
+        if magic != MAGIC {
+            return Err(Error::BadRegion(format!(
+                "magic {magic:#x} is not HSCMRING"
+            )));
+        }
+        let version = probe.u32_at(H_VERSION).load(Ordering::Relaxed);
+        if version != VERSION {
+            return Err(Error::BadRegion(format!(
+                "format version {version}, this library speaks {VERSION}"
+            )));
+        }
+        let geometry = Geometry {
+            queues: probe.u32_at(H_QUEUES).load(Ordering::Relaxed),
+            depth: probe.u32_at(H_DEPTH).load(Ordering::Relaxed),
+            db_len: probe.u64_at(H_DB_LEN).load(Ordering::Relaxed),
+            volume_size: probe.u64_at(H_VOLUME_SIZE).load(Ordering::Relaxed),
+        };
+        geometry.validate().map_err(Error::BadRegion)?;
+        let region_len = probe.u64_at(H_REGION_LEN).load(Ordering::Acquire);
+        let db_offset = probe.u64_at(H_DB_OFFSET).load(Ordering::Relaxed);
+        if region_len != geometry.region_len()
+            || region_len != len
+            || db_offset != geometry.db_offset()
+        {
+            return Err(Error::BadRegion(format!(
+                "region is {len} bytes, header says {region_len}, geometry needs {}",
+                geometry.region_len()
+            )));
+        }
+        Ok(Region {
+            map: probe.map,
+            geometry,
+        })
+    }
+
+    pub fn geometry(&self) -> Geometry {
+        self.geometry
+    }
+
+    fn u32_at(&self, offset: u64) -> &AtomicU32 {
+        assert!(offset % 4 == 0 && offset + 4 <= self.map.len() as u64);
+        // SAFETY: in bounds and aligned (checked above; the mapping is page-aligned);
+        // AtomicU32 has the layout of u32 and allows shared mutation, which is what the
+        // peer process does to this word.
+        unsafe { &*(self.map.as_ptr().add(offset as usize) as *const AtomicU32) }
+    }
+
+    fn u64_at(&self, offset: u64) -> &AtomicU64 {
+        assert!(offset % 8 == 0 && offset + 8 <= self.map.len() as u64);
+        // SAFETY: as for u32_at.
+        unsafe { &*(self.map.as_ptr().add(offset as usize) as *const AtomicU64) }
+    }
+
+    pub fn server_state(&self) -> &AtomicU32 {
+        self.u32_at(H_SERVER_STATE)
+    }
+
+    pub fn server_doorbell(&self) -> &AtomicU32 {
+        self.u32_at(H_SERVER_DOORBELL)
+    }
+
+    pub fn queue_pair(&self, i: u32) -> QueuePairView<'_> {
+        assert!(i < self.geometry.queues);
+        let base = self.geometry.qp_offset(i);
+        let depth = self.geometry.depth as usize;
+        let sq_off = base + QP_CONTROL;
+        let cq_off = sq_off + SQ_ENTRY * depth as u64;
+        assert!(cq_off + CQ_ENTRY * depth as u64 <= self.geometry.db_offset());
+        // SAFETY: both arrays lie inside this queue pair's stride (asserted above), at
+        // offsets that are multiples of 16 from a page boundary; the slot types are
+        // repr(C) atomics, valid for any bit pattern and for shared mutation.
+        let (sq, cq) = unsafe {
+            let p = self.map.as_ptr();
+            (
+                std::slice::from_raw_parts(p.add(sq_off as usize) as *const SqSlot, depth),
+                std::slice::from_raw_parts(p.add(cq_off as usize) as *const CqSlot, depth),
+            )
+        };
+        QueuePairView {
+            sq_tail: self.u32_at(base + Q_SQ_TAIL),
+            sq_head: self.u32_at(base + Q_SQ_HEAD),
+            cq_tail: self.u32_at(base + Q_CQ_TAIL),
+            cq_head: self.u32_at(base + Q_CQ_HEAD),
+            cq_doorbell: self.u32_at(base + Q_CQ_DOORBELL),
+            state: self.u32_at(base + Q_STATE),
+            error: self.u32_at(base + Q_ERROR),
+            sq,
+            cq,
+        }
+    }
+
+    /// Start of the data buffer. Callers bound every access by `geometry().db_len`.
+    pub fn db_ptr(&self) -> *mut u8 {
+        // SAFETY: db_offset() < region_len() == map.len() (checked at create/attach).
+        unsafe { self.map.as_ptr().add(self.geometry.db_offset() as usize) as *mut u8 }
+    }
+
+    /// Copies `src` into the data buffer at `offset`.
+    pub fn db_write(&self, offset: u64, src: &[u8]) {
+        let end = offset
+            .checked_add(src.len() as u64)
+            .expect("offset overflow");
+        assert!(
+            end <= self.geometry.db_len,
+            "data buffer write out of bounds"
+        );
+        // SAFETY: in bounds (asserted); the region is foreign memory the peer may also
+        // write, so it is only ever reached through raw pointers, never a Rust
+        // reference; any byte values are valid.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                src.as_ptr(),
+                self.db_ptr().add(offset as usize),
+                src.len(),
+            )
+        }
+    }
+
+    /// Copies `src` into the data buffer with non-temporal stores: the lines go to
+    /// memory without first being fetched from the client core's cache, which is what a
+    /// normal copy into a buffer the client just read costs most for.
+    pub fn db_write_streaming(&self, offset: u64, src: &[u8]) {
+        let end = offset
+            .checked_add(src.len() as u64)
+            .expect("offset overflow");
+        assert!(
+            end <= self.geometry.db_len,
+            "data buffer write out of bounds"
+        );
+        // SAFETY: in bounds (asserted), raw-pointer access only, as in db_write.
+        unsafe { crate::copy::stream_copy(self.db_ptr().add(offset as usize), src) }
+    }
+
+    /// Copies from the data buffer at `offset` into `dst`.
+    pub fn db_read(&self, offset: u64, dst: &mut [u8]) {
+        let end = offset
+            .checked_add(dst.len() as u64)
+            .expect("offset overflow");
+        assert!(
+            end <= self.geometry.db_len,
+            "data buffer read out of bounds"
+        );
+        // SAFETY: as for db_write.
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                self.db_ptr().add(offset as usize),
+                dst.as_mut_ptr(),
+                dst.len(),
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn layout_is_as_documented() {
+        assert_eq!(std::mem::size_of::<SqSlot>() as u64, SQ_ENTRY);
+        assert_eq!(std::mem::size_of::<CqSlot>() as u64, CQ_ENTRY);
+        let g = Geometry {
+            queues: 2,
+            depth: 64,
+            db_len: 1 << 20,
+            volume_size: 1 << 30,
+        };
+        assert_eq!(g.qp_stride(), 4096);
+        assert_eq!(g.db_offset(), 4096 + 2 * 4096);
+        assert_eq!(g.region_len(), 12288 + (1 << 20));
+    }
+
+    #[test]
+    fn attach_rejects_foreign_and_truncated_regions() {
+        let file = tempfile::tempfile().unwrap();
+        file.set_len(100).unwrap();
+        assert!(matches!(Region::attach(&file), Err(Error::BadRegion(_))));
+        file.set_len(8192).unwrap();
+        let e = Region::attach(&file).err().unwrap().to_string();
+        assert!(e.contains("magic"), "{e}");
+        let g = Geometry {
+            queues: 1,
+            depth: 8,
+            db_len: 4096,
+            volume_size: 1 << 20,
+        };
+        let r = Region::create(&file, g).unwrap();
+        r.u32_at(H_DEPTH).store(7, Ordering::Relaxed);
+        let e = Region::attach(&file).err().unwrap().to_string();
+        assert!(e.contains("power of two"), "{e}");
+        r.u32_at(H_DEPTH).store(8, Ordering::Relaxed);
+        assert_eq!(Region::attach(&file).unwrap().geometry(), g);
+    }
+}

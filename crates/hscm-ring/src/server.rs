@@ -1,0 +1,549 @@
+//! The server: a control socket, and one worker thread per connected client that
+//! serves every queue pair of that client's region against the volume.
+
+use std::fs::File;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::{FileTypeExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use hscm_store::{Durability, Volume};
+use rustix::fs::{MemfdFlags, SealFlags};
+
+use crate::error::{Error, Result};
+use crate::proto::{parse, Request, Status};
+use crate::region::{Geometry, Region, QP_BROKEN, SERVER_CLOSED};
+use crate::ring::{end_sleep, prepare_sleep, ring_doorbell, Consumer, CqEntry, Producer, SqEntry};
+use crate::wait::{sleep_on, wake_all};
+use crate::wire::{self, peer_alive, LIVENESS_PERIOD};
+
+/// Limits and defaults for the regions a server hands out.
+#[derive(Debug, Clone)]
+pub struct ServerOptions {
+    pub default_queues: u32,
+    pub max_queues: u32,
+    pub default_depth: u32,
+    pub max_depth: u32,
+    pub default_db: u64,
+    pub max_db: u64,
+    /// How long a worker keeps polling an idle region before it sleeps on its doorbell.
+    pub idle_spin: Duration,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        ServerOptions {
+            default_queues: 1,
+            max_queues: 16,
+            default_depth: 64,
+            max_depth: 1024,
+            default_db: 1 << 20,
+            max_db: 64 << 20,
+            idle_spin: Duration::from_micros(50),
+        }
+    }
+}
+
+/// Counters a running server keeps (for `hscm serve` and tests).
+#[derive(Debug, Default)]
+pub struct ServerStats {
+    pub clients: AtomicU64,
+    pub commands: AtomicU64,
+    pub errors: AtomicU64,
+    pub broken_queues: AtomicU64,
+}
+
+/// A bound server. [`Server::spawn`] runs it on a thread; dropping the handle stops it.
+pub struct Server {
+    listener: UnixListener,
+    path: PathBuf,
+    volume: Arc<Volume>,
+    opts: ServerOptions,
+    stop: Arc<AtomicBool>,
+    stats: Arc<ServerStats>,
+}
+
+/// Where a named endpoint lives: a NAME without a slash is `/dev/shm/hscm-NAME.sock`.
+pub fn endpoint_path(name: &str) -> PathBuf {
+    if name.contains('/') {
+        PathBuf::from(name)
+    } else {
+        PathBuf::from(format!("/dev/shm/hscm-{name}.sock"))
+    }
+}
+
+impl Server {
+    /// Binds the control socket (mode 0600). A socket left behind by a dead server is
+    /// replaced; a live one is an error.
+    pub fn bind(path: &Path, volume: Arc<Volume>, opts: ServerOptions) -> Result<Server> {
+        if let Ok(meta) = std::fs::symlink_metadata(path) {
+            if !meta.file_type().is_socket() {
+                return Err(Error::Invalid(format!(
+                    "{} exists and is not a socket; refusing to replace it",
+                    path.display()
+                )));
+            }
+            if UnixStream::connect(path).is_ok() {
+                return Err(Error::Invalid(format!(
+                    "a server is already listening on {}",
+                    path.display()
+                )));
+            }
+            std::fs::remove_file(path).map_err(Error::io("removing a stale socket"))?;
+        }
+        let listener = UnixListener::bind(path).map_err(|e| Error::Io {
+            what: format!("binding {}", path.display()),
+            source: e,
+        })?;
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+            .map_err(Error::io("restricting the socket to its owner"))?;
+        Ok(Server {
+            listener,
+            path: path.to_path_buf(),
+            volume,
+            opts,
+            stop: Arc::new(AtomicBool::new(false)),
+            stats: Arc::new(ServerStats::default()),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn stats(&self) -> Arc<ServerStats> {
+        self.stats.clone()
+    }
+
+    /// Accepts clients until stopped; each gets its own worker thread.
+    pub fn run(&self) -> Result<()> {
+        let mut workers: Vec<JoinHandle<()>> = Vec::new();
+        for stream in self.listener.incoming() {
+            if self.stop.load(Ordering::Acquire) {
+                break;
+            }
+            let stream = match stream {
+                Ok(s) => s,
+                Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => {
+                    break
+                }
+                Err(e) => {
+                    tracing::warn!("accept on {}: {e}", self.path.display());
+                    continue;
+                }
+            };
+            workers.retain(|w| !w.is_finished());
+            let volume = self.volume.clone();
+            let opts = self.opts.clone();
+            let stop = self.stop.clone();
+            let stats = self.stats.clone();
+            let spawned = std::thread::Builder::new()
+                .name("hscm-ring-worker".into())
+                .spawn(move || {
+                    if let Err(e) = serve_client(stream, &volume, &opts, &stop, &stats) {
+                        tracing::info!("client dropped: {e}");
+                    }
+                });
+            match spawned {
+                Ok(w) => workers.push(w),
+                Err(e) => tracing::warn!("cannot start a worker: {e}"),
+            }
+        }
+        for w in workers {
+            let _ = w.join();
+        }
+        Ok(())
+    }
+
+    /// Runs the server on a thread of its own.
+    pub fn spawn(self) -> Result<ServerHandle> {
+        let stop = self.stop.clone();
+        let path = self.path.clone();
+        let stats = self.stats.clone();
+        let listener = self
+            .listener
+            .try_clone()
+            .map_err(Error::io("cloning the listener"))?;
+        let thread = std::thread::Builder::new()
+            .name("hscm-ring-accept".into())
+            .spawn(move || {
+                let _ = self.run();
+            })
+            .map_err(Error::io("starting the server thread"))?;
+        Ok(ServerHandle {
+            stop,
+            listener,
+            path,
+            stats,
+            thread: Some(thread),
+        })
+    }
+}
+
+pub struct ServerHandle {
+    stop: Arc<AtomicBool>,
+    listener: UnixListener,
+    path: PathBuf,
+    stats: Arc<ServerStats>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl ServerHandle {
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    pub fn stats(&self) -> &ServerStats {
+        &self.stats
+    }
+
+    /// Stops accepting, tells every client the server is closing, waits for workers.
+    pub fn shutdown(mut self) {
+        self.stop_now();
+    }
+
+    fn stop_now(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        // Unblock accept(): on Linux, shutting a listening socket down makes it fail.
+        let _ = rustix::net::shutdown(&self.listener, rustix::net::Shutdown::ReadWrite);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+impl Drop for ServerHandle {
+    fn drop(&mut self) {
+        if self.thread.is_some() {
+            self.stop_now();
+        }
+    }
+}
+
+fn clamp_pow2(requested: u32, default: u32, max: u32) -> u32 {
+    let v = if requested == 0 {
+        default
+    } else {
+        requested.min(max)
+    };
+    // Round down to a power of two, at least 2.
+    (1u32 << (31 - v.max(2).leading_zeros())).max(2)
+}
+
+/// Builds the region for one client: a sealed memfd only this client receives.
+fn make_region(geometry: Geometry) -> Result<(Region, OwnedFd)> {
+    let fd =
+        rustix::fs::memfd_create("hscm-ring", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING)?;
+    rustix::fs::fchmod(&fd, rustix::fs::Mode::from_raw_mode(0o600))?;
+    let file = File::from(fd);
+    let region = Region::create(&file, geometry)?;
+    // The client must not be able to shrink the file under our mapping (SIGBUS) or grow
+    // it; sealing also forbids changing the seals.
+    rustix::fs::fcntl_add_seals(&file, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)?;
+    Ok((region, OwnedFd::from(file)))
+}
+
+fn serve_client(
+    mut stream: UnixStream,
+    volume: &Volume,
+    opts: &ServerOptions,
+    stop: &AtomicBool,
+    stats: &ServerStats,
+) -> Result<()> {
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .map_err(Error::io("socket timeout"))?;
+    let hello = match wire::recv_hello(&mut stream) {
+        Ok(h) => h,
+        Err(e) => {
+            let _ = wire::send_refusal(&mut stream, &e.to_string());
+            return Err(e);
+        }
+    };
+    let geometry = Geometry {
+        queues: if hello.queues == 0 {
+            opts.default_queues
+        } else {
+            hello.queues.min(opts.max_queues)
+        },
+        depth: clamp_pow2(hello.depth, opts.default_depth, opts.max_depth),
+        db_len: {
+            let v = if hello.db_len == 0 {
+                opts.default_db
+            } else {
+                hello.db_len.min(opts.max_db)
+            };
+            // Round down to a power of two within the region limits.
+            (1u64 << (63 - v.max(crate::region::MIN_DB).leading_zeros())).min(crate::region::MAX_DB)
+        },
+        volume_size: volume.size(),
+    };
+    let (region, fd) = match make_region(geometry) {
+        Ok(r) => r,
+        Err(e) => {
+            let _ = wire::send_refusal(&mut stream, &e.to_string());
+            return Err(e);
+        }
+    };
+    wire::send_accept(&stream, &fd, geometry.region_len())?;
+    drop(fd);
+    stats.clients.fetch_add(1, Ordering::Relaxed);
+    let result = Worker::new(&region, volume, stats).run(&stream, opts, stop);
+    // Whatever ended the session, tell any waiting client thread.
+    region
+        .server_state()
+        .store(SERVER_CLOSED, Ordering::Release);
+    for q in 0..geometry.queues {
+        let qp = region.queue_pair(q);
+        ring_doorbell(qp.cq_doorbell);
+        wake_all(qp.cq_doorbell);
+    }
+    result
+}
+
+struct QueueState<'a> {
+    sq: Consumer<'a>,
+    cq: Producer<'a>,
+    broken: bool,
+}
+
+struct Worker<'a> {
+    region: &'a Region,
+    volume: &'a Volume,
+    stats: &'a ServerStats,
+    geometry: Geometry,
+    queues: Vec<QueueState<'a>>,
+    /// Entries taken from an SQ and not yet completed, with what they parsed to.
+    batch: Vec<(SqEntry, Result<Request, Status>)>,
+}
+
+/// Most entries taken from one queue before the worker looks at the next.
+const BATCH: u32 = 32;
+
+impl<'a> Worker<'a> {
+    fn new(region: &'a Region, volume: &'a Volume, stats: &'a ServerStats) -> Worker<'a> {
+        let geometry = region.geometry();
+        let queues = (0..geometry.queues)
+            .map(|i| {
+                let qp = region.queue_pair(i);
+                QueueState {
+                    sq: Consumer::new(qp.sq_head, qp.sq_tail, geometry.depth),
+                    cq: Producer::new(qp.cq_head, qp.cq_tail, geometry.depth),
+                    broken: false,
+                }
+            })
+            .collect();
+        Worker {
+            region,
+            volume,
+            stats,
+            geometry,
+            queues,
+            batch: Vec::with_capacity(BATCH as usize),
+        }
+    }
+
+    fn run(&mut self, stream: &UnixStream, opts: &ServerOptions, stop: &AtomicBool) -> Result<()> {
+        let mut idle_since: Option<Instant> = None;
+        let mut spins = 0u32;
+        loop {
+            let mut worked = false;
+            for q in 0..self.queues.len() {
+                worked |= self.serve_queue(q);
+            }
+            if worked {
+                idle_since = None;
+                continue;
+            }
+            let since = *idle_since.get_or_insert_with(Instant::now);
+            spins = spins.wrapping_add(1);
+            if since.elapsed() < opts.idle_spin {
+                std::hint::spin_loop();
+                if spins % 64 == 0 {
+                    // Leave the core to a client thread that shares it.
+                    std::thread::yield_now();
+                }
+                continue;
+            }
+            if stop.load(Ordering::Acquire) || !peer_alive(stream) {
+                return Ok(());
+            }
+            let doorbell = self.region.server_doorbell();
+            let w = prepare_sleep(doorbell);
+            if !self.any_work() {
+                sleep_on(doorbell, w, LIVENESS_PERIOD);
+            }
+            end_sleep(doorbell);
+            idle_since = None;
+        }
+    }
+
+    fn any_work(&self) -> bool {
+        self.queues
+            .iter()
+            .any(|q| !q.broken && q.sq.available().is_ok_and(|n| n > 0))
+    }
+
+    fn break_queue(&mut self, q: usize, why: &str) {
+        tracing::warn!("queue {q}: {why}; no longer served");
+        let qp = self.region.queue_pair(q as u32);
+        qp.error.store(1, Ordering::Relaxed);
+        qp.state.store(QP_BROKEN, Ordering::Release);
+        ring_doorbell(qp.cq_doorbell);
+        wake_all(qp.cq_doorbell);
+        self.queues[q].broken = true;
+        self.stats.broken_queues.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Takes a batch of entries from queue `q`, executes them in order and completes
+    /// each as soon as it is done. Returns whether there was anything to do.
+    fn serve_queue(&mut self, q: usize) -> bool {
+        if self.queues[q].broken {
+            return false;
+        }
+        let ready = match self.queues[q].sq.available() {
+            Ok(n) => n,
+            Err(bad) => {
+                self.break_queue(
+                    q,
+                    &format!(
+                        "SQ tail {} is more than a ring ahead of head {}",
+                        bad.theirs, bad.ours
+                    ),
+                );
+                return true;
+            }
+        };
+        if ready == 0 {
+            return false;
+        }
+        let room = match self.queues[q].cq.free() {
+            Ok(n) => n,
+            Err(bad) => {
+                self.break_queue(
+                    q,
+                    &format!(
+                        "CQ head {} is more than a ring behind tail {}",
+                        bad.theirs, bad.ours
+                    ),
+                );
+                return true;
+            }
+        };
+        // A client that does not reap its completions stalls only its own queue.
+        let n = ready.min(room).min(BATCH);
+        if n == 0 {
+            return false;
+        }
+        let qp = self.region.queue_pair(q as u32);
+        self.batch.clear();
+        for k in 0..n {
+            let entry = qp.sq[self.queues[q].sq.slot(k)].load();
+            let mut parsed = parse(&entry, &self.geometry);
+            if let Ok(r) = &parsed {
+                if let Some(b) = r.buffer_range() {
+                    let overlaps = self.batch.iter().any(|(_, p)| {
+                        matches!(p, Ok(o) if o.buffer_range().is_some_and(|ob| ob.start < b.end && b.start < ob.end))
+                    });
+                    if overlaps {
+                        parsed = Err(Status::BufferBusy);
+                    }
+                }
+            }
+            self.batch.push((entry, parsed));
+        }
+        // The entries are copied; the client may refill those slots now.
+        self.queues[q].sq.release(n);
+        for i in 0..self.batch.len() {
+            let (entry, parsed) = self.batch[i];
+            let (status, len) = match parsed {
+                Ok(req) => self.execute(&req),
+                Err(s) => (s, 0),
+            };
+            self.stats.commands.fetch_add(1, Ordering::Relaxed);
+            if status != Status::Ok {
+                self.stats.errors.fetch_add(1, Ordering::Relaxed);
+            }
+            let cq = &mut self.queues[q].cq;
+            qp.cq[cq.slot(0)].store(&CqEntry {
+                id: entry.id,
+                status: status as u32,
+                len,
+            });
+            cq.publish(1);
+            if ring_doorbell(qp.cq_doorbell) {
+                wake_all(qp.cq_doorbell);
+            }
+        }
+        true
+    }
+
+    fn execute(&self, req: &Request) -> (Status, u32) {
+        let vol = self.volume;
+        let outcome = match *req {
+            Request::Read {
+                offset,
+                len,
+                buffer,
+            } => vol
+                .read_with(offset, len as usize, |at, piece| {
+                    // Streaming stores: the client core still caches these lines from
+                    // its last read of them, and fetching them back first is what a
+                    // plain copy would pay for most.
+                    self.region.db_write_streaming(buffer + at as u64, piece)
+                })
+                .map(|()| len),
+            Request::Write {
+                offset,
+                len,
+                buffer,
+                fua,
+            } => {
+                // SAFETY: as for Read.
+                let data = unsafe {
+                    std::slice::from_raw_parts(
+                        self.region.db_ptr().add(buffer as usize),
+                        len as usize,
+                    )
+                };
+                let durability = if fua {
+                    Durability::Immediate
+                } else {
+                    vol.durability()
+                };
+                vol.write_at_with(offset, data, durability).map(|()| len)
+            }
+            Request::Flush => vol.flush().map(|()| 0),
+            Request::Discard { offset, len, fua } => discard(vol, offset, len, fua).map(|()| 0),
+        };
+        match outcome {
+            Ok(n) => (Status::Ok, n as u32),
+            Err(hscm_store::Error::ReadOnly { .. }) => (Status::ReadOnly, 0),
+            Err(e) => {
+                tracing::warn!("volume: {e}");
+                (Status::IoError, 0)
+            }
+        }
+    }
+}
+
+/// A discarded range reads as zeros afterwards. The volume has no deallocation, so the
+/// zeros are written (on-flush, then one flush when FUA asks for durability).
+fn discard(vol: &Volume, offset: u64, len: u64, fua: bool) -> hscm_store::Result<()> {
+    static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
+    let mut at = offset;
+    while at < offset + len {
+        let n = (offset + len - at).min(ZEROS.len() as u64);
+        vol.write_at_with(at, &ZEROS[..n as usize], Durability::OnFlush)?;
+        at += n;
+    }
+    if fua {
+        vol.flush()?;
+    }
+    Ok(())
+}

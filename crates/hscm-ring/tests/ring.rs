@@ -1,0 +1,334 @@
+//! The transport end to end: a server over a real volume, clients in this process.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{pattern, serve};
+use hscm_ring::proto::{OP_READ, OP_WRITE};
+use hscm_ring::ring::SqEntry;
+use hscm_ring::{Client, ClientOptions, Error, Op, ServerOptions, Status, WaitMode};
+
+const MIB: u64 = 1 << 20;
+
+#[test]
+fn reads_see_writes_of_every_size_and_mode() {
+    let f = serve(8 * MIB, ServerOptions::default());
+    for (i, wait) in [WaitMode::Interrupt, WaitMode::Poll, WaitMode::adaptive()]
+        .into_iter()
+        .enumerate()
+    {
+        let opts = ClientOptions {
+            db_len: 256 * 1024,
+            chunk: 64 * 1024,
+            wait,
+            ..Default::default()
+        };
+        let client = Client::connect(&f.socket, &opts).unwrap();
+        let mut q = client.queue().unwrap();
+        for (k, len) in [512usize, 4096, 65536, 200 * 1024, 1 << 20]
+            .into_iter()
+            .enumerate()
+        {
+            let data = pattern((i * 10 + k) as u64, len);
+            let sector = (k as u64 * 3000 + i as u64) % 10000;
+            q.write(sector, &data, k % 2 == 0).unwrap();
+            let mut back = vec![0u8; len];
+            q.read(sector, &mut back).unwrap();
+            assert_eq!(back, data, "len {len} mode {}", wait.name());
+            // The volume itself agrees.
+            let mut direct = vec![0u8; len];
+            f.volume.read_at(sector * 512, &mut direct).unwrap();
+            assert_eq!(direct, data);
+        }
+    }
+}
+
+#[test]
+fn byte_ranges_flush_and_discard() {
+    let f = serve(4 * MIB, ServerOptions::default());
+    let client = Client::connect(
+        &f.socket,
+        &ClientOptions {
+            chunk: 4096,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut q = client.queue().unwrap();
+    let data = pattern(5, 10_001);
+    q.write_bytes(12_345, &data, false).unwrap();
+    q.flush().unwrap();
+    let mut back = vec![0u8; 9_000];
+    q.read_bytes(12_346, &mut back).unwrap();
+    assert_eq!(back, data[1..9_001]);
+    q.discard(24, 8, true).unwrap(); // bytes 12288..16384
+    let mut z = vec![1u8; 4096];
+    q.read(24, &mut z).unwrap();
+    assert!(z.iter().all(|&b| b == 0));
+    q.read_bytes(16_384, &mut back[..100]).unwrap();
+    assert_eq!(back[..100], data[16_384 - 12_345..16_384 - 12_345 + 100]);
+    // Unaligned sector I/O is refused before it reaches the server.
+    assert!(matches!(q.read(0, &mut [0u8; 100]), Err(Error::Invalid(_))));
+}
+
+#[test]
+fn many_clients_and_queues_at_once() {
+    let f = serve(16 * MIB, ServerOptions::default());
+    let opts = ClientOptions {
+        queues: 4,
+        db_len: 128 * 1024,
+        chunk: 32 * 1024,
+        ..Default::default()
+    };
+    std::thread::scope(|s| {
+        for c in 0..3u64 {
+            let client = Client::connect(&f.socket, &opts).unwrap();
+            for t in 0..4u64 {
+                let client = client.clone();
+                s.spawn(move || {
+                    let mut q = client.queue().unwrap();
+                    let region = (c * 4 + t) * 2048; // 1 MiB apart, in sectors
+                    for i in 0..50u64 {
+                        let len = 4096 * (1 + (i % 24) as usize);
+                        let data = pattern(c * 1000 + t * 100 + i, len);
+                        q.write(region + (i % 8) * 8, &data, false).unwrap();
+                        let mut back = vec![0u8; len];
+                        q.read(region + (i % 8) * 8, &mut back).unwrap();
+                        assert_eq!(back, data);
+                    }
+                });
+            }
+        }
+    });
+    assert!(
+        f.server
+            .as_ref()
+            .unwrap()
+            .stats()
+            .commands
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 1000
+    );
+}
+
+#[test]
+fn queue_pairs_are_exclusive_and_reusable() {
+    let f = serve(MIB, ServerOptions::default());
+    let client = Client::connect(
+        &f.socket,
+        &ClientOptions {
+            queues: 2,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let a = client.queue().unwrap();
+    let b = client.queue().unwrap();
+    assert_ne!(a.index(), b.index());
+    assert!(client.queue().is_err());
+    drop(a);
+    let mut c = client.queue().unwrap();
+    c.write(0, &[1u8; 512], false).unwrap();
+}
+
+/// Every kind of garbage entry gets its own status, the queue keeps working, and the
+/// volume is untouched by the rejected ones.
+#[test]
+fn garbage_entries_get_statuses() {
+    let f = serve(MIB, ServerOptions::default());
+    let client = Client::connect(
+        &f.socket,
+        &ClientOptions {
+            db_len: 64 * 1024,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut q = client.queue().unwrap();
+    let before = {
+        let mut v = vec![0u8; MIB as usize];
+        f.volume.read_at(0, &mut v).unwrap();
+        v
+    };
+    let w = |start: u64, count: u32, buffer: u32| SqEntry {
+        opcode: OP_WRITE,
+        start,
+        count,
+        buffer,
+        ..Default::default()
+    };
+    let cases = [
+        (
+            SqEntry {
+                opcode: 0x7f,
+                ..w(0, 1, 0)
+            },
+            Status::BadOpcode,
+        ),
+        (w(0, 0, 0), Status::BadCount),
+        (w(0, u32::MAX, 0), Status::BadCount),
+        (w(0, 8, 127), Status::BadBuffer),
+        (w(0, 8, u32::MAX), Status::BadBuffer),
+        (w(2047, 2, 0), Status::OutOfRange),
+        (w(u64::MAX - 1, 4, 0), Status::OutOfRange),
+        (
+            SqEntry {
+                flags: 0x80,
+                ..w(0, 1, 0)
+            },
+            Status::BadField,
+        ),
+        (
+            SqEntry {
+                reserved16: 1,
+                ..w(0, 1, 0)
+            },
+            Status::BadField,
+        ),
+    ];
+    for (entry, want) in cases {
+        q.submit_raw(entry).unwrap();
+        let c = q.complete().unwrap();
+        assert_eq!(c.result, Err(want), "{entry:?}");
+    }
+    // Two commands in one batch whose buffers overlap: the second is refused.
+    let r = |buffer| SqEntry {
+        opcode: OP_READ,
+        start: 0,
+        count: 8,
+        buffer,
+        ..Default::default()
+    };
+    q.set_wait(WaitMode::Interrupt);
+    let mut statuses = Vec::new();
+    for _ in 0..20 {
+        q.submit_raw(r(0)).unwrap();
+        q.submit_raw(r(4)).unwrap();
+        let a = q.complete().unwrap().result;
+        let b = q.complete().unwrap().result;
+        statuses.push((a, b));
+    }
+    assert!(statuses.iter().all(|(a, _)| *a == Ok(4096)));
+    assert!(statuses
+        .iter()
+        .all(|(_, b)| *b == Ok(4096) || *b == Err(Status::BufferBusy)));
+    let mut after = vec![0u8; MIB as usize];
+    f.volume.read_at(0, &mut after).unwrap();
+    assert!(before == after, "a rejected write changed the volume");
+    // The queue still works.
+    q.write(0, &[9u8; 4096], false).unwrap();
+}
+
+#[test]
+fn a_full_queue_refuses_more_until_reaped() {
+    let f = serve(MIB, ServerOptions::default());
+    let client = Client::connect(
+        &f.socket,
+        &ClientOptions {
+            depth: 4,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut q = client.queue().unwrap();
+    for _ in 0..4 {
+        q.submit(Op::Flush, None).unwrap();
+    }
+    assert!(
+        matches!(q.submit(Op::Flush, None), Err(Error::Invalid(m)) if m.contains("queue full"))
+    );
+    for _ in 0..4 {
+        assert_eq!(q.complete().unwrap().result, Ok(0));
+    }
+    q.submit(Op::Flush, None).unwrap();
+    q.complete().unwrap();
+}
+
+#[test]
+fn data_buffer_is_shared_and_recovered() {
+    let f = serve(MIB, ServerOptions::default());
+    let client = Client::connect(
+        &f.socket,
+        &ClientOptions {
+            db_len: 8192,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let a = client.lease(4096).unwrap();
+    let b = client.lease(4096).unwrap();
+    assert!(client.lease(512).is_none());
+    drop(a);
+    drop(b);
+    assert!(client.lease(8192).is_some());
+}
+
+#[test]
+fn a_server_shutdown_wakes_waiting_clients() {
+    let mut f = serve(MIB, ServerOptions::default());
+    let client = Client::connect(
+        &f.socket,
+        &ClientOptions {
+            wait: WaitMode::Interrupt,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut q = client.queue().unwrap();
+    q.write(0, &[1u8; 512], false).unwrap();
+    f.server.take().unwrap().shutdown();
+    let e = q.write(0, &[1u8; 512], false).unwrap_err();
+    assert!(matches!(e, Error::Disconnected), "{e}");
+    // Reconnecting to a stopped server fails clearly.
+    let e = Client::connect(&f.socket, &ClientOptions::default())
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("connecting"), "{e}");
+}
+
+#[test]
+fn geometry_requests_are_clamped_to_server_limits() {
+    let f = serve(
+        MIB,
+        ServerOptions {
+            max_queues: 2,
+            max_depth: 16,
+            max_db: 64 * 1024,
+            ..Default::default()
+        },
+    );
+    let client = Client::connect(
+        &f.socket,
+        &ClientOptions {
+            queues: 100,
+            depth: 1000,
+            db_len: 1 << 30,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let g = client.geometry();
+    assert_eq!(
+        (g.queues, g.depth, g.db_len, g.volume_size),
+        (2, 16, 64 * 1024, MIB)
+    );
+    std::thread::sleep(Duration::from_millis(1));
+}
+
+#[test]
+fn the_socket_baseline_serves_the_same_bytes() {
+    let f = serve(MIB, ServerOptions::default());
+    let path = f.dir.path().join("uds.sock");
+    hscm_ring::uds::spawn_server(&path, f.volume.clone()).unwrap();
+    let mut c = hscm_ring::uds::UdsClient::connect(&path).unwrap();
+    let data = pattern(3, 8192);
+    c.write(16, &data, true).unwrap();
+    let mut back = vec![0u8; 8192];
+    c.read(16, &mut back).unwrap();
+    assert_eq!(back, data);
+    assert!(matches!(
+        c.read(4096, &mut back),
+        Err(Error::Command(Status::OutOfRange))
+    ));
+}
