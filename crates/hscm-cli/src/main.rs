@@ -5,6 +5,7 @@ mod crash;
 mod par;
 mod report;
 mod report_memsim;
+mod report_ring;
 mod report_vmsim;
 mod ring_cmd;
 mod sim_cmd;
@@ -293,7 +294,7 @@ struct ReproduceArgs {
     /// Small sizes and short runs: a smoke test of the whole pipeline in seconds.
     #[arg(long)]
     quick: bool,
-    /// Run only these sections, comma-separated (default: all): volume, memsim, vmsim.
+    /// Run only these sections, comma-separated (default: all): volume, memsim, vmsim, ring.
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<report::SectionName>,
     /// Directory of the memory traces the memsim section runs (shipped in the repo).

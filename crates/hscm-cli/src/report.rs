@@ -277,6 +277,7 @@ pub enum SectionName {
     Volume,
     Memsim,
     Vmsim,
+    Ring,
 }
 
 pub fn reproduce(
@@ -312,6 +313,13 @@ pub fn reproduce(
         passed += s.passed;
         total += s.total;
         sections.insert("vmsim".into(), s.json);
+    }
+    if want(SectionName::Ring) {
+        let s = crate::report_ring::section(out, quick)?;
+        md.push_str(&s.md);
+        passed += s.passed;
+        total += s.total;
+        sections.insert("ring".into(), s.json);
     }
     if want(SectionName::Volume) {
         let s = volume_section(out, seconds, restart_size, quick)?;

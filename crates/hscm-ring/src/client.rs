@@ -50,6 +50,8 @@ struct Shared {
     region: Region,
     buddy: Mutex<Buddy>,
     claimed: Vec<AtomicBool>,
+    /// Set while some queue waits for buffer space: others then return their spares.
+    pressure: AtomicBool,
 }
 
 impl Shared {
@@ -97,13 +99,16 @@ impl Client {
             .chunk
             .max(SECTOR)
             .next_multiple_of(SECTOR)
-            .min(g.db_len)
+            // With several queues a piece never needs more than half the buffer, the
+            // half that kept spares always leave free (Queue::may_keep).
+            .min(if g.queues > 1 { g.db_len / 2 } else { g.db_len })
             .min(u64::from(u32::MAX) / SECTOR * SECTOR);
         Ok(Client {
             shared: Arc::new(Shared {
                 stream,
                 buddy: Mutex::new(Buddy::new(g.db_len, SECTOR as u32)),
                 claimed: (0..g.queues).map(|_| AtomicBool::new(false)).collect(),
+                pressure: AtomicBool::new(false),
                 region,
             }),
             chunk,
@@ -462,13 +467,25 @@ impl Queue {
         Ok(())
     }
 
+    /// Whether a finished lease may stay with this queue for its next call: only while
+    /// nobody waits for space and half the buffer stays free for the other queues, so
+    /// spares can never starve them.
+    fn may_keep(&self) -> bool {
+        !self.shared.pressure.load(Ordering::Relaxed)
+            && self.shared.buddy.lock().free_bytes() >= self.shared.region.geometry().db_len / 2
+    }
+
     /// A lease of `bytes`, waiting for other queues of this client to return space.
     fn lease_waiting(&mut self, bytes: u64) -> Result<Lease> {
         let mut tries = 0u32;
         loop {
             if let Some(l) = self.client_lease(bytes) {
+                if tries > 0 {
+                    self.shared.pressure.store(false, Ordering::Relaxed);
+                }
                 return Ok(l);
             }
+            self.shared.pressure.store(true, Ordering::Relaxed);
             tries += 1;
             if tries % 1024 == 0 {
                 self.check_alive()?;
@@ -571,7 +588,7 @@ impl Queue {
                 }
             }
             if self.spare.is_none() {
-                self.spare = c.lease;
+                self.spare = c.lease.filter(|_| self.may_keep());
             }
             if first_error.is_some() && next < pieces {
                 // Stop issuing; collect what is in flight.

@@ -332,3 +332,40 @@ fn the_socket_baseline_serves_the_same_bytes() {
         Err(Error::Command(Status::OutOfRange))
     ));
 }
+
+/// Queues competing for a buffer that holds two requests at a time all make progress,
+/// even while some of them sit idle (a queue keeping its last lease for reuse must not
+/// starve the others).
+#[test]
+fn queues_sharing_a_small_buffer_all_progress() {
+    let f = serve(4 * MIB, ServerOptions::default());
+    let opts = ClientOptions {
+        queues: 4,
+        db_len: 128 * 1024,
+        chunk: 64 * 1024,
+        ..Default::default()
+    };
+    let client = Client::connect(&f.socket, &opts).unwrap();
+    let barrier = std::sync::Arc::new(std::sync::Barrier::new(4));
+    let (tx, rx) = std::sync::mpsc::channel();
+    for t in 0..4u64 {
+        let (client, tx, barrier) = (client.clone(), tx.clone(), barrier.clone());
+        std::thread::spawn(move || {
+            let mut q = client.queue().unwrap();
+            let mut buf = vec![0u8; 64 * 1024];
+            for round in 0..2u64 {
+                for i in 0..100u64 {
+                    q.read(((t * 200 + round * 100 + i) % 60) * 128, &mut buf)
+                        .unwrap();
+                }
+                // Idle while holding whatever the queue kept.
+                barrier.wait();
+            }
+            tx.send(t).unwrap();
+        });
+    }
+    for _ in 0..4 {
+        rx.recv_timeout(Duration::from_secs(60))
+            .expect("a queue starved for buffer space");
+    }
+}
