@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result};
 use hdrhistogram::Histogram;
 use hscm_ring::uds::UdsClient;
-use hscm_ring::{Client, ClientOptions, Server, ServerOptions, WaitMode};
+use hscm_ring::{Client, ClientOptions, Op, Server, ServerOptions, WaitMode};
 use hscm_store::{CreateOptions, OpenOptions, Volume};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -240,6 +240,70 @@ fn drive<S: Send>(
     })
 }
 
+/// One thread keeping `qd` reads in flight with submit/complete (the storage sense of
+/// queue depth, as fio's iodepth); latency is per command, submit to completion.
+fn drive_async(client: &Client, qd: u32, seconds: f64, chunk: u64, size: u64) -> Result<Measured> {
+    let mut q = client.queue()?;
+    let mut rng = SmallRng::seed_from_u64(7);
+    let mut buf = vec![0u8; chunk as usize];
+    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)?;
+    let mut started = vec![Instant::now(); 1 << 16];
+    let submit =
+        |q: &mut hscm_ring::Queue, rng: &mut SmallRng, started: &mut Vec<Instant>| -> Result<()> {
+            let lease = q
+                .client_lease(chunk)
+                .context("data buffer too small for the queue depth")?;
+            let sector = random_offset(rng, size, chunk) / 512;
+            let id = q.submit(
+                Op::Read {
+                    sector,
+                    count: (chunk / 512) as u32,
+                },
+                Some(lease),
+            )?;
+            started[(id & 0xffff) as usize] = Instant::now();
+            Ok(())
+        };
+    for _ in 0..qd {
+        submit(&mut q, &mut rng, &mut started)?;
+    }
+    let warm = Instant::now();
+    let limit = Duration::from_secs_f64(seconds);
+    let mut start = None;
+    let mut ops = 0u64;
+    loop {
+        let c = q.complete()?;
+        let now = Instant::now();
+        if let Err(st) = c.result {
+            anyhow::bail!("read failed: {}", st.describe());
+        }
+        if let Some(l) = &c.lease {
+            l.read(0, &mut buf);
+        }
+        drop(c.lease);
+        match start {
+            None if warm.elapsed() >= Duration::from_millis(50) => start = Some(now),
+            None => {}
+            Some(s) => {
+                hist.record((now - started[(c.id & 0xffff) as usize]).as_nanos().max(1) as u64)?;
+                ops += 1;
+                if now - s >= limit {
+                    while q.in_flight() > 0 {
+                        q.complete()?;
+                    }
+                    return Ok(Measured {
+                        bytes: ops * chunk,
+                        ops,
+                        elapsed: (now - s).as_secs_f64(),
+                        hist,
+                    });
+                }
+            }
+        }
+        submit(&mut q, &mut rng, &mut started)?;
+    }
+}
+
 fn random_offset(rng: &mut SmallRng, size: u64, chunk: u64) -> u64 {
     rng.gen_range(0..size / chunk) * chunk
 }
@@ -339,6 +403,36 @@ pub fn bench(a: &RingBenchArgs) -> Result<RingReport> {
                     chunk,
                     qd,
                     mode: mode.name().to_string(),
+                    protocol_mbps: m.mbps(),
+                    interface_mbps: iface.mbps(),
+                    overhead: 1.0 - m.mbps() / iface.mbps(),
+                    p50_us: m.us(0.5),
+                    p99_us: m.us(0.99),
+                    ops_per_s: m.ops as f64 / m.elapsed,
+                };
+                if progress {
+                    eprintln!(
+                        "ring {:>7} qd{} {:<9} {:>8.0} MB/s (memcpy {:>8.0}) overhead {:>5.1}%  p50 {:.2} µs",
+                        human_bytes(chunk), qd, row.mode, row.protocol_mbps, row.interface_mbps,
+                        row.overhead * 100.0, row.p50_us
+                    );
+                }
+                rows.push(row);
+            }
+            if qd > 1 && chunk <= a.split {
+                let opts = ClientOptions {
+                    queues: 1,
+                    depth: 64,
+                    db_len: a.db,
+                    chunk: a.split,
+                    wait: WaitMode::adaptive(),
+                };
+                let client = Client::connect(&sock, &opts)?;
+                let m = drive_async(&client, qd, a.seconds, chunk, size)?;
+                let row = RingRow {
+                    chunk,
+                    qd,
+                    mode: "async".to_string(),
                     protocol_mbps: m.mbps(),
                     interface_mbps: iface.mbps(),
                     overhead: 1.0 - m.mbps() / iface.mbps(),

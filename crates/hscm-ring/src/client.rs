@@ -254,7 +254,7 @@ pub struct Completion {
 }
 
 /// Busy-spin iterations before an adaptive waiter starts yielding its core.
-const YIELD_AFTER: u32 = 256;
+const YIELD_AFTER: u32 = 32;
 
 /// One blocking transfer, split into chunks by [`Queue::io`].
 struct Transfer {
