@@ -35,6 +35,9 @@ pub struct ServeArgs {
     /// Microseconds a worker polls an idle client before sleeping on its doorbell.
     #[arg(long, default_value_t = 50)]
     pub idle_spin_us: u64,
+    /// Clients served at once; more are refused with a message.
+    #[arg(long, default_value_t = 64)]
+    pub max_clients: usize,
     /// Serve the volume read-only.
     #[arg(long)]
     pub read_only: bool,
@@ -55,6 +58,7 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
         max_db: a.max_db,
         max_queues: a.max_queues,
         idle_spin: Duration::from_micros(a.idle_spin_us),
+        max_clients: a.max_clients,
         ..Default::default()
     };
     let server = Server::bind(&path, volume.clone(), opts)?;

@@ -334,6 +334,17 @@ impl Queue {
         Ok(id)
     }
 
+    /// Publishes `tail` as this queue's SQ tail, whatever it is: for protocol tests of
+    /// what the server does with an impossible index. The queue is unusable afterwards.
+    pub fn publish_raw_sq_tail(&mut self, tail: u32) {
+        let qp = self.shared.region.queue_pair(self.index);
+        qp.sq_tail.store(tail, Ordering::Release);
+        let doorbell = self.shared.region.server_doorbell();
+        if ring_doorbell(doorbell) {
+            wake_all(doorbell);
+        }
+    }
+
     fn claim_slot(&mut self, lease: Option<Lease>) -> Result<u32> {
         self.shared.check_server()?;
         let slot = self

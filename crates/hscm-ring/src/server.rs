@@ -32,6 +32,9 @@ pub struct ServerOptions {
     pub max_db: u64,
     /// How long a worker keeps polling an idle region before it sleeps on its doorbell.
     pub idle_spin: Duration,
+    /// Clients served at once; more are refused with a message (each holds a region of
+    /// up to `max_db` plus its queues, and a worker thread).
+    pub max_clients: usize,
 }
 
 impl Default for ServerOptions {
@@ -44,6 +47,7 @@ impl Default for ServerOptions {
             default_db: 1 << 20,
             max_db: 64 << 20,
             idle_spin: Duration::from_micros(50),
+            max_clients: 64,
         }
     }
 }
@@ -137,6 +141,16 @@ impl Server {
                 }
             };
             workers.retain(|w| !w.is_finished());
+            if workers.len() >= self.opts.max_clients {
+                let mut stream = stream;
+                let msg = format!(
+                    "server busy: {} clients connected (its limit)",
+                    workers.len()
+                );
+                let _ = wire::send_refusal(&mut stream, &msg);
+                tracing::warn!("{msg}");
+                continue;
+            }
             let volume = self.volume.clone();
             let opts = self.opts.clone();
             let stop = self.stop.clone();

@@ -369,3 +369,68 @@ fn queues_sharing_a_small_buffer_all_progress() {
             .expect("a queue starved for buffer space");
     }
 }
+
+/// A client that publishes an impossible SQ index loses that queue pair, with a clear
+/// error, and nothing else: its other queue and other clients go on.
+#[test]
+fn an_impossible_ring_index_breaks_only_its_queue() {
+    let f = serve(MIB, ServerOptions::default());
+    let client = Client::connect(
+        &f.socket,
+        &ClientOptions {
+            queues: 2,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let other = Client::connect(&f.socket, &ClientOptions::default()).unwrap();
+    let mut bad = client.queue().unwrap();
+    let mut good = client.queue().unwrap();
+    bad.publish_raw_sq_tail(1_000_000);
+    let t0 = std::time::Instant::now();
+    let err = loop {
+        match bad.try_complete() {
+            Err(e) => break e,
+            Ok(_) if t0.elapsed() < Duration::from_secs(10) => {
+                std::thread::sleep(Duration::from_millis(1))
+            }
+            Ok(_) => panic!("server never reported the broken queue"),
+        }
+    };
+    assert!(matches!(err, Error::QueueBroken { .. }), "{err}");
+    assert_eq!(
+        f.server
+            .as_ref()
+            .unwrap()
+            .stats()
+            .broken_queues
+            .load(std::sync::atomic::Ordering::Relaxed),
+        1
+    );
+    good.write(0, &[3u8; 512], false).unwrap();
+    other.queue().unwrap().read(0, &mut [0u8; 512]).unwrap();
+}
+
+#[test]
+fn clients_beyond_the_limit_are_refused_with_a_reason() {
+    let f = serve(
+        MIB,
+        ServerOptions {
+            max_clients: 2,
+            ..Default::default()
+        },
+    );
+    let a = Client::connect(&f.socket, &ClientOptions::default()).unwrap();
+    let b = Client::connect(&f.socket, &ClientOptions::default()).unwrap();
+    let e = Client::connect(&f.socket, &ClientOptions::default())
+        .err()
+        .unwrap();
+    assert!(matches!(&e, Error::Refused(m) if m.contains("busy")), "{e}");
+    drop((a, b));
+    // Workers notice the closed sockets within their liveness period.
+    let t0 = std::time::Instant::now();
+    while Client::connect(&f.socket, &ClientOptions::default()).is_err() {
+        assert!(t0.elapsed() < Duration::from_secs(10), "slots never freed");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
