@@ -434,3 +434,27 @@ fn clients_beyond_the_limit_are_refused_with_a_reason() {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+#[test]
+fn writes_to_a_read_only_volume_get_their_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ro.hscm");
+    hscm_store::Volume::create(&path, MIB, &hscm_store::CreateOptions::default()).unwrap();
+    let ro = hscm_store::OpenOptions {
+        read_only: true,
+        ..Default::default()
+    };
+    let volume = std::sync::Arc::new(hscm_store::Volume::open(&path, &ro).unwrap());
+    let socket = dir.path().join("ro.sock");
+    let _server = hscm_ring::Server::bind(&socket, volume, ServerOptions::default())
+        .unwrap()
+        .spawn()
+        .unwrap();
+    let client = Client::connect(&socket, &ClientOptions::default()).unwrap();
+    let mut q = client.queue().unwrap();
+    let e = q.write(0, &[1u8; 4096], true).unwrap_err();
+    assert!(matches!(e, Error::Command(Status::ReadOnly)), "{e}");
+    let mut buf = [9u8; 4096];
+    q.read(0, &mut buf).unwrap();
+    assert!(buf.iter().all(|&b| b == 0));
+}
