@@ -224,8 +224,6 @@ enum BenchCmd {
     ///
     /// Example: hscm bench volume --workload randread --bs 4k --threads 1 --seconds 5
     Volume(VolumeBenchArgs),
-    /// Time to open, to first read and to fully warm, for several sizes, beside the
-    /// backend's raw sequential read speed.
     /// The shared-memory queue transport: random reads at each chunk size and queue
     /// depth, beside plain memcpy of the same sizes (the interface bandwidth) and the
     /// same requests over a Unix socket, all in this run; then a data-buffer size sweep.
@@ -233,6 +231,8 @@ enum BenchCmd {
     ///
     /// Example: hscm bench ring --chunks 4k,512k --qd 1 --json
     Ring(ring_cmd::RingBenchArgs),
+    /// Time to open, to first read and to fully warm, for several sizes, beside the
+    /// backend's raw sequential read speed.
     Restart {
         /// Largest size measured (smaller ones, 256M and 1G, run first).
         #[arg(long, default_value = "8G", value_parser = units::parse_size)]
