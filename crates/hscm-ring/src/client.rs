@@ -140,6 +140,7 @@ impl Client {
                     chunk: self.chunk,
                     wait: self.wait,
                     spare: None,
+                    piece_of: Vec::new(),
                 });
             }
         }
@@ -281,6 +282,9 @@ pub struct Queue {
     /// The last lease a blocking call finished with, kept for the next one so the
     /// common case skips the shared allocator.
     spare: Option<Lease>,
+    /// Which piece of a blocking call each slot carries (kept to avoid an allocation
+    /// per call).
+    piece_of: Vec<usize>,
 }
 
 impl Queue {
@@ -534,7 +538,8 @@ impl Queue {
         }
         let chunk = self.chunk as usize;
         let pieces = len.div_ceil(chunk);
-        let mut piece_of = vec![usize::MAX; self.pending.len()];
+        let mut piece_of = std::mem::take(&mut self.piece_of);
+        piece_of.resize(self.pending.len(), usize::MAX);
         let mut next = 0;
         let mut done = 0;
         let mut first_error: Option<Error> = None;
@@ -607,6 +612,7 @@ impl Queue {
                 break;
             }
         }
+        self.piece_of = piece_of;
         match first_error {
             Some(e) => Err(e),
             None => Ok(()),
