@@ -326,7 +326,7 @@ impl Queue {
         let slot = self.claim_slot(lease)?;
         let mut entry = op.entry(if need == 0 { 0 } else { index });
         entry.id = slot;
-        self.push(&entry);
+        self.push(&entry)?;
         Ok(slot)
     }
 
@@ -334,7 +334,7 @@ impl Queue {
     /// Its completion comes back with id `entry.id` replaced by the returned id.
     pub fn submit_raw(&mut self, entry: SqEntry) -> Result<u32> {
         let id = self.claim_slot(None)?;
-        self.push(&SqEntry { id, ..entry });
+        self.push(&SqEntry { id, ..entry })?;
         Ok(id)
     }
 
@@ -360,21 +360,29 @@ impl Queue {
         Ok(u32::from(slot) | u32::from(self.generation) << 16)
     }
 
-    fn push(&mut self, entry: &SqEntry) {
+    fn push(&mut self, entry: &SqEntry) -> Result<()> {
         let g = self.shared.region.geometry();
         let qp = self.shared.region.queue_pair(self.index);
         let mut sq = Producer::at(qp.sq_head, qp.sq_tail, g.depth, self.sq_tail);
-        // In flight <= depth, so the SQ has room unless the server moved its head
-        // backwards; then the next wait reports the broken queue.
-        if sq.free().is_ok_and(|n| n > 0) {
-            qp.sq[sq.slot(0)].store(entry);
-            sq.publish(1);
-            self.sq_tail = sq.position();
+        // In flight <= depth, so the SQ has room unless the server's head is wrong.
+        if !sq.free().is_ok_and(|n| n > 0) {
+            let slot = (entry.id & 0xffff) as usize;
+            self.pending[slot] = None;
+            self.free_slots.push(slot as u16);
+            return Err(Error::Protocol(format!(
+                "SQ of queue {} has no room with {} commands in flight: the server's head is wrong",
+                self.index,
+                self.in_flight()
+            )));
         }
+        qp.sq[sq.slot(0)].store(entry);
+        sq.publish(1);
+        self.sq_tail = sq.position();
         let doorbell = self.shared.region.server_doorbell();
         if ring_doorbell(doorbell) {
             wake_all(doorbell);
         }
+        Ok(())
     }
 
     /// The next completion if one is ready.

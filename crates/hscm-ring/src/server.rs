@@ -59,6 +59,8 @@ pub struct ServerStats {
     pub commands: AtomicU64,
     pub errors: AtomicU64,
     pub broken_queues: AtomicU64,
+    /// Times a worker went to sleep on its doorbell (idle, or nothing it could take).
+    pub sleeps: AtomicU64,
 }
 
 /// A bound server. [`Server::spawn`] runs it on a thread; dropping the handle stops it.
@@ -390,6 +392,7 @@ impl<'a> Worker<'a> {
             let doorbell = self.region.server_doorbell();
             let w = prepare_sleep(doorbell);
             if !self.any_work() {
+                self.stats.sleeps.fetch_add(1, Ordering::Relaxed);
                 sleep_on(doorbell, w, LIVENESS_PERIOD);
             }
             end_sleep(doorbell);
@@ -397,10 +400,18 @@ impl<'a> Worker<'a> {
         }
     }
 
+    /// Whether a queue has entries the worker can take now: waiting entries and room
+    /// for their completions (a client that never reaps must not keep the worker
+    /// spinning; an honest one rings the doorbell with its next submission anyway).
+    /// Impossible indices count as work, so the queue gets broken.
     fn any_work(&self) -> bool {
-        self.queues
-            .iter()
-            .any(|q| !q.broken && q.sq.available().is_ok_and(|n| n > 0))
+        self.queues.iter().any(|q| {
+            !q.broken
+                && match (q.sq.available(), q.cq.free()) {
+                    (Ok(ready), Ok(room)) => ready > 0 && room > 0,
+                    _ => true,
+                }
+        })
     }
 
     fn break_queue(&mut self, q: usize, why: &str) {

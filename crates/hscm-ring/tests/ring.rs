@@ -458,3 +458,44 @@ fn writes_to_a_read_only_volume_get_their_status() {
     q.read(0, &mut buf).unwrap();
     assert!(buf.iter().all(|&b| b == 0));
 }
+
+/// A client that never reaps its completions and keeps publishing entries gets no
+/// more service, and does not keep the server's worker spinning either.
+#[test]
+fn a_client_that_never_reaps_lets_the_worker_sleep() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let f = serve(MIB, ServerOptions::default());
+    let stats = f.server.as_ref().unwrap().stats();
+    let client = Client::connect(
+        &f.socket,
+        &ClientOptions {
+            depth: 4,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut q = client.queue().unwrap();
+    for _ in 0..4 {
+        q.submit(Op::Flush, None).unwrap();
+    }
+    let t0 = std::time::Instant::now();
+    while stats.commands.load(Relaxed) < 4 {
+        assert!(t0.elapsed() < Duration::from_secs(10));
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // The CQ is full; two more entries wait in the SQ (a plausible tail).
+    q.publish_raw_sq_tail(6);
+    std::thread::sleep(Duration::from_millis(100));
+    let before = stats.sleeps.load(Relaxed);
+    std::thread::sleep(Duration::from_millis(400));
+    let slept = stats.sleeps.load(Relaxed) - before;
+    assert!(
+        slept >= 2,
+        "worker slept {slept} times in 400 ms: it is spinning"
+    );
+    assert_eq!(
+        stats.commands.load(Relaxed),
+        4,
+        "served entries it had no completion room for"
+    );
+}
