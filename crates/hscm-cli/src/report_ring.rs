@@ -77,24 +77,15 @@ pub fn section(_out: &Path, quick: bool) -> Result<Section> {
     }
     writeln!(md, "\nData-buffer size sweep at QD4 (the paper's Figure 8: 436 MB/s peak with a 256 KiB chunk and a 512 KiB buffer, \
         no gain beyond 512 KiB; there the medium, NAND, was in the loop), ring MB/s:\n")?;
-    let mut dbs: Vec<u64> = r.db_sweep.iter().map(|d| d.db).collect();
-    dbs.sort();
-    dbs.dedup();
+    let (dbs, grid) = r.db_grid();
     write!(md, "| chunk |")?;
     for d in &dbs {
         write!(md, " {} |", human_bytes(*d))?;
     }
     writeln!(md, "\n|---:|{}", "---:|".repeat(dbs.len()))?;
-    let mut chunks: Vec<u64> = r.db_sweep.iter().map(|d| d.chunk).collect();
-    chunks.dedup();
-    for c in chunks {
+    for (c, mbps) in grid {
         write!(md, "| {} |", human_bytes(c))?;
-        for d in &dbs {
-            let v = r
-                .db_sweep
-                .iter()
-                .find(|x| x.chunk == c && x.db == *d)
-                .map_or(0.0, |x| x.protocol_mbps);
+        for v in mbps {
             write!(md, " {v:.0} |")?;
         }
         writeln!(md)?;

@@ -165,6 +165,72 @@ pub struct RingReport {
     pub interface: &'static str,
 }
 
+impl RingReport {
+    /// The data-buffer sweep as a grid: buffer sizes (columns), then per chunk size its
+    /// MB/s at each buffer size.
+    pub fn db_grid(&self) -> (Vec<u64>, Vec<(u64, Vec<f64>)>) {
+        let mut dbs: Vec<u64> = self.db_sweep.iter().map(|d| d.db).collect();
+        dbs.sort();
+        dbs.dedup();
+        let mut chunks: Vec<u64> = self.db_sweep.iter().map(|d| d.chunk).collect();
+        chunks.dedup();
+        let grid = chunks
+            .into_iter()
+            .map(|c| {
+                let at = |db: u64| {
+                    self.db_sweep
+                        .iter()
+                        .find(|x| x.chunk == c && x.db == db)
+                        .map_or(0.0, |x| x.protocol_mbps)
+                };
+                (c, dbs.iter().map(|&d| at(d)).collect())
+            })
+            .collect();
+        (dbs, grid)
+    }
+}
+
+impl RingRow {
+    fn new(chunk: u64, qd: u32, mode: &str, ring: &Measured, iface: &Measured) -> RingRow {
+        RingRow {
+            chunk,
+            qd,
+            mode: mode.to_string(),
+            protocol_mbps: ring.mbps(),
+            interface_mbps: iface.mbps(),
+            overhead: 1.0 - ring.mbps() / iface.mbps(),
+            p50_us: ring.us(0.5),
+            p99_us: ring.us(0.99),
+            ops_per_s: ring.ops as f64 / ring.elapsed,
+        }
+    }
+
+    fn progress(&self) {
+        eprintln!(
+            "ring {:>7} qd{} {:<9} {:>8.0} MB/s (memcpy {:>8.0}) overhead {:>5.1}%  p50 {:.2} µs",
+            human_bytes(self.chunk),
+            self.qd,
+            self.mode,
+            self.protocol_mbps,
+            self.interface_mbps,
+            self.overhead * 100.0,
+            self.p50_us
+        );
+    }
+}
+
+/// One blocking random read of `buf.len()` bytes through a queue.
+fn ring_read(
+    q: &mut hscm_ring::Queue,
+    buf: &mut [u8],
+    rng: &mut SmallRng,
+    size: u64,
+) -> Result<()> {
+    let chunk = buf.len() as u64;
+    q.read(random_offset(rng, size, chunk) / 512, buf)?;
+    Ok(())
+}
+
 struct Measured {
     bytes: u64,
     ops: u64,
@@ -397,29 +463,11 @@ pub fn bench(a: &RingBenchArgs) -> Result<RingReport> {
                     a.seconds,
                     chunk,
                     |_| Ok((client.queue()?, vec![0u8; chunk as usize])),
-                    |(q, buf), rng| {
-                        let off = random_offset(rng, size, chunk);
-                        q.read(off / 512, buf)?;
-                        Ok(())
-                    },
+                    |(q, buf), rng| ring_read(q, buf, rng, size),
                 )?;
-                let row = RingRow {
-                    chunk,
-                    qd,
-                    mode: mode.name().to_string(),
-                    protocol_mbps: m.mbps(),
-                    interface_mbps: iface.mbps(),
-                    overhead: 1.0 - m.mbps() / iface.mbps(),
-                    p50_us: m.us(0.5),
-                    p99_us: m.us(0.99),
-                    ops_per_s: m.ops as f64 / m.elapsed,
-                };
+                let row = RingRow::new(chunk, qd, mode.name(), &m, &iface);
                 if progress {
-                    eprintln!(
-                        "ring {:>7} qd{} {:<9} {:>8.0} MB/s (memcpy {:>8.0}) overhead {:>5.1}%  p50 {:.2} µs",
-                        human_bytes(chunk), qd, row.mode, row.protocol_mbps, row.interface_mbps,
-                        row.overhead * 100.0, row.p50_us
-                    );
+                    row.progress();
                 }
                 rows.push(row);
             }
@@ -433,23 +481,9 @@ pub fn bench(a: &RingBenchArgs) -> Result<RingReport> {
                 };
                 let client = Client::connect(&sock, &opts)?;
                 let m = drive_async(&client, qd, a.seconds, chunk, size)?;
-                let row = RingRow {
-                    chunk,
-                    qd,
-                    mode: "async".to_string(),
-                    protocol_mbps: m.mbps(),
-                    interface_mbps: iface.mbps(),
-                    overhead: 1.0 - m.mbps() / iface.mbps(),
-                    p50_us: m.us(0.5),
-                    p99_us: m.us(0.99),
-                    ops_per_s: m.ops as f64 / m.elapsed,
-                };
+                let row = RingRow::new(chunk, qd, "async", &m, &iface);
                 if progress {
-                    eprintln!(
-                        "ring {:>7} qd{} {:<9} {:>8.0} MB/s (memcpy {:>8.0}) overhead {:>5.1}%  p50 {:.2} µs",
-                        human_bytes(chunk), qd, row.mode, row.protocol_mbps, row.interface_mbps,
-                        row.overhead * 100.0, row.p50_us
-                    );
+                    row.progress();
                 }
                 rows.push(row);
             }
@@ -509,11 +543,7 @@ pub fn bench(a: &RingBenchArgs) -> Result<RingReport> {
                     a.seconds / 2.0,
                     chunk,
                     |_| Ok((client.queue()?, vec![0u8; chunk as usize])),
-                    |(q, buf), rng| {
-                        let off = random_offset(rng, size, chunk);
-                        q.read(off / 512, buf)?;
-                        Ok(())
-                    },
+                    |(q, buf), rng| ring_read(q, buf, rng, size),
                 )?;
                 if progress {
                     eprintln!(
@@ -586,28 +616,16 @@ pub fn print(r: &RingReport) {
     }
     if !r.db_sweep.is_empty() {
         println!("\ndata-buffer size sweep, QD4 (MB/s):");
-        let dbs: Vec<u64> = {
-            let mut v: Vec<u64> = r.db_sweep.iter().map(|d| d.db).collect();
-            v.sort();
-            v.dedup();
-            v
-        };
+        let (dbs, grid) = r.db_grid();
         print!("{:>8}", "chunk");
         for d in &dbs {
             print!(" {:>9}", human_bytes(*d));
         }
         println!();
-        let mut chunks: Vec<u64> = r.db_sweep.iter().map(|d| d.chunk).collect();
-        chunks.dedup();
-        for c in chunks {
+        for (c, mbps) in grid {
             print!("{:>8}", human_bytes(c));
-            for d in &dbs {
-                let v = r
-                    .db_sweep
-                    .iter()
-                    .find(|x| x.chunk == c && x.db == *d)
-                    .map_or(0.0, |x| x.protocol_mbps);
-                print!(" {:>9.0}", v);
+            for v in mbps {
+                print!(" {v:>9.0}");
             }
             println!();
         }

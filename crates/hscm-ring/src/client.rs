@@ -15,8 +15,8 @@ use crate::buddy::{Block, Buddy};
 use crate::error::{Error, Result};
 use crate::proto::{self, Status};
 use crate::region::{Geometry, Region, QP_BROKEN, SECTOR, SERVER_CLOSED};
-use crate::ring::{end_sleep, prepare_sleep, ring_doorbell, Consumer, Producer, SqEntry};
-use crate::wait::{sleep_on, wake_all, WaitMode};
+use crate::ring::{end_sleep, prepare_sleep, Consumer, Producer, SqEntry};
+use crate::wait::{ring, sleep_on, WaitMode};
 use crate::wire::{self, peer_alive, Hello, LIVENESS_PERIOD};
 
 /// What a client asks the server for, and how it behaves.
@@ -343,10 +343,7 @@ impl Queue {
     pub fn publish_raw_sq_tail(&mut self, tail: u32) {
         let qp = self.shared.region.queue_pair(self.index);
         qp.sq_tail.store(tail, Ordering::Release);
-        let doorbell = self.shared.region.server_doorbell();
-        if ring_doorbell(doorbell) {
-            wake_all(doorbell);
-        }
+        ring(self.shared.region.server_doorbell());
     }
 
     fn claim_slot(&mut self, lease: Option<Lease>) -> Result<u32> {
@@ -378,10 +375,7 @@ impl Queue {
         qp.sq[sq.slot(0)].store(entry);
         sq.publish(1);
         self.sq_tail = sq.position();
-        let doorbell = self.shared.region.server_doorbell();
-        if ring_doorbell(doorbell) {
-            wake_all(doorbell);
-        }
+        ring(self.shared.region.server_doorbell());
         Ok(())
     }
 
@@ -629,81 +623,52 @@ impl Queue {
 
     /// Reads whole sectors starting at `sector` into `buf` (a multiple of 512 bytes).
     pub fn read(&mut self, sector: u64, buf: &mut [u8]) -> Result<()> {
-        let len = buf.len();
-        let offset = sector
-            .checked_mul(SECTOR)
-            .ok_or_else(|| Error::Invalid("sector overflow".into()))?;
-        self.io(
-            Transfer {
-                write: false,
-                bytes_mode: false,
-                offset,
-                len,
-                fua: false,
-            },
-            |_, _| {},
-            |at, l| {
-                let n = (len - at).min(l.len() as usize);
-                l.read(0, &mut buf[at..at + n]);
-            },
-        )
+        self.read_into(false, sector_offset(sector)?, buf)
     }
 
     /// Reads any byte range of the volume.
     pub fn read_bytes(&mut self, offset: u64, buf: &mut [u8]) -> Result<()> {
-        let len = buf.len();
-        self.io(
-            Transfer {
-                write: false,
-                bytes_mode: true,
-                offset,
-                len,
-                fua: false,
-            },
-            |_, _| {},
-            |at, l| {
-                let n = (len - at).min(l.len() as usize);
-                l.read(0, &mut buf[at..at + n]);
-            },
-        )
+        self.read_into(true, offset, buf)
     }
 
     /// Writes whole sectors. `fua` makes the write durable when this returns; without
     /// it the volume's own durability applies (see docs/design.md).
     pub fn write(&mut self, sector: u64, data: &[u8], fua: bool) -> Result<()> {
-        let offset = sector
-            .checked_mul(SECTOR)
-            .ok_or_else(|| Error::Invalid("sector overflow".into()))?;
-        self.io(
-            Transfer {
-                write: true,
-                bytes_mode: false,
-                offset,
-                len: data.len(),
-                fua,
-            },
-            |at, l| {
-                let n = (data.len() - at).min(l.len() as usize);
-                l.write(0, &data[at..at + n]);
-            },
-            |_, _| {},
-        )
+        self.write_from(false, sector_offset(sector)?, data, fua)
     }
 
     /// Writes any byte range of the volume.
     pub fn write_bytes(&mut self, offset: u64, data: &[u8], fua: bool) -> Result<()> {
+        self.write_from(true, offset, data, fua)
+    }
+
+    fn read_into(&mut self, bytes_mode: bool, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let t = Transfer {
+            write: false,
+            bytes_mode,
+            offset,
+            len: buf.len(),
+            fua: false,
+        };
+        // Each lease holds exactly its piece.
         self.io(
-            Transfer {
-                write: true,
-                bytes_mode: true,
-                offset,
-                len: data.len(),
-                fua,
-            },
-            |at, l| {
-                let n = (data.len() - at).min(l.len() as usize);
-                l.write(0, &data[at..at + n]);
-            },
+            t,
+            |_, _| {},
+            |at, l| l.read(0, &mut buf[at..at + l.len() as usize]),
+        )
+    }
+
+    fn write_from(&mut self, bytes_mode: bool, offset: u64, data: &[u8], fua: bool) -> Result<()> {
+        let t = Transfer {
+            write: true,
+            bytes_mode,
+            offset,
+            len: data.len(),
+            fua,
+        };
+        self.io(
+            t,
+            |at, l| l.write(0, &data[at..at + l.len() as usize]),
             |_, _| {},
         )
     }
@@ -736,6 +701,12 @@ impl Drop for Queue {
             self.shared.claimed[self.index as usize].store(false, Ordering::Release);
         }
     }
+}
+
+fn sector_offset(sector: u64) -> Result<u64> {
+    sector
+        .checked_mul(SECTOR)
+        .ok_or_else(|| Error::Invalid(format!("sector {sector} is beyond any volume")))
 }
 
 /// Waits `timeout` for `path` to accept connections (a server starting up).

@@ -275,59 +275,41 @@ impl Region {
         unsafe { self.map.as_ptr().add(self.geometry.db_offset() as usize) as *mut u8 }
     }
 
-    /// Copies `src` into the data buffer at `offset`.
-    pub fn db_write(&self, offset: u64, src: &[u8]) {
-        let end = offset
-            .checked_add(src.len() as u64)
-            .expect("offset overflow");
+    /// Pointer to `len` bytes of the data buffer at `offset`, after checking they lie
+    /// inside it. The region is foreign memory the peer may also write, so it is only
+    /// ever reached through raw pointers, never a Rust reference; any byte values are
+    /// valid.
+    pub fn db_range(&self, offset: u64, len: usize) -> *mut u8 {
+        let end = offset.checked_add(len as u64).expect("offset overflow");
         assert!(
             end <= self.geometry.db_len,
-            "data buffer write out of bounds"
+            "data buffer access out of bounds"
         );
-        // SAFETY: in bounds (asserted); the region is foreign memory the peer may also
-        // write, so it is only ever reached through raw pointers, never a Rust
-        // reference; any byte values are valid.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                src.as_ptr(),
-                self.db_ptr().add(offset as usize),
-                src.len(),
-            )
-        }
+        // SAFETY: offset < db_len, inside the mapping (db_ptr's contract).
+        unsafe { self.db_ptr().add(offset as usize) }
+    }
+
+    /// Copies `src` into the data buffer at `offset`.
+    pub fn db_write(&self, offset: u64, src: &[u8]) {
+        let dst = self.db_range(offset, src.len());
+        // SAFETY: dst is valid for src.len() bytes (db_range); src is our own memory.
+        unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) }
     }
 
     /// Copies `src` into the data buffer with non-temporal stores: the lines go to
     /// memory without first being fetched from the client core's cache, which is what a
     /// normal copy into a buffer the client just read costs most for.
     pub fn db_write_streaming(&self, offset: u64, src: &[u8]) {
-        let end = offset
-            .checked_add(src.len() as u64)
-            .expect("offset overflow");
-        assert!(
-            end <= self.geometry.db_len,
-            "data buffer write out of bounds"
-        );
-        // SAFETY: in bounds (asserted), raw-pointer access only, as in db_write.
-        unsafe { crate::copy::stream_copy(self.db_ptr().add(offset as usize), src) }
+        let dst = self.db_range(offset, src.len());
+        // SAFETY: as for db_write.
+        unsafe { crate::copy::stream_copy(dst, src) }
     }
 
     /// Copies from the data buffer at `offset` into `dst`.
     pub fn db_read(&self, offset: u64, dst: &mut [u8]) {
-        let end = offset
-            .checked_add(dst.len() as u64)
-            .expect("offset overflow");
-        assert!(
-            end <= self.geometry.db_len,
-            "data buffer read out of bounds"
-        );
-        // SAFETY: as for db_write.
-        unsafe {
-            std::ptr::copy_nonoverlapping(
-                self.db_ptr().add(offset as usize),
-                dst.as_mut_ptr(),
-                dst.len(),
-            )
-        }
+        let src = self.db_range(offset, dst.len());
+        // SAFETY: src is valid for dst.len() bytes (db_range); dst is our own memory.
+        unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) }
     }
 }
 

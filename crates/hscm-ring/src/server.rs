@@ -17,8 +17,8 @@ use rustix::fs::{MemfdFlags, SealFlags};
 use crate::error::{Error, Result};
 use crate::proto::{parse, Request, Status};
 use crate::region::{Geometry, Region, QP_BROKEN, SERVER_CLOSED};
-use crate::ring::{end_sleep, prepare_sleep, ring_doorbell, Consumer, CqEntry, Producer, SqEntry};
-use crate::wait::{sleep_on, wake_all};
+use crate::ring::{end_sleep, prepare_sleep, Consumer, CqEntry, Implausible, Producer, SqEntry};
+use crate::wait::{ring, sleep_on};
 use crate::wire::{self, peer_alive, LIVENESS_PERIOD};
 
 /// Limits and defaults for the regions a server hands out.
@@ -241,14 +241,16 @@ impl Drop for ServerHandle {
     }
 }
 
-fn clamp_pow2(requested: u32, default: u32, max: u32) -> u32 {
+/// A client's request for one geometry value: 0 takes the default, anything else is
+/// capped at the limit; then rounded down to a power of two no smaller than `floor`.
+fn granted(requested: u64, default: u64, max: u64, floor: u64) -> u64 {
     let v = if requested == 0 {
         default
     } else {
         requested.min(max)
-    };
-    // Round down to a power of two, at least 2.
-    (1u32 << (31 - v.max(2).leading_zeros())).max(2)
+    }
+    .max(floor);
+    1 << (63 - v.leading_zeros())
 }
 
 /// Builds the region for one client: a sealed memfd only this client receives.
@@ -287,16 +289,19 @@ fn serve_client(
         } else {
             hello.queues.min(opts.max_queues)
         },
-        depth: clamp_pow2(hello.depth, opts.default_depth, opts.max_depth),
-        db_len: {
-            let v = if hello.db_len == 0 {
-                opts.default_db
-            } else {
-                hello.db_len.min(opts.max_db)
-            };
-            // Round down to a power of two within the region limits.
-            (1u64 << (63 - v.max(crate::region::MIN_DB).leading_zeros())).min(crate::region::MAX_DB)
-        },
+        depth: granted(
+            hello.depth.into(),
+            opts.default_depth.into(),
+            opts.max_depth.into(),
+            2,
+        ) as u32,
+        db_len: granted(
+            hello.db_len,
+            opts.default_db,
+            opts.max_db,
+            crate::region::MIN_DB,
+        )
+        .min(crate::region::MAX_DB),
         volume_size: volume.size(),
     };
     let (region, fd) = match make_region(geometry) {
@@ -316,8 +321,7 @@ fn serve_client(
         .store(SERVER_CLOSED, Ordering::Release);
     for q in 0..geometry.queues {
         let qp = region.queue_pair(q);
-        ring_doorbell(qp.cq_doorbell);
-        wake_all(qp.cq_doorbell);
+        ring(qp.cq_doorbell);
     }
     result
 }
@@ -414,15 +418,21 @@ impl<'a> Worker<'a> {
         })
     }
 
-    fn break_queue(&mut self, q: usize, why: &str) {
-        tracing::warn!("queue {q}: {why}; no longer served");
+    /// Stops serving queue `q`, whose peer published `bad` as its `word`. Returns true
+    /// (there was something to do: break the queue).
+    fn break_queue(&mut self, q: usize, word: &str, bad: Implausible) -> bool {
+        tracing::warn!(
+            "queue {q}: {word} {} is more than a ring away from {}; no longer served",
+            bad.theirs,
+            bad.ours
+        );
         let qp = self.region.queue_pair(q as u32);
         qp.error.store(1, Ordering::Relaxed);
         qp.state.store(QP_BROKEN, Ordering::Release);
-        ring_doorbell(qp.cq_doorbell);
-        wake_all(qp.cq_doorbell);
+        ring(qp.cq_doorbell);
         self.queues[q].broken = true;
         self.stats.broken_queues.fetch_add(1, Ordering::Relaxed);
+        true
     }
 
     /// Takes a batch of entries from queue `q`, executes them in order and completes
@@ -433,32 +443,14 @@ impl<'a> Worker<'a> {
         }
         let ready = match self.queues[q].sq.available() {
             Ok(n) => n,
-            Err(bad) => {
-                self.break_queue(
-                    q,
-                    &format!(
-                        "SQ tail {} is more than a ring ahead of head {}",
-                        bad.theirs, bad.ours
-                    ),
-                );
-                return true;
-            }
+            Err(bad) => return self.break_queue(q, "SQ tail", bad),
         };
         if ready == 0 {
             return false;
         }
         let room = match self.queues[q].cq.free() {
             Ok(n) => n,
-            Err(bad) => {
-                self.break_queue(
-                    q,
-                    &format!(
-                        "CQ head {} is more than a ring behind tail {}",
-                        bad.theirs, bad.ours
-                    ),
-                );
-                return true;
-            }
+            Err(bad) => return self.break_queue(q, "CQ head", bad),
         };
         // A client that does not reap its completions stalls only its own queue.
         let n = ready.min(room).min(BATCH);
@@ -501,9 +493,7 @@ impl<'a> Worker<'a> {
                 len,
             });
             cq.publish(1);
-            if ring_doorbell(qp.cq_doorbell) {
-                wake_all(qp.cq_doorbell);
-            }
+            ring(qp.cq_doorbell);
         }
         true
     }
@@ -529,19 +519,20 @@ impl<'a> Worker<'a> {
                 buffer,
                 fua,
             } => {
-                // SAFETY: as for Read.
+                // SAFETY: db_range checked the range lies in the data buffer, and the
+                // region outlives this call. The batch check keeps this the only
+                // reference the server makes to these bytes. The client may scribble
+                // on them meanwhile (a protocol violation that can only garble its own
+                // data: any byte value is valid, and nothing reads lengths or indices
+                // from the buffer).
                 let data = unsafe {
                     std::slice::from_raw_parts(
-                        self.region.db_ptr().add(buffer as usize),
+                        self.region.db_range(buffer, len as usize),
                         len as usize,
                     )
                 };
-                let durability = if fua {
-                    Durability::Immediate
-                } else {
-                    vol.durability()
-                };
-                vol.write_at_with(offset, data, durability).map(|()| len)
+                vol.write_at_with(offset, data, write_durability(vol, fua))
+                    .map(|()| len)
             }
             Request::Flush => vol.flush().map(|()| 0),
             Request::Discard { offset, len, fua } => discard(vol, offset, len, fua).map(|()| 0),
@@ -554,6 +545,16 @@ impl<'a> Worker<'a> {
                 (Status::IoError, 0)
             }
         }
+    }
+}
+
+/// What a write promises: FUA makes it durable on completion; otherwise the volume's
+/// own durability applies.
+pub(crate) fn write_durability(vol: &Volume, fua: bool) -> Durability {
+    if fua {
+        Durability::Immediate
+    } else {
+        vol.durability()
     }
 }
 

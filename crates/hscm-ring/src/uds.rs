@@ -7,7 +7,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use hscm_store::{Durability, Volume};
+use hscm_store::Volume;
 
 use crate::error::{Error, Result};
 use crate::proto::{parse, Request, Status, FLAG_FUA, OP_READ, OP_WRITE};
@@ -80,11 +80,7 @@ fn serve(mut s: UnixStream, volume: &Volume) -> std::io::Result<()> {
                 offset, len, fua, ..
             }) => {
                 s.read_exact(&mut buf[REPLY..REPLY + len as usize])?;
-                let d = if fua {
-                    Durability::Immediate
-                } else {
-                    volume.durability()
-                };
+                let d = crate::server::write_durability(volume, fua);
                 match volume.write_at_with(offset, &buf[REPLY..REPLY + len as usize], d) {
                     Ok(()) => (Status::Ok, 0),
                     Err(_) => (Status::IoError, 0),

@@ -16,9 +16,12 @@ pub fn sleep_on(word: &AtomicU32, expected: u32, timeout: Duration) {
     let _ = futex::wait(word, futex::Flags::empty(), expected, Some(ts));
 }
 
-/// Wakes every thread blocked on `word`.
-pub fn wake_all(word: &AtomicU32) {
-    let _ = futex::wake(word, futex::Flags::empty(), i32::MAX as u32);
+/// Rings a doorbell after publishing work (or closing): bumps its counter and wakes
+/// the other side if it sleeps or is about to (see [`crate::ring::ring_doorbell`]).
+pub fn ring(doorbell: &AtomicU32) {
+    if crate::ring::ring_doorbell(doorbell) {
+        let _ = futex::wake(doorbell, futex::Flags::empty(), i32::MAX as u32);
+    }
 }
 
 /// How a side waits for the other: sleep at once ("interrupt"), spin ("poll"), or spin
