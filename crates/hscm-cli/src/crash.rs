@@ -59,3 +59,64 @@ pub fn ring_writer(socket: &Path, seed: u64, block: usize) -> Result<()> {
     }
     Ok(())
 }
+
+/// The value the kv crash test writes for a key at a version.
+pub fn kv_value(key: u64, version: u64) -> Vec<u8> {
+    let mut v = format!("{key}/{version}/").into_bytes();
+    let len = 64 + (key * 37 + version) as usize % 900;
+    while v.len() < len {
+        v.push((version as u8).wrapping_add(v.len() as u8));
+    }
+    v
+}
+
+/// The key-value store in `mode` (small buffers, so logs sync and caches churn
+/// within a round): puts and deletes of random keys from two threads, each reported
+/// as "W|D <key> <version>" before and "A <key> <version>" after it is acknowledged.
+pub fn kv_writer(dir: &Path, seed: u64, mode: &str) -> Result<()> {
+    use hscm_store::kv::{KvOptions, KvStore, Mode, Primaries};
+    let mode = Mode::from_name(mode).ok_or_else(|| anyhow::anyhow!("unknown mode {mode}"))?;
+    let store = KvStore::open(
+        dir,
+        KvOptions {
+            mode,
+            buffer_bytes: 48 << 10,
+            cache_bytes: 64 << 10,
+            primaries: Primaries::Fixed(1),
+            ..KvOptions::default()
+        },
+    )?;
+    let out = std::sync::Mutex::new(std::io::stdout());
+    std::thread::scope(|s| {
+        for t in 0..2u64 {
+            let (store, out) = (&store, &out);
+            s.spawn(move || -> Result<()> {
+                let mut rng = rand::rngs::SmallRng::seed_from_u64(seed * 2 + t);
+                // Each thread owns the keys of its parity, so one op per key is in flight.
+                for version in (seed << 32).. {
+                    let key = rng.gen_range(0..200u64) * 2 + t;
+                    let name = format!("key{key}");
+                    let delete = rng.gen_ratio(1, 8);
+                    {
+                        let mut o = out.lock().unwrap();
+                        writeln!(o, "{} {key} {version}", if delete { "D" } else { "W" })?;
+                        o.flush()?;
+                    }
+                    if delete {
+                        store.delete(name.as_bytes())?;
+                    } else {
+                        store.put(name.as_bytes(), &kv_value(key, version))?;
+                    }
+                    if rng.gen_ratio(1, 3) {
+                        store.get(name.as_bytes())?;
+                    }
+                    let mut o = out.lock().unwrap();
+                    writeln!(o, "A {key} {version}")?;
+                    o.flush()?;
+                }
+                Ok(())
+            });
+        }
+    });
+    Ok(())
+}

@@ -2,8 +2,10 @@
 
 mod bench;
 mod crash;
+mod kv_cmd;
 mod par;
 mod report;
+mod report_kv;
 mod report_memsim;
 mod report_ring;
 mod report_vmsim;
@@ -47,6 +49,10 @@ enum Command {
     ///
     /// Example: hscm serve data.hscm --shm data   (clients connect to "data")
     Serve(ring_cmd::ServeArgs),
+    /// Energy-aware key-value store over several devices (seed 002): Standard
+    /// (every device active) against Sprint (a few primaries absorb the rest).
+    #[command(subcommand)]
+    Kv(KvCmd),
     /// Simulators for memory nobody can buy (`hscm sim memory compare --help`).
     #[command(subcommand)]
     Sim(SimCmd),
@@ -108,6 +114,35 @@ enum VolumeCmd {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Subcommand)]
+enum KvCmd {
+    /// Create an empty store in DIR: a manifest and one directory per device.
+    ///
+    /// Example: hscm kv create /srv/kv --devices 4
+    Create {
+        dir: PathBuf,
+        #[arg(long, default_value_t = 4)]
+        devices: usize,
+    },
+    /// Read every log of a store (home logs and buffer logs) without changing it;
+    /// exits non-zero naming file and byte of any damaged record.
+    Check {
+        dir: PathBuf,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Load a YCSB dataset on scratch devices, warm up, then measure one mode on one
+    /// workload: throughput, read/write p99, modelled energy, EDP, idle-device reads.
+    ///
+    /// Example: hscm kv bench --mode sprint --workload a-t --json
+    Bench(kv_cmd::KvBenchArgs),
+    /// Every mode on every workload, equal-time energy over the slowest run, printed
+    /// beside the paper's figures.
+    ///
+    /// Example: hscm kv compare --workloads a-t,a --records 10000 --ops 20000
+    Compare(kv_cmd::KvCompareArgs),
 }
 
 #[derive(Subcommand)]
@@ -294,7 +329,7 @@ struct ReproduceArgs {
     /// Small sizes and short runs: a smoke test of the whole pipeline in seconds.
     #[arg(long)]
     quick: bool,
-    /// Run only these sections, comma-separated (default: all): volume, memsim, vmsim, ring.
+    /// Run only these sections, comma-separated (default: all): volume, memsim, vmsim, ring, kv.
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<report::SectionName>,
     /// Directory of the memory traces the memsim section runs (shipped in the repo).
@@ -302,6 +337,8 @@ struct ReproduceArgs {
     traces: PathBuf,
 }
 
+// The variant names are the subcommand names the crash tests call.
+#[allow(clippy::enum_variant_names)]
 #[derive(Subcommand)]
 enum DebugCmd {
     /// Write stamped blocks forever, printing "A <block> <version>" after each
@@ -314,6 +351,14 @@ enum DebugCmd {
         block: usize,
         #[arg(long, default_value = "immediate")]
         durability: Durability,
+    },
+    /// Key-value puts and deletes in a mode, "A <key> <version>" after each ack.
+    KvWriter {
+        dir: PathBuf,
+        #[arg(long)]
+        seed: u64,
+        #[arg(long, default_value = "sprint")]
+        mode: String,
     },
     /// The same through a running `hscm serve` (FUA writes over the ring).
     RingWriter {
@@ -507,6 +552,14 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Serve(a) => ring_cmd::serve(&a),
+        Command::Kv(KvCmd::Create { dir, devices }) => {
+            hscm_store::kv::KvStore::create(&dir, devices, None)?;
+            println!("created a {devices}-device store in {}", dir.display());
+            Ok(())
+        }
+        Command::Kv(KvCmd::Check { dir, json }) => kv_cmd::check(&dir, json),
+        Command::Kv(KvCmd::Bench(a)) => kv_cmd::bench(&a),
+        Command::Kv(KvCmd::Compare(a)) => kv_cmd::compare(&a),
         Command::Bench(BenchCmd::Ring(a)) => {
             let r = ring_cmd::bench(&a)?;
             if a.json {
@@ -553,6 +606,9 @@ fn run(cli: Cli) -> Result<()> {
             block,
             durability,
         }) => crash::crash_writer(&path, seed, block, durability),
+        Command::Debug(DebugCmd::KvWriter { dir, seed, mode }) => {
+            crash::kv_writer(&dir, seed, &mode)
+        }
         Command::Debug(DebugCmd::RingWriter {
             socket,
             seed,

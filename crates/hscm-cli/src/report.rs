@@ -278,6 +278,7 @@ pub enum SectionName {
     Memsim,
     Vmsim,
     Ring,
+    Kv,
 }
 
 pub fn reproduce(
@@ -320,6 +321,13 @@ pub fn reproduce(
         passed += s.passed;
         total += s.total;
         sections.insert("ring".into(), s.json);
+    }
+    if want(SectionName::Kv) {
+        let s = crate::report_kv::section(out, quick)?;
+        md.push_str(&s.md);
+        passed += s.passed;
+        total += s.total;
+        sections.insert("kv".into(), s.json);
     }
     if want(SectionName::Volume) {
         let s = volume_section(out, seconds, restart_size, quick)?;

@@ -4,12 +4,14 @@
 
 pub mod cache;
 mod clock;
+pub mod levels;
 mod lru;
 mod rapp;
 mod table;
 mod warm;
 
 pub use clock::Clock;
+pub use levels::LeveledLru;
 pub use lru::Lru;
 pub use rapp::{Rapp, RappConfig};
 pub use warm::{Warm, WarmConfig, WarmDecision};

@@ -44,6 +44,18 @@ pub enum Error {
     ReadOnly { reason: String },
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
+    #[error("{path}: corrupt record at byte {offset}: {reason}; valid records follow it, so this is damage, not a torn tail (acknowledged data may sit beyond it: restore the file or run `hscm kv check` to see all damage)")]
+    CorruptRecord {
+        path: String,
+        offset: u64,
+        reason: String,
+    },
+    #[error("key of {len} bytes: keys must be 1 to {max} bytes")]
+    BadKey { len: usize, max: usize },
+    #[error("value of {len} bytes exceeds the store's limit of {max} bytes (KvOptions::max_value / --max-value)")]
+    ValueTooLarge { len: usize, max: usize },
+    #[error("{path}: device missing: {reason}")]
+    MissingDevice { path: String, reason: String },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

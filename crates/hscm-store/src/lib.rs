@@ -25,6 +25,7 @@ mod backend;
 mod error;
 mod header;
 mod journal;
+pub mod kv;
 mod ram;
 pub mod testing;
 mod volume;

@@ -10,6 +10,7 @@ mod error;
 mod requests;
 mod synth;
 mod text;
+mod ycsb;
 
 use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
@@ -19,6 +20,9 @@ pub use binary::{TraceWriter, MAGIC};
 pub use error::TraceError;
 pub use requests::{detect_requests, write_oracle_general, Request, RequestFormat, RequestReader};
 pub use synth::{RequestSynth, RequestSynthSpec, SynthKind, SynthSpec, Synthesizer};
+pub use ycsb::{
+    parse_op_trace, read_op_trace, ycsb_key, KvOp, YcsbGen, YcsbSpec, Zipfian, YCSB_WORKLOADS,
+};
 
 /// What a reference does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

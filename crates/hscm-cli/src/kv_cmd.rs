@@ -1,0 +1,629 @@
+//! `hscm kv`: the energy-aware multi-device key-value store (seed 002) — create,
+//! check, bench one mode on one workload, compare every mode on every workload.
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use hdrhistogram::Histogram;
+use hscm_model::{PowerProfile, Timeline, POWER_PRESETS};
+use hscm_store::kv::{KvOptions, KvStats, KvStore, Mode, Primaries, Trial};
+use hscm_trace::{ycsb_key, KvOp, YcsbGen, YcsbSpec};
+use serde::Serialize;
+
+use crate::units::parse_size;
+
+pub const ENERGY_NOTE: &str =
+    "energy is modelled from each device's measured busy/idle timeline with the power profile's \
+    states; it is not metered";
+
+#[derive(clap::Args, Clone)]
+pub struct KvRunArgs {
+    /// Records loaded before the run (the paper used 20 GB of 1 KB records).
+    #[arg(long, default_value_t = 20_000)]
+    pub records: u64,
+    /// Operations in the measured run phase (all client threads together).
+    #[arg(long, default_value_t = 120_000)]
+    pub ops: u64,
+    /// Unmeasured operations of the same workload in the same mode before the
+    /// measured phase (repeated until primary trials are over), so access counts,
+    /// caches and primaries reach a steady state, as on a store in service.
+    #[arg(long, default_value_t = 20_000)]
+    pub warmup_ops: u64,
+    /// Client threads (the paper used 20 on 96 cores; this default suits 2 cores).
+    #[arg(long, default_value_t = 4)]
+    pub threads: usize,
+    /// Value size in bytes.
+    #[arg(long, default_value_t = 1000)]
+    pub value_len: usize,
+    /// Devices (each a directory holding its logs).
+    #[arg(long, default_value_t = 4)]
+    pub devices: usize,
+    /// Power profile: a preset (optane-aep, nvme-apst, cxl-mem) or a JSON file with
+    /// the fields name, source, idle_w, active_w, peak_w, hold_s, decay_s.
+    #[arg(long, default_value = "optane-aep")]
+    pub power: String,
+    /// Primaries in Sprint modes: `auto` (trials with alpha) or a fixed count.
+    #[arg(long, default_value = "auto")]
+    pub primaries: String,
+    /// Keep a trial primary when write+read throughput gain reaches this.
+    #[arg(long, default_value_t = 0.10)]
+    pub alpha: f64,
+    /// Length of each trial measurement, milliseconds.
+    #[arg(long, default_value_t = 1000)]
+    pub trial_ms: u64,
+    /// Buffer log capacity per idle device.
+    #[arg(long, default_value = "4M", value_parser = parse_size)]
+    pub buffer: u64,
+    /// Cache capacity per idle device (default: the share of the dataset each idle
+    /// device holds, as a 128 GB primary AEP could cache its idle devices' data).
+    #[arg(long, value_parser = parse_size)]
+    pub cache: Option<u64>,
+    /// Replay this operation trace (`READ|UPDATE|INSERT|DELETE KEY [NBYTES]` per
+    /// line) as the run phase instead of a generated workload; --records still loads.
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Where the devices go (a scratch directory under it, removed afterwards).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Workload seed.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+}
+
+#[derive(clap::Args)]
+pub struct KvBenchArgs {
+    /// standard | sprint | sprint-nopre | sprint-noparallel
+    #[arg(long, default_value = "sprint")]
+    pub mode: String,
+    /// a | b | 3 (50/95/33 % reads, no gap) or a-t | b-t | 3-t (a 50 us gap)
+    #[arg(long, default_value = "a-t")]
+    pub workload: String,
+    #[command(flatten)]
+    pub run: KvRunArgs,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(clap::Args)]
+pub struct KvCompareArgs {
+    /// Workloads, comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "a-t,b-t,3-t,a,b,3")]
+    pub workloads: Vec<String>,
+    /// Modes, comma-separated.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "standard,sprint,sprint-nopre,sprint-noparallel"
+    )]
+    pub modes: Vec<String>,
+    #[command(flatten)]
+    pub run: KvRunArgs,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Serialize, Clone, Debug)]
+pub struct Energy {
+    pub execution: f64,
+    pub equal_time: f64,
+}
+
+/// One measured run. Field names are the `--json` contract.
+#[derive(Serialize, Clone, Debug)]
+pub struct KvRun {
+    pub workload: String,
+    pub mode: String,
+    pub ops: u64,
+    pub seconds: f64,
+    pub ops_per_s: f64,
+    pub read_ops_per_s: f64,
+    pub write_ops_per_s: f64,
+    pub read_p99_us: f64,
+    pub write_p99_us: f64,
+    pub read_mean_us: f64,
+    pub write_mean_us: f64,
+    pub energy_j: Energy,
+    /// Equal-time energy (J) x (mean read + mean write latency) (s), as the paper.
+    pub edp: f64,
+    /// Seconds the equal-time energy covers.
+    pub equal_time_s: f64,
+    pub idle_device_reads: u64,
+    pub device_reads: Vec<u64>,
+    pub device_busy_fraction: Vec<f64>,
+    /// Primary devices at the end of the run.
+    pub primaries: usize,
+    pub trials: Vec<Trial>,
+    pub prefetches: u64,
+    pub prefetched_values: u64,
+    pub log_syncs: u64,
+    /// MB/s of buffer logs synced home, wall time of sync batches.
+    pub sync_mbps: f64,
+    pub cache_hits: u64,
+    pub buffer_hits: u64,
+    pub power_profile: String,
+    pub energy_note: &'static str,
+    #[serde(skip)]
+    pub timelines: Vec<Timeline>,
+    #[serde(skip)]
+    pub window: (u64, u64),
+    #[serde(skip)]
+    pub profile: Option<PowerProfile>,
+}
+
+impl KvRun {
+    /// Recomputes equal-time energy and EDP over `seconds` from the run's start.
+    pub fn set_equal_time(&mut self, seconds: f64) {
+        let p = self.profile.as_ref().expect("profile kept");
+        let end = self.window.0 + (seconds * 1e9) as u64;
+        self.energy_j.equal_time = self
+            .timelines
+            .iter()
+            .map(|t| p.energy(t, self.window.0, end))
+            .sum();
+        self.equal_time_s = seconds;
+        self.edp = self.energy_j.equal_time * (self.read_mean_us + self.write_mean_us) * 1e-6;
+    }
+}
+
+pub fn power_profile(spec: &str) -> Result<PowerProfile> {
+    if let Some(p) = PowerProfile::preset(spec) {
+        return Ok(p);
+    }
+    let path = Path::new(spec);
+    if !path.exists() {
+        bail!(
+            "--power {spec:?}: neither a preset ({}) nor a file",
+            POWER_PRESETS.join(", ")
+        );
+    }
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {spec}"))?;
+    Ok(PowerProfile::from_json(&text)?)
+}
+
+fn mode(name: &str) -> Result<Mode> {
+    Mode::from_name(name).with_context(|| {
+        format!("unknown mode {name:?}; use standard, sprint, sprint-nopre or sprint-noparallel")
+    })
+}
+
+fn options(mode: Mode, a: &KvRunArgs) -> Result<KvOptions> {
+    let primaries = match a.primaries.as_str() {
+        "auto" => Primaries::Auto,
+        n => Primaries::Fixed(
+            n.parse()
+                .ok()
+                .filter(|&k| k >= 1)
+                .with_context(|| format!("--primaries {n:?}: use auto or a count >= 1"))?,
+        ),
+    };
+    let per_device = a.records * (a.value_len as u64 + 40) / a.devices.max(1) as u64;
+    Ok(KvOptions {
+        mode,
+        max_value: (a.value_len * 4).max(1 << 20),
+        buffer_bytes: a.buffer,
+        cache_bytes: a.cache.unwrap_or(per_device + (1 << 20)),
+        primaries,
+        trial_window: Duration::from_millis(a.trial_ms),
+        alpha: a.alpha,
+        ..KvOptions::default()
+    })
+}
+
+fn value_for(key: &str, len: usize, round: u64) -> Vec<u8> {
+    let seed = crc32c::crc32c(key.as_bytes()) as u64 ^ round;
+    (0..len)
+        .map(|i| (seed.wrapping_add(i as u64 * 131) >> 3) as u8)
+        .collect()
+}
+
+struct Latencies {
+    read: Histogram<u64>,
+    write: Histogram<u64>,
+}
+
+impl Latencies {
+    fn new() -> Latencies {
+        Latencies {
+            read: Histogram::new(3).expect("valid precision"),
+            write: Histogram::new(3).expect("valid precision"),
+        }
+    }
+}
+
+/// Runs `ops` split over `threads`, pausing `gap` after each request (a yielding
+/// wait: sleeping would overshoot 50 us several times on a loaded 2-core machine).
+fn drive(
+    store: &KvStore,
+    ops: &[Vec<KvOp>],
+    gap: Duration,
+    round: u64,
+    progress: Option<&indicatif::ProgressBar>,
+) -> Result<Latencies> {
+    let done = AtomicU64::new(0);
+    let results: Vec<Result<Latencies>> = std::thread::scope(|s| {
+        let handles: Vec<_> = ops
+            .iter()
+            .map(|mine| {
+                let done = &done;
+                s.spawn(move || -> Result<Latencies> {
+                    let mut lat = Latencies::new();
+                    for op in mine {
+                        let t = Instant::now();
+                        let is_read = match op {
+                            KvOp::Read(k) => {
+                                store.get(k.as_bytes())?;
+                                true
+                            }
+                            KvOp::Update(k, n) | KvOp::Insert(k, n) => {
+                                store.put(k.as_bytes(), &value_for(k, *n, round))?;
+                                false
+                            }
+                            KvOp::Delete(k) => {
+                                store.delete(k.as_bytes())?;
+                                false
+                            }
+                        };
+                        let us = t.elapsed().as_nanos() as u64 / 1000;
+                        if is_read {
+                            lat.read.record(us.max(1))?;
+                        } else {
+                            lat.write.record(us.max(1))?;
+                        }
+                        if !gap.is_zero() {
+                            let until = Instant::now() + gap;
+                            while Instant::now() < until {
+                                std::thread::yield_now();
+                            }
+                        }
+                        if let Some(p) = progress {
+                            if done.fetch_add(1, Ordering::Relaxed) % 1024 == 0 {
+                                p.set_position(done.load(Ordering::Relaxed));
+                            }
+                        }
+                    }
+                    Ok(lat)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("client thread panicked"))
+            .collect()
+    });
+    let mut all = Latencies::new();
+    for r in results {
+        let r = r?;
+        all.read.add(&r.read)?;
+        all.write.add(&r.write)?;
+    }
+    Ok(all)
+}
+
+/// Counters of the measured phase only.
+fn since(now: &KvStats, before: &KvStats) -> KvStats {
+    KvStats {
+        device_reads: now
+            .device_reads
+            .iter()
+            .zip(&before.device_reads)
+            .map(|(a, b)| a - b)
+            .collect(),
+        idle_device_reads: now.idle_device_reads - before.idle_device_reads,
+        buffer_hits: now.buffer_hits - before.buffer_hits,
+        cache_hits: now.cache_hits - before.cache_hits,
+        prefetches: now.prefetches - before.prefetches,
+        prefetched_values: now.prefetched_values - before.prefetched_values,
+        log_syncs: now.log_syncs - before.log_syncs,
+        synced_bytes: now.synced_bytes - before.synced_bytes,
+        sync_seconds: now.sync_seconds - before.sync_seconds,
+        prefetch_seconds: now.prefetch_seconds - before.prefetch_seconds,
+        ..now.clone()
+    }
+}
+
+fn split(ops: Vec<KvOp>, threads: usize) -> Vec<Vec<KvOp>> {
+    let mut parts: Vec<Vec<KvOp>> = (0..threads.max(1)).map(|_| Vec::new()).collect();
+    let n = parts.len();
+    for (i, op) in ops.into_iter().enumerate() {
+        parts[i % n].push(op);
+    }
+    parts
+}
+
+/// Load, warm up (standard mode), then the measured run in `mode`.
+pub fn run(mode_name: &str, workload: &str, a: &KvRunArgs, quiet: bool) -> Result<KvRun> {
+    let mode = mode(mode_name)?;
+    let profile = power_profile(&a.power)?;
+    anyhow::ensure!(a.devices >= 1, "--devices must be at least 1");
+    anyhow::ensure!(a.records >= 1, "--records must be at least 1");
+    let spec = YcsbSpec::named(workload, a.records, a.ops)
+        .with_context(|| format!("unknown workload {workload:?}; use a, b, 3, a-t, b-t or 3-t"))?;
+    let spec = YcsbSpec {
+        value_len: a.value_len,
+        seed: a.seed,
+        ..spec
+    };
+    let scratch = crate::bench::scratch_dir(a.dir.as_deref())?;
+    let dir = scratch.path().join("kv");
+    KvStore::create(&dir, a.devices, None)?;
+
+    // Load in standard mode: the dataset every mode starts from.
+    {
+        let store = KvStore::open(&dir, options(Mode::Standard, a)?)?;
+        let keys: Vec<String> = (0..a.records).map(ycsb_key).collect();
+        let values: Vec<Vec<u8>> = keys.iter().map(|k| value_for(k, a.value_len, 0)).collect();
+        store.load(
+            keys.iter()
+                .zip(&values)
+                .map(|(k, v)| (k.as_bytes(), v.as_slice())),
+        )?;
+        store.close()?;
+    }
+    let store = KvStore::open(&dir, options(mode, a)?)?;
+    // Warm up in the mode under test (unmeasured): access counts, caches and the
+    // primary trials reach a steady state, as in a store in service. Warm-up goes on
+    // past --warmup-ops until the trials are over (at most 60 s).
+    if a.warmup_ops > 0 {
+        let began = Instant::now();
+        for round in 0u64.. {
+            let warm = YcsbSpec {
+                operations: a.warmup_ops,
+                seed: a.seed ^ 0x5eed ^ round,
+                ..spec.clone()
+            };
+            let per = split(YcsbGen::new(warm, 0).collect(), a.threads);
+            drive(&store, &per, Duration::from_micros(spec.gap_us), 1, None)?;
+            if store.primaries_settled() || began.elapsed() > Duration::from_secs(60) {
+                break;
+            }
+        }
+    }
+    let before = store.stats();
+
+    let ops: Vec<Vec<KvOp>> = match &a.trace {
+        Some(path) => split(hscm_trace::read_op_trace(path, a.value_len)?, a.threads),
+        None => (0..a.threads.max(1) as u64)
+            .map(|t| {
+                let part = YcsbSpec {
+                    operations: a.ops / a.threads.max(1) as u64,
+                    ..spec.clone()
+                };
+                YcsbGen::new(part, t + 1).collect()
+            })
+            .collect(),
+    };
+    let total: u64 = ops.iter().map(|o| o.len() as u64).sum();
+    let progress = (!quiet && std::io::stderr().is_terminal()).then(|| {
+        let pb = indicatif::ProgressBar::new(total);
+        pb.set_style(
+            indicatif::ProgressStyle::with_template(&format!(
+                "{workload:>4} {mode_name:>17} {{bar:30}} {{pos}}/{{len}} ops {{per_sec}}"
+            ))
+            .expect("valid template"),
+        );
+        pb
+    });
+    let start = store.now_ns();
+    let lat = drive(
+        &store,
+        &ops,
+        Duration::from_micros(spec.gap_us),
+        2,
+        progress.as_ref(),
+    )?;
+    let end = store.now_ns();
+    if let Some(p) = progress {
+        p.finish_and_clear();
+    }
+    let stats: KvStats = since(&store.stats(), &before);
+    let timelines = store.timelines();
+    store.close()?;
+    drop(scratch);
+
+    let seconds = (end - start) as f64 * 1e-9;
+    let execution: f64 = timelines
+        .iter()
+        .map(|t| profile.energy(t, start, end))
+        .sum();
+    let mean = |h: &Histogram<u64>| if h.is_empty() { 0.0 } else { h.mean() };
+    let p99 = |h: &Histogram<u64>| h.value_at_quantile(0.99) as f64;
+    let idle_device_reads = if mode == Mode::Standard {
+        // No device is idle in standard mode; count the reads of the devices Sprint
+        // idles with one primary (all but device 0), the paper's comparison.
+        stats.device_reads.iter().skip(1).sum()
+    } else {
+        stats.idle_device_reads
+    };
+    let mut run = KvRun {
+        workload: workload.to_string(),
+        mode: mode.name().to_string(),
+        ops: total,
+        seconds,
+        ops_per_s: total as f64 / seconds,
+        read_ops_per_s: lat.read.len() as f64 / seconds,
+        write_ops_per_s: lat.write.len() as f64 / seconds,
+        read_p99_us: p99(&lat.read),
+        write_p99_us: p99(&lat.write),
+        read_mean_us: mean(&lat.read),
+        write_mean_us: mean(&lat.write),
+        energy_j: Energy {
+            execution,
+            equal_time: execution,
+        },
+        edp: 0.0,
+        equal_time_s: seconds,
+        idle_device_reads,
+        device_reads: stats.device_reads.clone(),
+        device_busy_fraction: timelines
+            .iter()
+            .map(|t| t.busy_ns(start, end) as f64 / (end - start) as f64)
+            .collect(),
+        primaries: stats.primaries.len(),
+        trials: stats.trials.clone(),
+        prefetches: stats.prefetches,
+        prefetched_values: stats.prefetched_values,
+        log_syncs: stats.log_syncs,
+        sync_mbps: if stats.sync_seconds > 0.0 {
+            stats.synced_bytes as f64 / 1e6 / stats.sync_seconds
+        } else {
+            0.0
+        },
+        cache_hits: stats.cache_hits,
+        buffer_hits: stats.buffer_hits,
+        power_profile: profile.name.clone(),
+        energy_note: ENERGY_NOTE,
+        timelines,
+        window: (start, end),
+        profile: Some(profile),
+    };
+    run.set_equal_time(seconds);
+    Ok(run)
+}
+
+pub fn bench(a: &KvBenchArgs) -> Result<()> {
+    let r = run(&a.mode, &a.workload, &a.run, a.json)?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "runs": [r] }))?
+        );
+    } else {
+        print_runs(&[r]);
+    }
+    Ok(())
+}
+
+/// Every mode on every workload; equal-time energy over the slowest mode's time.
+pub fn compare_runs(
+    workloads: &[String],
+    modes: &[String],
+    a: &KvRunArgs,
+    quiet: bool,
+) -> Result<Vec<KvRun>> {
+    for m in modes {
+        mode(m)?;
+    }
+    let mut all = Vec::new();
+    for w in workloads {
+        let mut group = Vec::new();
+        for m in modes {
+            if !quiet {
+                eprintln!("[kv] workload {w}, mode {m}");
+            }
+            group.push(run(m, w, a, quiet)?);
+        }
+        let longest = group.iter().map(|r| r.seconds).fold(0.0, f64::max);
+        for r in &mut group {
+            r.set_equal_time(longest);
+        }
+        all.extend(group);
+    }
+    Ok(all)
+}
+
+pub fn compare(a: &KvCompareArgs) -> Result<()> {
+    let runs = compare_runs(&a.workloads, &a.modes, &a.run, a.json)?;
+    if a.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "runs": runs }))?
+        );
+    } else {
+        print_runs(&runs);
+        println!("\nPaper (seed 002, Sprint-AEP on four Optane DIMMs, 20 GB): low density (-t): Sprint saves ~26% \
+            equal-time energy with no throughput loss, idle-device reads -96% without prefetching and -99.99% with it, \
+            one primary; high density: 7-17% saved, 3 primaries for A and B, 2 for 3; parallel sync/prefetch +30-68% \
+            write, +23.7-40% read throughput.");
+    }
+    Ok(())
+}
+
+/// Savings of `r` against the standard run of the same workload, if present.
+pub fn versus_standard<'a>(runs: &'a [KvRun], r: &KvRun) -> Option<&'a KvRun> {
+    runs.iter()
+        .find(|s| s.workload == r.workload && s.mode == "standard")
+}
+
+/// Reads of the devices `r` kept idle, in the standard run: the paper's Fig. 13 basis.
+pub fn idle_read_reduction(standard: &KvRun, r: &KvRun) -> f64 {
+    let base = standard.idle_device_reads as f64;
+    if base == 0.0 {
+        0.0
+    } else {
+        1.0 - r.idle_device_reads as f64 / base
+    }
+}
+
+pub fn print_runs(runs: &[KvRun]) {
+    println!(
+        "{:>4} {:>17} {:>9} {:>8} {:>8} {:>9} {:>9} {:>7} {:>9} {:>8} {:>4}",
+        "load",
+        "mode",
+        "ops/s",
+        "rd p99",
+        "wr p99",
+        "E exec J",
+        "E equal J",
+        "saved",
+        "EDP J*s",
+        "idle rd",
+        "prim"
+    );
+    for r in runs {
+        let saved = versus_standard(runs, r)
+            .filter(|s| s.mode != r.mode)
+            .map_or("-".to_string(), |s| {
+                format!(
+                    "{:.1}%",
+                    (1.0 - r.energy_j.equal_time / s.energy_j.equal_time) * 100.0
+                )
+            });
+        println!(
+            "{:>4} {:>17} {:>9.0} {:>8.0} {:>8.0} {:>9.2} {:>9.2} {:>7} {:>9.2e} {:>8} {:>4}",
+            r.workload,
+            r.mode,
+            r.ops_per_s,
+            r.read_p99_us,
+            r.write_p99_us,
+            r.energy_j.execution,
+            r.energy_j.equal_time,
+            saved,
+            r.edp,
+            r.idle_device_reads,
+            r.primaries
+        );
+    }
+    println!("({ENERGY_NOTE}; latencies in us)");
+}
+
+/// `hscm kv check DIR`.
+pub fn check(dir: &Path, json: bool) -> Result<()> {
+    let report = hscm_store::kv::check(dir)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        for f in &report.files {
+            println!(
+                "{}: {} records, {} bytes valid{}",
+                f.path,
+                f.records,
+                f.valid_bytes,
+                if f.torn_bytes > 0 {
+                    format!(
+                        ", torn tail of {} bytes (an unacknowledged write; cut on open)",
+                        f.torn_bytes
+                    )
+                } else {
+                    String::new()
+                }
+            );
+        }
+    }
+    if let Some(e) = report.errors.first() {
+        bail!("{} problem(s); first: {e}", report.errors.len());
+    }
+    Ok(())
+}

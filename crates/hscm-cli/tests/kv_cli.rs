@@ -1,0 +1,164 @@
+//! `hscm kv`: the JSON contract of bench, check on a healthy and a damaged store, and
+//! clear errors for bad arguments.
+
+use std::process::Command;
+
+fn hscm(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_hscm"))
+        .args(args)
+        .output()
+        .expect("run hscm")
+}
+
+#[test]
+fn bench_json_has_the_contract_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = hscm(&[
+        "kv",
+        "bench",
+        "--mode",
+        "sprint",
+        "--workload",
+        "a-t",
+        "--records",
+        "600",
+        "--ops",
+        "1200",
+        "--warmup-ops",
+        "300",
+        "--threads",
+        "2",
+        "--primaries",
+        "1",
+        "--json",
+        "--dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let run = &v["runs"][0];
+    for field in [
+        "workload",
+        "mode",
+        "ops_per_s",
+        "read_p99_us",
+        "write_p99_us",
+        "edp",
+        "idle_device_reads",
+        "primaries",
+    ] {
+        assert!(!run[field].is_null(), "missing {field}: {run}");
+    }
+    assert_eq!(run["workload"], "a-t");
+    assert_eq!(run["mode"], "sprint");
+    assert_eq!(run["primaries"], 1);
+    assert_eq!(run["ops"], 1200);
+    let e = &run["energy_j"];
+    let (exec, equal) = (
+        e["execution"].as_f64().unwrap(),
+        e["equal_time"].as_f64().unwrap(),
+    );
+    // Four devices draw between 4 x idle and 4 x peak power.
+    let secs = run["seconds"].as_f64().unwrap();
+    assert!(
+        exec >= 4.0 * 1.91 * secs * 0.99 && exec <= 4.0 * 3.64 * secs * 1.01,
+        "{exec} J in {secs} s"
+    );
+    assert!(
+        (equal - exec).abs() < 1e-6 * exec.max(1.0),
+        "a lone run's equal time is its own"
+    );
+    assert!(run["energy_note"].as_str().unwrap().contains("not metered"));
+    // The scratch store is removed afterwards.
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
+
+#[test]
+fn check_passes_a_healthy_store_and_names_damage() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("s");
+    let s = store.to_str().unwrap();
+    assert!(hscm(&["kv", "create", s, "--devices", "2"])
+        .status
+        .success());
+    {
+        let kv =
+            hscm_store::kv::KvStore::open(&store, hscm_store::kv::KvOptions::default()).unwrap();
+        for i in 0..20 {
+            kv.put(format!("k{i}").as_bytes(), &[i as u8; 100]).unwrap();
+        }
+        kv.close().unwrap();
+    }
+    let out = hscm(&["kv", "check", s, "--json"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let records: u64 = v["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["records"].as_u64().unwrap())
+        .sum();
+    assert_eq!(records, 20);
+
+    let log = store.join("dev0/data.log");
+    let mut bytes = std::fs::read(&log).unwrap();
+    bytes[30] ^= 0xff;
+    std::fs::write(&log, bytes).unwrap();
+    let out = hscm(&["kv", "check", s]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("dev0/data.log") && err.contains("corrupt record at byte 0"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_arguments_are_clear_errors() {
+    let out = hscm(&[
+        "kv",
+        "bench",
+        "--mode",
+        "turbo",
+        "--records",
+        "10",
+        "--ops",
+        "10",
+    ]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown mode \"turbo\""));
+    let out = hscm(&[
+        "kv",
+        "bench",
+        "--workload",
+        "zz",
+        "--records",
+        "10",
+        "--ops",
+        "10",
+    ]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown workload \"zz\""));
+    let out = hscm(&[
+        "kv",
+        "bench",
+        "--power",
+        "/nonexistent.json",
+        "--records",
+        "10",
+        "--ops",
+        "10",
+    ]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("neither a preset"));
+    let dir = tempfile::tempdir().unwrap();
+    let out = hscm(&["kv", "check", dir.path().to_str().unwrap()]);
+    assert!(!out.status.success());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is this an hscm kv store?"));
+}

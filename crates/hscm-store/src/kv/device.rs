@@ -1,0 +1,235 @@
+//! One device: a directory holding the device's home log (`data.log`) and, when the
+//! device is a primary, the buffer logs and caches of the idle devices it covers.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use parking_lot::RwLock;
+
+use super::log::{Activity, LogFile};
+use super::record::{self, Kind};
+use crate::{Error, Result};
+
+pub(crate) type Key = Box<[u8]>;
+
+/// Index entry: where the newest value of a key lives on its home device.
+pub(crate) struct Meta {
+    /// Offset of the value bytes in `data.log`.
+    pub offset: u64,
+    pub len: u32,
+    pub seq: u64,
+    pub deleted: bool,
+    /// Accesses since the store opened (the paper's "hotness").
+    pub hotness: AtomicU32,
+}
+
+pub(crate) struct Device {
+    pub id: usize,
+    pub dir: PathBuf,
+    pub activity: Arc<Activity>,
+    pub data: LogFile,
+    pub index: RwLock<BTreeMap<Key, Meta>>,
+    /// Values read from this device on behalf of a client request.
+    pub demand_reads: AtomicU64,
+}
+
+pub(crate) const DATA_LOG: &str = "data.log";
+/// Access counts saved at a clean close (advisory: a missing or damaged file only
+/// means the prefetcher starts without history).
+const HOTNESS: &str = "hotness";
+
+/// What opening a device found.
+pub(crate) struct Opened {
+    pub device: Device,
+    pub max_seq: u64,
+    pub torn_bytes: u64,
+}
+
+/// Reads a whole log file (empty if it has no bytes).
+pub(crate) fn read_log(path: &Path) -> Result<Vec<u8>> {
+    std::fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))
+}
+
+impl Device {
+    pub fn open(id: usize, dir: &Path, epoch: Instant) -> Result<Opened> {
+        let missing = |reason: String| Error::MissingDevice {
+            path: dir.display().to_string(),
+            reason,
+        };
+        if !dir.is_dir() {
+            return Err(missing("no such directory".into()));
+        }
+        let path = dir.join(DATA_LOG);
+        if !path.is_file() {
+            return Err(missing(format!("{DATA_LOG} is missing")));
+        }
+        let image = read_log(&path)?;
+        let mut index = BTreeMap::new();
+        let mut max_seq = 0;
+        let scanned = record::scan(&path.display().to_string(), &image, |at, rec| {
+            max_seq = max_seq.max(rec.seq);
+            apply(&mut index, at, rec);
+        })?;
+        if scanned.torn_bytes > 0 {
+            tracing::warn!(
+                "{}: cut a torn tail of {} bytes after byte {} (an unacknowledged write)",
+                path.display(),
+                scanned.torn_bytes,
+                scanned.valid_len
+            );
+        }
+        load_hotness(&dir.join(HOTNESS), &index);
+        let activity = Arc::new(Activity::new(epoch));
+        let data = LogFile::open(&path, scanned.valid_len, false, activity.clone())?;
+        Ok(Opened {
+            device: Device {
+                id,
+                dir: dir.to_path_buf(),
+                activity,
+                data,
+                index: RwLock::new(index),
+                demand_reads: AtomicU64::new(0),
+            },
+            max_seq,
+            torn_bytes: scanned.torn_bytes,
+        })
+    }
+
+    /// Saves every key's access count next to the log (format: repeated
+    /// `u16 key_len, key, u32 hotness`, then a crc32c of all of it).
+    pub fn save_hotness(&self) -> Result<()> {
+        let mut out = Vec::new();
+        for (key, meta) in self.index.read().iter() {
+            let h = meta.hotness.load(Ordering::Relaxed);
+            if h > 0 && !meta.deleted {
+                out.extend_from_slice(&(key.len() as u16).to_le_bytes());
+                out.extend_from_slice(key);
+                out.extend_from_slice(&h.to_le_bytes());
+            }
+        }
+        let crc = crc32c::crc32c(&out);
+        out.extend_from_slice(&crc.to_le_bytes());
+        let path = self.dir.join(HOTNESS);
+        let tmp = self.dir.join("hotness.tmp");
+        std::fs::write(&tmp, out)
+            .and_then(|_| std::fs::rename(&tmp, &path))
+            .map_err(|e| Error::io(format!("writing {}", path.display()), e))
+    }
+
+    /// Appends already-encoded records (one write, one sync) and indexes them.
+    pub fn append_records(&self, bytes: Vec<u8>) -> Result<()> {
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let (at, end, image) = self.data.append(|_| {
+            let copy = bytes.clone();
+            (bytes, copy)
+        })?;
+        self.data.sync_to(end)?;
+        let mut index = self.index.write();
+        record::scan("appended records", &image, |off, rec| {
+            apply(&mut index, at + off, rec)
+        })?;
+        Ok(())
+    }
+
+    /// Writes one record durably to this device's home log.
+    pub fn put(&self, seq: &AtomicU64, kind: Kind, key: &[u8], value: &[u8]) -> Result<u64> {
+        let (at, end, seq) = self.data.append(|_| {
+            let seq = seq.fetch_add(1, Ordering::Relaxed);
+            let mut buf = Vec::with_capacity(record::encoded_len(key, value));
+            record::encode(&mut buf, seq, kind, key, value);
+            (buf, seq)
+        })?;
+        self.data.sync_to(end)?;
+        let rec = record::View {
+            seq,
+            kind,
+            key,
+            value,
+        };
+        apply(&mut self.index.write(), at, rec);
+        Ok(seq)
+    }
+
+    /// Counts an access; returns the key's new hotness (0 if the device lacks it).
+    pub fn touch(&self, key: &[u8]) -> u32 {
+        self.index
+            .read()
+            .get(key)
+            .map(|m| m.hotness.fetch_add(1, Ordering::Relaxed).saturating_add(1))
+            .unwrap_or(0)
+    }
+
+    /// Where the newest value lives: `(offset, len, seq)`, or `None` if absent/deleted.
+    pub fn locate(&self, key: &[u8]) -> Option<(u64, u32, u64)> {
+        let index = self.index.read();
+        let m = index.get(key)?;
+        (!m.deleted).then_some((m.offset, m.len, m.seq))
+    }
+
+    /// Reads a value on behalf of a client.
+    pub fn get(&self, key: &[u8]) -> Result<Option<(Vec<u8>, u64)>> {
+        let Some((offset, len, seq)) = self.locate(key) else {
+            return Ok(None);
+        };
+        self.demand_reads.fetch_add(1, Ordering::Relaxed);
+        Ok(Some((self.data.read_at(offset, len as usize)?, seq)))
+    }
+}
+
+/// Indexes one record found at byte `at`; a record older than the indexed one is ignored.
+pub(crate) fn apply(index: &mut BTreeMap<Key, Meta>, at: u64, rec: record::View<'_>) {
+    let meta = Meta {
+        offset: at + rec.value_offset() as u64,
+        len: rec.value.len() as u32,
+        seq: rec.seq,
+        deleted: rec.kind == Kind::Delete,
+        hotness: AtomicU32::new(0),
+    };
+    match index.get_mut(rec.key) {
+        Some(old) if old.seq >= rec.seq => {}
+        Some(old) => {
+            meta.hotness
+                .store(old.hotness.load(Ordering::Relaxed), Ordering::Relaxed);
+            *old = meta;
+        }
+        None => {
+            index.insert(rec.key.into(), meta);
+        }
+    }
+}
+
+fn load_hotness(path: &Path, index: &BTreeMap<Key, Meta>) {
+    let Ok(bytes) = std::fs::read(path) else {
+        return;
+    };
+    let damaged = || {
+        tracing::warn!(
+            "{}: damaged, ignored (prefetching starts without history)",
+            path.display()
+        )
+    };
+    let Some(body_len) = bytes.len().checked_sub(4) else {
+        return damaged();
+    };
+    let (body, crc) = bytes.split_at(body_len);
+    if crc32c::crc32c(body).to_le_bytes() != crc {
+        return damaged();
+    }
+    let mut at = 0;
+    while at + 2 <= body.len() {
+        let len = u16::from_le_bytes([body[at], body[at + 1]]) as usize;
+        let Some(h) = body.get(at + 2 + len..at + 6 + len) else {
+            return damaged();
+        };
+        if let Some(m) = index.get(&body[at + 2..at + 2 + len]) {
+            m.hotness
+                .store(u32::from_le_bytes(h.try_into().unwrap()), Ordering::Relaxed);
+        }
+        at += 6 + len;
+    }
+}

@@ -1,0 +1,923 @@
+//! An energy-aware key-value store over several devices (Sprint-AEP, seed 002).
+//!
+//! A hash of the key picks its home device. In [`Mode::Standard`] every request goes
+//! home. In the Sprint modes only the *primary* devices serve requests: a primary
+//! absorbs the writes meant for the idle devices it covers in durable buffer logs,
+//! syncs each log home in one compact burst when it fills, and caches the idle devices'
+//! values (on demand, and by prefetching their hottest keys), so idle devices see
+//! compact bursts instead of scattered requests. A trial activates another primary
+//! when that raises throughput by at least `alpha`.
+//!
+//! Durability: `put`/`delete` return once the record is on stable storage (fdatasync)
+//! in its home log or in a buffer log; opening replays every buffer log home. Caches
+//! are volatile copies and are dropped on open. See docs/design.md and docs/format.md.
+
+mod device;
+mod log;
+pub mod record;
+mod shadow;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use hscm_model::Timeline;
+use parking_lot::{Condvar, Mutex, RwLock};
+
+use self::device::{read_log, Device};
+use self::record::Kind;
+use self::shadow::{Shadow, ShadowCounters};
+use crate::{Error, Result};
+
+pub use self::record::{MAX_KEY, MAX_VALUE_LIMIT};
+
+/// How requests reach devices.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Mode {
+    /// Every device active; every request goes to its home device.
+    Standard,
+    /// Primaries absorb idle devices' writes and prefetch their hot data; parallel
+    /// sync and prefetch.
+    Sprint,
+    /// Sprint without prefetching (the cache fills only on demand and from syncs).
+    SprintNoPrefetch,
+    /// Sprint with single-threaded sync and prefetch.
+    SprintNoParallel,
+}
+
+impl Mode {
+    pub const ALL: [Mode; 4] = [
+        Mode::Standard,
+        Mode::Sprint,
+        Mode::SprintNoPrefetch,
+        Mode::SprintNoParallel,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Mode::Standard => "standard",
+            Mode::Sprint => "sprint",
+            Mode::SprintNoPrefetch => "sprint-nopre",
+            Mode::SprintNoParallel => "sprint-noparallel",
+        }
+    }
+
+    pub fn from_name(name: &str) -> Option<Mode> {
+        Mode::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    fn sprint(self) -> bool {
+        self != Mode::Standard
+    }
+    fn prefetch(self) -> bool {
+        matches!(self, Mode::Sprint | Mode::SprintNoParallel)
+    }
+    fn parallel(self) -> bool {
+        matches!(self, Mode::Sprint | Mode::SprintNoPrefetch)
+    }
+}
+
+/// How many primaries Sprint keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Primaries {
+    /// Start with as few as cover every idle device, then trial one more at a time.
+    Auto,
+    Fixed(usize),
+}
+
+/// Store parameters; the defaults are the paper's where it gives one.
+#[derive(Debug, Clone)]
+pub struct KvOptions {
+    pub mode: Mode,
+    /// Largest value accepted (bytes).
+    pub max_value: usize,
+    /// Buffer log capacity per idle device (bytes of log, overwritten records included).
+    pub buffer_bytes: u64,
+    /// A log syncs home when the buffer reaches this share of its capacity (paper: 0.8).
+    pub sync_threshold: f64,
+    /// Cache capacity per idle device covered (bytes of keys and values).
+    pub cache_bytes: u64,
+    /// Idle devices one primary covers at most (paper: M = 3).
+    pub max_idle_per_primary: usize,
+    /// Largest prefetch as a share of the cache (paper: 1/20).
+    pub prefetch_fraction: f64,
+    /// Threads for parallel prefetch reads (Sprint and Sprint without prefetch sync
+    /// all logs of a primary in parallel, one thread per log).
+    pub parallel_threads: usize,
+    pub primaries: Primaries,
+    /// Length of each throughput measurement in a primary trial (paper: "several
+    /// seconds"; shorter by default so short runs settle).
+    pub trial_window: Duration,
+    /// Keep a new primary when write+read throughput gain reaches this (paper: 0.10).
+    pub alpha: f64,
+}
+
+impl Default for KvOptions {
+    fn default() -> Self {
+        KvOptions {
+            mode: Mode::Standard,
+            max_value: 1 << 20,
+            buffer_bytes: 4 << 20,
+            sync_threshold: 0.8,
+            cache_bytes: 16 << 20,
+            max_idle_per_primary: 3,
+            prefetch_fraction: 1.0 / 20.0,
+            parallel_threads: 4,
+            primaries: Primaries::Auto,
+            trial_window: Duration::from_millis(1000),
+            alpha: 0.10,
+        }
+    }
+}
+
+/// One primary trial: throughput with `from` primaries against `from + 1`.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Trial {
+    pub from: usize,
+    pub to: usize,
+    pub write_gain: f64,
+    pub read_gain: f64,
+    pub kept: bool,
+}
+
+/// Counters since the store opened.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct KvStats {
+    /// Values read from each device on behalf of client requests.
+    pub device_reads: Vec<u64>,
+    /// Of those, reads of a device while it was idle (Sprint modes).
+    pub idle_device_reads: u64,
+    pub buffer_hits: u64,
+    pub cache_hits: u64,
+    pub prefetches: u64,
+    pub prefetched_values: u64,
+    pub log_syncs: u64,
+    pub synced_bytes: u64,
+    /// Wall time spent syncing logs (a batch of parallel syncs counts once) and
+    /// prefetching.
+    pub sync_seconds: f64,
+    pub prefetch_seconds: f64,
+    pub primaries: Vec<usize>,
+    pub trials: Vec<Trial>,
+    /// Torn record tails cut when the store opened (unacknowledged writes).
+    pub torn_bytes_at_open: u64,
+    /// Buffer-log records replayed home when the store opened.
+    pub replayed_records: u64,
+}
+
+const MANIFEST: &str = "store.json";
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Manifest {
+    format: u32,
+    devices: Vec<PathBuf>,
+}
+
+struct Layout {
+    /// For each device: `Some` while it is idle, with what its primary keeps for it.
+    shadows: Vec<Option<Arc<Shadow>>>,
+    primaries: Vec<usize>,
+    next_segment: u64,
+}
+
+#[derive(Default)]
+struct Work {
+    /// Primaries whose logs should sync, with the shadows they held when queued (the
+    /// mover never takes the layout lock: writers waiting for buffer space hold it).
+    sync: Vec<(usize, Vec<Arc<Shadow>>)>,
+    prefetch: Vec<Arc<Shadow>>,
+}
+
+struct Inner {
+    opts: KvOptions,
+    devices: Vec<Device>,
+    layout: RwLock<Layout>,
+    seq: AtomicU64,
+    failure: Mutex<Option<String>>,
+    counters: ShadowCounters,
+    idle_reads: AtomicU64,
+    reads: AtomicU64,
+    writes: AtomicU64,
+    work: Mutex<Work>,
+    work_ready: Condvar,
+    shutdown: AtomicBool,
+    trials: Mutex<Vec<Trial>>,
+    /// No primary trial is running or will run.
+    settled: AtomicBool,
+    torn_bytes: u64,
+    replayed: u64,
+    epoch: Instant,
+}
+
+/// The store. Cheap to share across threads by reference.
+pub struct KvStore {
+    inner: Arc<Inner>,
+    threads: Vec<JoinHandle<()>>,
+}
+
+impl KvStore {
+    /// Creates an empty store in `dir` over `devices` device directories (created if
+    /// absent; `None`: `dir/dev0..dev{n-1}`).
+    pub fn create(dir: &Path, devices: usize, paths: Option<Vec<PathBuf>>) -> Result<()> {
+        let paths =
+            paths.unwrap_or_else(|| (0..devices).map(|i| format!("dev{i}").into()).collect());
+        if paths.is_empty() {
+            return Err(Error::InvalidArgument(
+                "a store needs at least one device".into(),
+            ));
+        }
+        let manifest = dir.join(MANIFEST);
+        if manifest.exists() {
+            return Err(Error::InvalidArgument(format!(
+                "{} already holds a store",
+                dir.display()
+            )));
+        }
+        std::fs::create_dir_all(dir)
+            .map_err(|e| Error::io(format!("creating {}", dir.display()), e))?;
+        for p in &paths {
+            let d = dir.join(p);
+            std::fs::create_dir_all(&d)
+                .map_err(|e| Error::io(format!("creating {}", d.display()), e))?;
+            let log = d.join(device::DATA_LOG);
+            std::fs::File::create(&log)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| Error::io(format!("creating {}", log.display()), e))?;
+        }
+        let text = serde_json::to_string_pretty(&Manifest {
+            format: 1,
+            devices: paths,
+        })
+        .expect("manifest serialises");
+        let tmp = dir.join("store.json.tmp");
+        std::fs::write(&tmp, text)
+            .and_then(|_| std::fs::File::open(&tmp)?.sync_all())
+            .and_then(|_| std::fs::rename(&tmp, &manifest))
+            .and_then(|_| std::fs::File::open(dir)?.sync_all())
+            .map_err(|e| Error::io(format!("writing {}", manifest.display()), e))
+    }
+
+    /// Opens a store: indexes every device, replays buffer logs home, drops caches.
+    pub fn open(dir: &Path, opts: KvOptions) -> Result<KvStore> {
+        if opts.max_value > MAX_VALUE_LIMIT {
+            return Err(Error::InvalidArgument(format!(
+                "max_value {} is over the format's limit of {MAX_VALUE_LIMIT}",
+                opts.max_value
+            )));
+        }
+        if opts.max_idle_per_primary == 0 || !(0.0..=1.0).contains(&opts.sync_threshold) {
+            return Err(Error::InvalidArgument(
+                "max_idle_per_primary must be >= 1 and sync_threshold within 0..=1".into(),
+            ));
+        }
+        let manifest_path = dir.join(MANIFEST);
+        let text = std::fs::read_to_string(&manifest_path).map_err(|e| {
+            Error::io(
+                format!("{} (is this an hscm kv store?)", manifest_path.display()),
+                e,
+            )
+        })?;
+        let manifest: Manifest = serde_json::from_str(&text)
+            .map_err(|e| Error::InvalidArgument(format!("{}: {e}", manifest_path.display())))?;
+        if manifest.format != 1 || manifest.devices.is_empty() {
+            return Err(Error::InvalidArgument(format!(
+                "{}: unsupported format {} or no devices",
+                manifest_path.display(),
+                manifest.format
+            )));
+        }
+        let epoch = Instant::now();
+        let mut devices = Vec::new();
+        let mut max_seq = 0;
+        let mut torn_bytes = 0;
+        for (i, p) in manifest.devices.iter().enumerate() {
+            let opened = Device::open(i, &dir.join(p), epoch)?;
+            max_seq = max_seq.max(opened.max_seq);
+            torn_bytes += opened.torn_bytes;
+            devices.push(opened.device);
+        }
+        let (replayed, replay_max_seq) = replay_buffers(&devices)?;
+        max_seq = max_seq.max(replay_max_seq);
+        let n = devices.len();
+        let inner = Arc::new(Inner {
+            layout: RwLock::new(Layout {
+                shadows: (0..n).map(|_| None).collect(),
+                primaries: (0..n).collect(),
+                next_segment: 1,
+            }),
+            opts,
+            devices,
+            seq: AtomicU64::new(max_seq + 1),
+            failure: Mutex::new(None),
+            counters: ShadowCounters::default(),
+            idle_reads: AtomicU64::new(0),
+            reads: AtomicU64::new(0),
+            writes: AtomicU64::new(0),
+            work: Mutex::new(Work::default()),
+            work_ready: Condvar::new(),
+            shutdown: AtomicBool::new(false),
+            trials: Mutex::new(Vec::new()),
+            settled: AtomicBool::new(true),
+            torn_bytes,
+            replayed,
+            epoch,
+        });
+        let mut threads = Vec::new();
+        if inner.opts.mode.sprint() && n > 1 {
+            let m = inner.opts.max_idle_per_primary;
+            let first = match inner.opts.primaries {
+                Primaries::Auto => n.div_ceil(m + 1),
+                Primaries::Fixed(k) => k.clamp(n.div_ceil(m + 1), n),
+            };
+            inner.relayout(first)?;
+            let bg = inner.clone();
+            threads.push(
+                std::thread::Builder::new()
+                    .name("kv-mover".into())
+                    .spawn(move || bg.mover())
+                    .map_err(|e| Error::io("starting the sync thread", e))?,
+            );
+            if inner.opts.primaries == Primaries::Auto {
+                inner.settled.store(false, Ordering::SeqCst);
+                let bg = inner.clone();
+                threads.push(
+                    std::thread::Builder::new()
+                        .name("kv-trials".into())
+                        .spawn(move || {
+                            bg.trials();
+                            bg.settled.store(true, Ordering::SeqCst);
+                        })
+                        .map_err(|e| Error::io("starting the trial thread", e))?,
+                );
+            }
+        }
+        Ok(KvStore { inner, threads })
+    }
+
+    /// True once primary trials are over (always, unless Sprint with `Auto`).
+    pub fn primaries_settled(&self) -> bool {
+        self.inner.settled.load(Ordering::SeqCst)
+    }
+
+    pub fn devices(&self) -> usize {
+        self.inner.devices.len()
+    }
+
+    pub fn mode(&self) -> Mode {
+        self.inner.opts.mode
+    }
+
+    /// The device a key belongs to.
+    pub fn home(&self, key: &[u8]) -> usize {
+        self.inner.home(key)
+    }
+
+    /// Stores `value` under `key`; durable when it returns.
+    pub fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.inner.check(key, Some(value))?;
+        self.inner.write(Kind::Put, key, value)
+    }
+
+    /// Removes `key` (a no-op for an absent key); durable when it returns.
+    pub fn delete(&self, key: &[u8]) -> Result<()> {
+        self.inner.check(key, None)?;
+        self.inner.write(Kind::Delete, key, &[])
+    }
+
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.inner.check(key, None)?;
+        self.inner.get(key)
+    }
+
+    /// Writes many pairs straight to their home devices, one write and one sync per
+    /// device (bulk load). Durable when it returns.
+    pub fn load<'a>(&self, items: impl IntoIterator<Item = (&'a [u8], &'a [u8])>) -> Result<()> {
+        let inner = &self.inner;
+        let layout = inner.layout.write();
+        // Buffered writes must reach home first, or the loaded values would be older
+        // than what the buffers hold and lose to them.
+        for s in layout.shadows.iter().flatten() {
+            inner.sync_shadow(s)?;
+        }
+        let mut batches = vec![Vec::new(); inner.devices.len()];
+        for (key, value) in items {
+            inner.check(key, Some(value))?;
+            let seq = inner.seq.fetch_add(1, Ordering::Relaxed);
+            record::encode(&mut batches[inner.home(key)], seq, Kind::Put, key, value);
+        }
+        for (dev, batch) in inner.devices.iter().zip(batches) {
+            if let Err(e) = dev.append_records(batch) {
+                return Err(inner.fail(e));
+            }
+        }
+        // Cached copies of loaded keys are stale now.
+        for s in layout.shadows.iter().flatten() {
+            let mut st = s.state.lock();
+            st.cache.clear();
+            st.cache_bytes = 0;
+            st.crl.clear();
+        }
+        Ok(())
+    }
+
+    /// Syncs every buffer log home (what a clean close does).
+    pub fn sync_all(&self) -> Result<()> {
+        let layout = self.inner.layout.read();
+        for s in layout.shadows.iter().flatten() {
+            self.inner.sync_shadow(s)?;
+        }
+        Ok(())
+    }
+
+    pub fn stats(&self) -> KvStats {
+        let inner = &self.inner;
+        let c = &inner.counters;
+        KvStats {
+            device_reads: inner
+                .devices
+                .iter()
+                .map(|d| d.demand_reads.load(Ordering::Relaxed))
+                .collect(),
+            idle_device_reads: inner.idle_reads.load(Ordering::Relaxed),
+            buffer_hits: c.buffer_hits.load(Ordering::Relaxed),
+            cache_hits: c.cache_hits.load(Ordering::Relaxed),
+            prefetches: c.prefetches.load(Ordering::Relaxed),
+            prefetched_values: c.prefetched_values.load(Ordering::Relaxed),
+            log_syncs: c.log_syncs.load(Ordering::Relaxed),
+            synced_bytes: c.synced_bytes.load(Ordering::Relaxed),
+            sync_seconds: c.sync_ns.load(Ordering::Relaxed) as f64 * 1e-9,
+            prefetch_seconds: c.prefetch_ns.load(Ordering::Relaxed) as f64 * 1e-9,
+            primaries: inner.layout.read().primaries.clone(),
+            trials: inner.trials.lock().clone(),
+            torn_bytes_at_open: inner.torn_bytes,
+            replayed_records: inner.replayed,
+        }
+    }
+
+    /// Nanoseconds since the store opened, on the clock of [`Self::timelines`].
+    pub fn now_ns(&self) -> u64 {
+        self.inner.epoch.elapsed().as_nanos() as u64
+    }
+
+    /// Each device's busy intervals so far.
+    pub fn timelines(&self) -> Vec<Timeline> {
+        self.inner
+            .devices
+            .iter()
+            .map(|d| Timeline::from_intervals(d.activity.spans()))
+            .collect()
+    }
+
+    /// Stops background work, syncs every buffer log home and saves access counts.
+    pub fn close(mut self) -> Result<()> {
+        self.stop();
+        self.sync_all()?;
+        let layout = self.inner.layout.read();
+        for s in layout.shadows.iter().flatten() {
+            s.drop_cache();
+        }
+        for d in &self.inner.devices {
+            d.save_hotness()?;
+        }
+        Ok(())
+    }
+
+    fn stop(&mut self) {
+        self.inner.shutdown.store(true, Ordering::SeqCst);
+        {
+            let _w = self.inner.work.lock();
+            self.inner.work_ready.notify_all();
+        }
+        for t in self.threads.drain(..) {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for KvStore {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl Inner {
+    fn home(&self, key: &[u8]) -> usize {
+        (crc32c::crc32c(key) as usize) % self.devices.len()
+    }
+
+    fn check(&self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        if key.is_empty() || key.len() > MAX_KEY {
+            return Err(Error::BadKey {
+                len: key.len(),
+                max: MAX_KEY,
+            });
+        }
+        if let Some(v) = value {
+            if v.len() > self.opts.max_value {
+                return Err(Error::ValueTooLarge {
+                    len: v.len(),
+                    max: self.opts.max_value,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Marks the store read-only after a failed write or sync.
+    fn fail(&self, e: Error) -> Error {
+        let mut f = self.failure.lock();
+        if f.is_none() {
+            *f = Some(e.to_string());
+        }
+        e
+    }
+
+    fn write(&self, kind: Kind, key: &[u8], value: &[u8]) -> Result<()> {
+        if let Some(reason) = self.failure.lock().clone() {
+            return Err(Error::ReadOnly { reason });
+        }
+        let home = self.home(key);
+        let layout = self.layout.read();
+        self.writes.fetch_add(1, Ordering::Relaxed);
+        let result = match &layout.shadows[home] {
+            None => {
+                self.devices[home].touch(key);
+                self.devices[home]
+                    .put(&self.seq, kind, key, value)
+                    .map(|_| ())
+            }
+            Some(s) => {
+                self.devices[home].touch(key);
+                let full = s.put(&self.seq, kind, key, value, self.opts.sync_threshold);
+                if let Ok(true) = full {
+                    self.queue_sync(&layout, s.primary);
+                }
+                full.map(|_| ())
+            }
+        };
+        result.map_err(|e| self.fail(e))
+    }
+
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let home = self.home(key);
+        let dev = &self.devices[home];
+        let layout = self.layout.read();
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        let hot = dev.touch(key);
+        let Some(s) = &layout.shadows[home] else {
+            return Ok(dev.get(key)?.map(|(v, _)| v));
+        };
+        if let Some(found) = s.lookup(key, hot, &self.counters)? {
+            return Ok(found);
+        }
+        // A primary miss: read the idle device, cache the value, and prefetch.
+        let Some((value, seq)) = dev.get(key)? else {
+            return Ok(None);
+        };
+        self.idle_reads.fetch_add(1, Ordering::Relaxed);
+        s.cache_insert(dev, vec![(key.into(), value.clone(), seq, hot.max(1))])
+            .map_err(|e| self.fail(e))?;
+        if self.opts.mode.prefetch() && !s.prefetch_queued.swap(true, Ordering::AcqRel) {
+            self.work.lock().prefetch.push(s.clone());
+            self.work_ready.notify_one();
+        }
+        Ok(Some(value))
+    }
+
+    fn queue_sync(&self, layout: &Layout, primary: usize) {
+        let mut w = self.work.lock();
+        if !w.sync.iter().any(|(p, _)| *p == primary) {
+            let shadows = layout
+                .shadows
+                .iter()
+                .flatten()
+                .filter(|s| s.primary == primary)
+                .cloned()
+                .collect();
+            w.sync.push((primary, shadows));
+            self.work_ready.notify_one();
+        }
+    }
+
+    fn sync_shadow(&self, s: &Shadow) -> Result<()> {
+        s.sync(
+            &self.devices[s.primary],
+            &self.devices[s.idle],
+            &self.counters,
+        )
+        .map_err(|e| self.fail(e))
+    }
+
+    /// Syncs every log of `primary` home: in parallel (one thread per log) or in turn.
+    fn sync_logs(&self, shadows: &[Arc<Shadow>]) -> Result<()> {
+        let began = Instant::now();
+        let result = self.sync_logs_timed(shadows);
+        self.counters
+            .sync_ns
+            .fetch_add(began.elapsed().as_nanos() as u64, Ordering::Relaxed);
+        result
+    }
+
+    fn sync_logs_timed(&self, shadows: &[Arc<Shadow>]) -> Result<()> {
+        if self.opts.mode.parallel() && shadows.len() > 1 {
+            std::thread::scope(|scope| {
+                let handles: Vec<_> = shadows
+                    .iter()
+                    .map(|s| scope.spawn(move || self.sync_shadow(s)))
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("sync thread panicked"))
+                    .collect::<Result<Vec<()>>>()
+            })?;
+        } else {
+            for s in shadows {
+                self.sync_shadow(s)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The background thread: log syncs and prefetches.
+    fn mover(&self) {
+        loop {
+            let (syncs, prefetches) = {
+                let mut w = self.work.lock();
+                while w.sync.is_empty() && w.prefetch.is_empty() {
+                    if self.shutdown.load(Ordering::SeqCst) {
+                        return;
+                    }
+                    self.work_ready.wait(&mut w);
+                }
+                (std::mem::take(&mut w.sync), std::mem::take(&mut w.prefetch))
+            };
+            for (_, shadows) in syncs {
+                if let Err(e) = self.sync_logs(&shadows) {
+                    tracing::error!("log sync failed, store is read-only: {e}");
+                }
+            }
+            for s in prefetches {
+                s.prefetch_queued.store(false, Ordering::Release);
+                if s.retired.load(Ordering::Relaxed) {
+                    continue;
+                }
+                let threads = if self.opts.mode.parallel() {
+                    self.opts.parallel_threads
+                } else {
+                    1
+                };
+                let budget = (s.cache_capacity as f64 * self.opts.prefetch_fraction) as u64;
+                if let Err(e) = s.prefetch(&self.devices[s.idle], budget, threads, &self.counters) {
+                    tracing::warn!("prefetch from device {} failed: {e}", s.idle);
+                }
+            }
+        }
+    }
+
+    /// Re-plans which devices are primaries: idle devices go round-robin to the first
+    /// `k` devices. A shadow whose idle device keeps its primary survives with its
+    /// cache; every other one syncs home and drops its cache.
+    fn relayout(&self, k: usize) -> Result<()> {
+        let n = self.devices.len();
+        let k = k.clamp(1, n);
+        let mut layout = self.layout.write();
+        let primaries: Vec<usize> = (0..k).collect();
+        let primary_of = |idle: usize| (idle >= k).then(|| primaries[(idle - k) % k]);
+        let retiring: Vec<Arc<Shadow>> = layout
+            .shadows
+            .iter()
+            .flatten()
+            .filter(|s| primary_of(s.idle) != Some(s.primary))
+            .cloned()
+            .collect();
+        self.sync_logs(&retiring)?;
+        for s in &retiring {
+            s.retired.store(true, Ordering::Relaxed);
+            s.notify_space();
+            s.drop_cache();
+        }
+        let segment = layout.next_segment;
+        let mut shadows: Vec<Option<Arc<Shadow>>> = (0..n).map(|_| None).collect();
+        for (idle, slot) in shadows.iter_mut().enumerate().skip(k) {
+            let primary = primary_of(idle).expect("idle device");
+            let kept = layout.shadows[idle]
+                .as_ref()
+                .filter(|s| s.primary == primary)
+                .cloned();
+            *slot = Some(match kept {
+                Some(s) => s,
+                None => Arc::new(Shadow::new(
+                    &self.devices[primary],
+                    &self.devices[idle],
+                    self.opts.buffer_bytes,
+                    self.opts.cache_bytes,
+                    segment,
+                )?),
+            });
+        }
+        layout.next_segment = segment + 1_000_000;
+        layout.shadows = shadows;
+        layout.primaries = primaries;
+        Ok(())
+    }
+
+    /// Primary trials (seed 002 §III-A): measure with `k` primaries, with `k + 1`,
+    /// and with `k` again; keep the new primary if write gain + read gain against the
+    /// mean of the two `k` windows (and against each of them) reaches alpha, else stop
+    /// trying. Bracketing the
+    /// trial cancels drift in the load.
+    fn trials(&self) {
+        let window = self.opts.trial_window;
+        let sleep = |d: Duration| {
+            let until = Instant::now() + d;
+            while Instant::now() < until {
+                if self.shutdown.load(Ordering::SeqCst) {
+                    return false;
+                }
+                std::thread::sleep(Duration::from_millis(10).min(d));
+            }
+            true
+        };
+        let measure = || {
+            let (r, w) = (
+                self.reads.load(Ordering::Relaxed),
+                self.writes.load(Ordering::Relaxed),
+            );
+            if !sleep(window) {
+                return None;
+            }
+            Some((
+                (self.reads.load(Ordering::Relaxed) - r) as f64,
+                (self.writes.load(Ordering::Relaxed) - w) as f64,
+            ))
+        };
+        let gain = |new: f64, old: f64| if old == 0.0 { 0.0 } else { new / old - 1.0 };
+        loop {
+            let k = self.layout.read().primaries.len();
+            if k >= self.devices.len() {
+                return;
+            }
+            let Some((r0, w0)) = measure() else { return };
+            if r0 + w0 == 0.0 {
+                continue; // no load to judge by
+            }
+            let step = |to: usize| match self.relayout(to) {
+                Ok(()) => true,
+                Err(e) => {
+                    tracing::error!("changing to {to} primaries failed: {e}");
+                    false
+                }
+            };
+            if !step(k + 1) {
+                return;
+            }
+            let Some((r1, w1)) = measure() else { return };
+            if !step(k) {
+                return;
+            }
+            let Some((r2, w2)) = measure() else { return };
+            let (wg, rg) = (gain(w1, (w0 + w2) / 2.0), gain(r1, (r0 + r2) / 2.0));
+            // The gain must hold against each bracketing window, not just their mean:
+            // on a noisy machine one lucky window is not a reason to wake a device.
+            let up = gain(w1, w0) + gain(r1, r0);
+            let down = gain(w1, w2) + gain(r1, r2);
+            let kept = up.min(down) >= self.opts.alpha;
+            self.trials.lock().push(Trial {
+                from: k,
+                to: k + 1,
+                write_gain: wg,
+                read_gain: rg,
+                kept,
+            });
+            if !kept || !step(k + 1) {
+                return;
+            }
+        }
+    }
+}
+
+/// Replays buffer logs left by a crash (or by an older layout) home, oldest first.
+fn replay_buffers(devices: &[Device]) -> Result<(u64, u64)> {
+    let mut logs = Vec::new();
+    for d in devices {
+        let entries = std::fs::read_dir(&d.dir)
+            .map_err(|e| Error::io(format!("listing {}", d.dir.display()), e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io(format!("listing {}", d.dir.display()), e))?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.starts_with("cache-") {
+                let _ = std::fs::remove_file(entry.path());
+            } else if let Some(rest) = name
+                .strip_prefix("buffer-")
+                .and_then(|r| r.strip_suffix(".log"))
+            {
+                let parsed = rest
+                    .split_once('-')
+                    .and_then(|(i, s)| Some((i.parse::<usize>().ok()?, s.parse::<u64>().ok()?)));
+                match parsed {
+                    Some((idle, seg)) if idle < devices.len() => {
+                        logs.push((seg, idle, entry.path()))
+                    }
+                    _ => {
+                        return Err(Error::InvalidArgument(format!(
+                            "{}: unexpected buffer log name (buffer-IDLE-SEGMENT.log)",
+                            entry.path().display()
+                        )))
+                    }
+                }
+            }
+        }
+    }
+    logs.sort();
+    let (mut replayed, mut max_seq) = (0, 0);
+    for (_, idle, path) in &logs {
+        let image = read_log(path)?;
+        let mut n = 0;
+        let scanned = record::scan(&path.display().to_string(), &image, |_, rec| {
+            n += 1;
+            max_seq = max_seq.max(rec.seq);
+        })?;
+        devices[*idle].append_records(image[..scanned.valid_len as usize].to_vec())?;
+        replayed += n;
+    }
+    for (_, _, path) in &logs {
+        std::fs::remove_file(path)
+            .map_err(|e| Error::io(format!("removing replayed {}", path.display()), e))?;
+    }
+    Ok((replayed, max_seq))
+}
+
+/// One log file as `check` found it.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct CheckedFile {
+    pub path: String,
+    pub records: u64,
+    pub valid_bytes: u64,
+    pub torn_bytes: u64,
+}
+
+/// What [`check`] found; `errors` is empty for a healthy store.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct CheckReport {
+    pub files: Vec<CheckedFile>,
+    pub errors: Vec<String>,
+}
+
+/// Reads every log of a store without changing anything: the manifest, each device's
+/// home log and any buffer logs. Damage is listed, not fatal.
+pub fn check(dir: &Path) -> Result<CheckReport> {
+    let manifest_path = dir.join(MANIFEST);
+    let text = std::fs::read_to_string(&manifest_path).map_err(|e| {
+        Error::io(
+            format!("{} (is this an hscm kv store?)", manifest_path.display()),
+            e,
+        )
+    })?;
+    let manifest: Manifest = serde_json::from_str(&text)
+        .map_err(|e| Error::InvalidArgument(format!("{}: {e}", manifest_path.display())))?;
+    let mut report = CheckReport::default();
+    for p in &manifest.devices {
+        let d = dir.join(p);
+        let mut logs = vec![d.join(device::DATA_LOG)];
+        if !logs[0].is_file() {
+            report.errors.push(
+                Error::MissingDevice {
+                    path: d.display().to_string(),
+                    reason: format!("{} is missing", device::DATA_LOG),
+                }
+                .to_string(),
+            );
+            continue;
+        }
+        if let Ok(entries) = std::fs::read_dir(&d) {
+            let mut buffers: Vec<PathBuf> = entries
+                .flatten()
+                .map(|e| e.path())
+                .filter(|p| {
+                    p.file_name()
+                        .and_then(|n| n.to_str())
+                        .is_some_and(|n| n.starts_with("buffer-") && n.ends_with(".log"))
+                })
+                .collect();
+            buffers.sort();
+            logs.extend(buffers);
+        }
+        for log in logs {
+            let name = log.display().to_string();
+            let image = read_log(&log)?;
+            let mut records = 0;
+            match record::scan(&name, &image, |_, _| records += 1) {
+                Ok(s) => report.files.push(CheckedFile {
+                    path: name,
+                    records,
+                    valid_bytes: s.valid_len,
+                    torn_bytes: s.torn_bytes,
+                }),
+                Err(e) => report.errors.push(e.to_string()),
+            }
+        }
+    }
+    Ok(report)
+}
