@@ -30,7 +30,7 @@ pub struct KvRunArgs {
     /// Unmeasured operations of the same workload in the same mode before the
     /// measured phase (repeated until primary trials are over), so access counts,
     /// caches and primaries reach a steady state, as on a store in service.
-    #[arg(long, default_value_t = 20_000)]
+    #[arg(long, default_value_t = 40_000)]
     pub warmup_ops: u64,
     /// Client threads (the paper used 20 on 96 cores; this default suits 2 cores).
     #[arg(long, default_value_t = 4)]
@@ -366,7 +366,7 @@ pub fn run(mode_name: &str, workload: &str, a: &KvRunArgs, quiet: bool) -> Resul
     // Warm up in the mode under test (unmeasured): access counts, caches and the
     // primary trials reach a steady state, as in a store in service. Warm-up goes on
     // past --warmup-ops until the trials are over (at most 60 s).
-    if a.warmup_ops > 0 {
+    if a.warmup_ops > 0 && a.trace.is_none() {
         let began = Instant::now();
         for round in 0u64.. {
             let warm = YcsbSpec {
@@ -381,6 +381,10 @@ pub fn run(mode_name: &str, workload: &str, a: &KvRunArgs, quiet: bool) -> Resul
             }
         }
     }
+    // Write back everything earlier phases left dirty (the load, the cache files), so
+    // the measured phase does not pay for it and every mode starts alike.
+    let fs = std::fs::File::open(&dir).with_context(|| format!("opening {}", dir.display()))?;
+    rustix::fs::syncfs(&fs).context("syncfs before the measured phase")?;
     let before = store.stats();
 
     let ops: Vec<Vec<KvOp>> = match &a.trace {

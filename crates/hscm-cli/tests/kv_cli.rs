@@ -162,3 +162,50 @@ fn bad_arguments_are_clear_errors() {
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("is this an hscm kv store?"));
 }
+
+#[test]
+fn bench_replays_a_recorded_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("ops.txt");
+    std::fs::write(
+        &trace,
+        "# reduced from YCSB's basic binding\nINSERT usertable fresh1 [ field0=abc ]\nREAD fresh1\nUPDATE fresh1 300\nDELETE fresh1\nREAD missing\n",
+    )
+    .unwrap();
+    let out = hscm(&[
+        "kv",
+        "bench",
+        "--mode",
+        "standard",
+        "--records",
+        "50",
+        "--warmup-ops",
+        "0",
+        "--threads",
+        "1",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--json",
+        "--dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["runs"][0]["ops"], 5);
+    std::fs::write(&trace, "READ a\nSCAN b 10\n").unwrap();
+    let out = hscm(&[
+        "kv",
+        "bench",
+        "--records",
+        "10",
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("ops.txt:2") && err.contains("SCAN"), "{err}");
+}

@@ -112,6 +112,14 @@ pub(crate) fn decode(buf: &[u8]) -> std::result::Result<View<'_>, String> {
     })
 }
 
+/// Scans a log image as opening a store does: the number of whole records and what
+/// was found after them (a torn tail, or damage as an error). Public for fuzzing.
+pub fn scan_image(name: &str, image: &[u8]) -> Result<(u64, u64)> {
+    let mut records = 0;
+    let s = scan(name, image, |_, _| records += 1)?;
+    Ok((records, s.valid_len))
+}
+
 /// What a scan found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Scanned {
