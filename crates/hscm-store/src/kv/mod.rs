@@ -103,8 +103,8 @@ pub struct KvOptions {
     pub max_idle_per_primary: usize,
     /// Largest prefetch as a share of the cache (paper: 1/20).
     pub prefetch_fraction: f64,
-    /// Threads for parallel prefetch reads (Sprint and Sprint without prefetch sync
-    /// all logs of a primary in parallel, one thread per log).
+    /// Reader threads of a parallel prefetch. (Parallel modes also sync all logs of a
+    /// primary at once, one thread per log.)
     pub parallel_threads: usize,
     pub primaries: Primaries,
     /// Length of each throughput measurement in a primary trial (paper: "several
@@ -541,15 +541,12 @@ impl Inner {
         let home = self.home(key);
         let layout = self.layout.read();
         self.writes.fetch_add(1, Ordering::Relaxed);
+        self.devices[home].touch(key);
         let result = match &layout.shadows[home] {
-            None => {
-                self.devices[home].touch(key);
-                self.devices[home]
-                    .put(&self.seq, kind, key, value)
-                    .map(|_| ())
-            }
+            None => self.devices[home]
+                .put(&self.seq, kind, key, value)
+                .map(|_| ()),
             Some(s) => {
-                self.devices[home].touch(key);
                 let full = s.put(&self.seq, kind, key, value, self.opts.sync_threshold);
                 if let Ok(true) = full {
                     self.queue_sync(&layout, s.primary);
