@@ -545,10 +545,12 @@ pub fn compare(a: &KvCompareArgs) -> Result<()> {
     Ok(())
 }
 
-/// Savings of `r` against the standard run of the same workload, if present.
-pub fn versus_standard<'a>(runs: &'a [KvRun], r: &KvRun) -> Option<&'a KvRun> {
+/// Equal-time energy `r` saves against the standard run of its workload (a share),
+/// if that run is in `runs` and is not `r` itself.
+pub fn energy_saving(runs: &[KvRun], r: &KvRun) -> Option<f64> {
     runs.iter()
-        .find(|s| s.workload == r.workload && s.mode == "standard")
+        .find(|s| s.workload == r.workload && s.mode == "standard" && s.mode != r.mode)
+        .map(|s| 1.0 - r.energy_j.equal_time / s.energy_j.equal_time)
 }
 
 /// Reads of the devices `r` kept idle, in the standard run: the paper's Fig. 13 basis.
@@ -577,14 +579,8 @@ pub fn print_runs(runs: &[KvRun]) {
         "prim"
     );
     for r in runs {
-        let saved = versus_standard(runs, r)
-            .filter(|s| s.mode != r.mode)
-            .map_or("-".to_string(), |s| {
-                format!(
-                    "{:.1}%",
-                    (1.0 - r.energy_j.equal_time / s.energy_j.equal_time) * 100.0
-                )
-            });
+        let saved =
+            energy_saving(runs, r).map_or("-".to_string(), |e| format!("{:.1}%", e * 100.0));
         println!(
             "{:>4} {:>17} {:>9.0} {:>8.0} {:>8.0} {:>9.2} {:>9.2} {:>7} {:>9.2e} {:>8} {:>4}",
             r.workload,

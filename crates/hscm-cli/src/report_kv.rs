@@ -26,10 +26,9 @@ fn find<'a>(runs: &'a [KvRun], workload: &str, mode: &str) -> Option<&'a KvRun> 
 }
 
 fn saving(runs: &[KvRun], workload: &str, mode: &str) -> f64 {
-    match (find(runs, workload, mode), find(runs, workload, "standard")) {
-        (Some(r), Some(s)) => 1.0 - r.energy_j.equal_time / s.energy_j.equal_time,
-        _ => f64::NAN,
-    }
+    find(runs, workload, mode)
+        .and_then(|r| kv_cmd::energy_saving(runs, r))
+        .unwrap_or(f64::NAN)
 }
 
 fn min_over(workloads: &[&str], f: impl Fn(&str) -> f64) -> f64 {
@@ -88,11 +87,8 @@ pub fn section(out: &Path, quick: bool) -> Result<Section> {
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
     )?;
     for r in &runs {
-        let saved = if r.mode == "standard" {
-            "-".to_string()
-        } else {
-            format!("{:.1}%", saving(&runs, &r.workload, &r.mode) * 100.0)
-        };
+        let saved = kv_cmd::energy_saving(&runs, r)
+            .map_or("-".to_string(), |e| format!("{:.1}%", e * 100.0));
         let trials: Vec<String> = r
             .trials
             .iter()

@@ -10,36 +10,42 @@ fn hscm(args: &[&str]) -> std::process::Output {
         .expect("run hscm")
 }
 
-#[test]
-fn bench_json_has_the_contract_fields() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = hscm(&[
-        "kv",
-        "bench",
-        "--mode",
-        "sprint",
-        "--workload",
-        "a-t",
-        "--records",
-        "600",
-        "--ops",
-        "1200",
-        "--warmup-ops",
-        "300",
-        "--threads",
-        "2",
-        "--primaries",
-        "1",
-        "--json",
-        "--dir",
-        dir.path().to_str().unwrap(),
-    ]);
+/// `hscm kv bench ARGS --json --dir DIR`, which must succeed; its JSON.
+fn bench_json(args: &[&str], dir: &std::path::Path) -> serde_json::Value {
+    let mut all = vec!["kv", "bench"];
+    all.extend_from_slice(args);
+    all.extend(["--json", "--dir", dir.to_str().unwrap()]);
+    let out = hscm(&all);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+#[test]
+fn bench_json_has_the_contract_fields() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = bench_json(
+        &[
+            "--mode",
+            "sprint",
+            "--workload",
+            "a-t",
+            "--records",
+            "600",
+            "--ops",
+            "1200",
+            "--warmup-ops",
+            "300",
+            "--threads",
+            "2",
+            "--primaries",
+            "1",
+        ],
+        dir.path(),
+    );
     let run = &v["runs"][0];
     for field in [
         "workload",
@@ -172,29 +178,21 @@ fn bench_replays_a_recorded_trace() {
         "# reduced from YCSB's basic binding\nINSERT usertable fresh1 [ field0=abc ]\nREAD fresh1\nUPDATE fresh1 300\nDELETE fresh1\nREAD missing\n",
     )
     .unwrap();
-    let out = hscm(&[
-        "kv",
-        "bench",
-        "--mode",
-        "standard",
-        "--records",
-        "50",
-        "--warmup-ops",
-        "0",
-        "--threads",
-        "1",
-        "--trace",
-        trace.to_str().unwrap(),
-        "--json",
-        "--dir",
-        dir.path().to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let v = bench_json(
+        &[
+            "--mode",
+            "standard",
+            "--records",
+            "50",
+            "--warmup-ops",
+            "0",
+            "--threads",
+            "1",
+            "--trace",
+            trace.to_str().unwrap(),
+        ],
+        dir.path(),
     );
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(v["runs"][0]["ops"], 5);
     std::fs::write(&trace, "READ a\nSCAN b 10\n").unwrap();
     let out = hscm(&[

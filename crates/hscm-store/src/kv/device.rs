@@ -120,17 +120,14 @@ impl Device {
     }
 
     /// Appends already-encoded records (one write, one sync) and indexes them.
-    pub fn append_records(&self, bytes: Vec<u8>) -> Result<()> {
-        if bytes.is_empty() {
+    pub fn append_records(&self, image: &[u8]) -> Result<()> {
+        if image.is_empty() {
             return Ok(());
         }
-        let (at, end, image) = self.data.append(|_| {
-            let copy = bytes.clone();
-            (bytes, copy)
-        })?;
+        let (at, end) = self.data.append_bytes(image)?;
         self.data.sync_to(end)?;
         let mut index = self.index.write();
-        record::scan("appended records", &image, |off, rec| {
+        record::scan("appended records", image, |off, rec| {
             apply(&mut index, at + off, rec)
         })?;
         Ok(())
@@ -155,29 +152,46 @@ impl Device {
         Ok(seq)
     }
 
-    /// Counts an access; returns the key's new hotness (0 if the device lacks it).
-    pub fn touch(&self, key: &[u8]) -> u32 {
-        self.index
-            .read()
-            .get(key)
-            .map(|m| m.hotness.fetch_add(1, Ordering::Relaxed).saturating_add(1))
-            .unwrap_or(0)
-    }
-
-    /// Where the newest value lives: `(offset, len, seq)`, or `None` if absent/deleted.
-    pub fn locate(&self, key: &[u8]) -> Option<(u64, u32, u64)> {
+    /// Counts an access; returns the key's new hotness (0 if the device lacks it) and
+    /// where its value lives, in one index lookup.
+    pub fn touch(&self, key: &[u8]) -> (u32, Option<Loc>) {
         let index = self.index.read();
-        let m = index.get(key)?;
-        (!m.deleted).then_some((m.offset, m.len, m.seq))
+        let Some(m) = index.get(key) else {
+            return (0, None);
+        };
+        let hotness = m.hotness.fetch_add(1, Ordering::Relaxed).saturating_add(1);
+        (hotness, Loc::of(m))
     }
 
-    /// Reads a value on behalf of a client.
-    pub fn get(&self, key: &[u8]) -> Result<Option<(Vec<u8>, u64)>> {
-        let Some((offset, len, seq)) = self.locate(key) else {
-            return Ok(None);
-        };
+    /// Where the newest value lives, or `None` if absent or deleted.
+    pub fn locate(&self, key: &[u8]) -> Option<Loc> {
+        self.index.read().get(key).and_then(Loc::of)
+    }
+
+    /// Reads a located value on behalf of a client.
+    pub fn read(&self, loc: Loc) -> Result<Vec<u8>> {
         self.demand_reads.fetch_add(1, Ordering::Relaxed);
-        Ok(Some((self.data.read_at(offset, len as usize)?, seq)))
+        self.data.read_at(loc.offset, loc.len as usize)
+    }
+}
+
+/// Where a live value sits in a device's `data.log`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Loc {
+    pub offset: u64,
+    pub len: u32,
+    pub seq: u64,
+    pub hotness: u32,
+}
+
+impl Loc {
+    fn of(m: &Meta) -> Option<Loc> {
+        (!m.deleted).then(|| Loc {
+            offset: m.offset,
+            len: m.len,
+            seq: m.seq,
+            hotness: m.hotness.load(Ordering::Relaxed),
+        })
     }
 }
 

@@ -101,13 +101,23 @@ impl LogFile {
     /// the end of the appended bytes. Not durable until [`Self::sync_to`].
     pub fn append<T>(&self, fill: impl FnOnce(u64) -> (Vec<u8>, T)) -> Result<(u64, u64, T)> {
         let mut tail = self.tail.lock();
+        let (bytes, extra) = fill(tail.end);
+        let (at, end) = self.write_tail(&mut tail, &bytes)?;
+        Ok((at, end, extra))
+    }
+
+    /// Appends `bytes` as they are; returns their offset and end.
+    pub fn append_bytes(&self, bytes: &[u8]) -> Result<(u64, u64)> {
+        self.write_tail(&mut self.tail.lock(), bytes)
+    }
+
+    fn write_tail(&self, tail: &mut Tail, bytes: &[u8]) -> Result<(u64, u64)> {
         let at = tail.end;
-        let (bytes, extra) = fill(at);
         self.activity
-            .busy(|| self.file.write_all_at(&bytes, at))
+            .busy(|| self.file.write_all_at(bytes, at))
             .map_err(|e| Error::io(format!("{}: append at byte {at}", self.path.display()), e))?;
         tail.end = at + bytes.len() as u64;
-        Ok((at, tail.end, extra))
+        Ok((at, tail.end))
     }
 
     /// Returns once every byte before `end` is durable.

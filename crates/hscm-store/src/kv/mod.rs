@@ -175,6 +175,24 @@ struct Manifest {
     devices: Vec<PathBuf>,
 }
 
+impl Manifest {
+    fn read(dir: &Path) -> Result<Manifest> {
+        let path = dir.join(MANIFEST);
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| Error::io(format!("{} (is this an hscm kv store?)", path.display()), e))?;
+        let manifest: Manifest = serde_json::from_str(&text)
+            .map_err(|e| Error::InvalidArgument(format!("{}: {e}", path.display())))?;
+        if manifest.format != 1 || manifest.devices.is_empty() {
+            return Err(Error::InvalidArgument(format!(
+                "{}: unsupported format {} or no devices",
+                path.display(),
+                manifest.format
+            )));
+        }
+        Ok(manifest)
+    }
+}
+
 struct Layout {
     /// For each device: `Some` while it is idle, with what its primary keeps for it.
     shadows: Vec<Option<Arc<Shadow>>>,
@@ -272,22 +290,7 @@ impl KvStore {
                 "max_idle_per_primary must be >= 1 and sync_threshold within 0..=1".into(),
             ));
         }
-        let manifest_path = dir.join(MANIFEST);
-        let text = std::fs::read_to_string(&manifest_path).map_err(|e| {
-            Error::io(
-                format!("{} (is this an hscm kv store?)", manifest_path.display()),
-                e,
-            )
-        })?;
-        let manifest: Manifest = serde_json::from_str(&text)
-            .map_err(|e| Error::InvalidArgument(format!("{}: {e}", manifest_path.display())))?;
-        if manifest.format != 1 || manifest.devices.is_empty() {
-            return Err(Error::InvalidArgument(format!(
-                "{}: unsupported format {} or no devices",
-                manifest_path.display(),
-                manifest.format
-            )));
-        }
+        let manifest = Manifest::read(dir)?;
         let epoch = Instant::now();
         let mut devices = Vec::new();
         let mut max_seq = 0;
@@ -408,7 +411,7 @@ impl KvStore {
             record::encode(&mut batches[inner.home(key)], seq, Kind::Put, key, value);
         }
         for (dev, batch) in inner.devices.iter().zip(batches) {
-            if let Err(e) = dev.append_records(batch) {
+            if let Err(e) = dev.append_records(&batch) {
                 return Err(inner.fail(e));
             }
         }
@@ -562,19 +565,21 @@ impl Inner {
         let dev = &self.devices[home];
         let layout = self.layout.read();
         self.reads.fetch_add(1, Ordering::Relaxed);
-        let hot = dev.touch(key);
+        let (hot, loc) = dev.touch(key);
         let Some(s) = &layout.shadows[home] else {
-            return Ok(dev.get(key)?.map(|(v, _)| v));
+            return loc.map(|l| dev.read(l)).transpose();
         };
         if let Some(found) = s.lookup(key, hot, &self.counters)? {
             return Ok(found);
         }
-        // A primary miss: read the idle device, cache the value, and prefetch.
-        let Some((value, seq)) = dev.get(key)? else {
+        // A primary miss: read the idle device, cache the value, and prefetch. Locate
+        // again: a sync may have brought a newer value home since the touch.
+        let Some(loc) = dev.locate(key) else {
             return Ok(None);
         };
+        let value = dev.read(loc)?;
         self.idle_reads.fetch_add(1, Ordering::Relaxed);
-        s.cache_insert(dev, vec![(key.into(), value.clone(), seq, hot.max(1))])
+        s.cache_insert(dev, vec![(key.into(), value.clone(), loc.seq, hot.max(1))])
             .map_err(|e| self.fail(e))?;
         if self.opts.mode.prefetch() && !s.prefetch_queued.swap(true, Ordering::AcqRel) {
             self.work.lock().prefetch.push(s.clone());
@@ -836,7 +841,7 @@ fn replay_buffers(devices: &[Device]) -> Result<(u64, u64)> {
             n += 1;
             max_seq = max_seq.max(rec.seq);
         })?;
-        devices[*idle].append_records(image[..scanned.valid_len as usize].to_vec())?;
+        devices[*idle].append_records(&image[..scanned.valid_len as usize])?;
         replayed += n;
     }
     for (_, _, path) in &logs {
@@ -865,15 +870,7 @@ pub struct CheckReport {
 /// Reads every log of a store without changing anything: the manifest, each device's
 /// home log and any buffer logs. Damage is listed, not fatal.
 pub fn check(dir: &Path) -> Result<CheckReport> {
-    let manifest_path = dir.join(MANIFEST);
-    let text = std::fs::read_to_string(&manifest_path).map_err(|e| {
-        Error::io(
-            format!("{} (is this an hscm kv store?)", manifest_path.display()),
-            e,
-        )
-    })?;
-    let manifest: Manifest = serde_json::from_str(&text)
-        .map_err(|e| Error::InvalidArgument(format!("{}: {e}", manifest_path.display())))?;
+    let manifest = Manifest::read(dir)?;
     let mut report = CheckReport::default();
     for p in &manifest.devices {
         let d = dir.join(p);

@@ -12,15 +12,15 @@ use hscm_policy::LeveledLru;
 use parking_lot::{Condvar, Mutex, RwLock};
 use rustc_hash::FxHashMap as HashMap;
 
-use super::device::{Device, Key};
+use super::device::{Device, Key, Loc};
 use super::log::LogFile;
 use super::record::{self, Kind};
 use crate::Result;
 
 /// A value read from the idle device: (key, value, seq, hotness).
 pub(crate) type Fetched = (Key, Vec<u8>, u64, u32);
-/// A value to prefetch: (key, offset, len, seq, hotness).
-type Planned = (Key, u64, u32, u64, u32);
+/// A value to prefetch and where it is.
+type Planned = (Key, Loc);
 
 /// One buffer log file; a new one starts whenever the previous is synced.
 pub(crate) struct Segment {
@@ -256,14 +256,14 @@ impl Shadow {
             offsets.push(image.len() as u64);
             image.extend_from_slice(value);
         }
-        let (at, _, ()) = file.append(|_| (image, ()))?;
+        let (at, _) = file.append_bytes(&image)?;
         let mut st = self.state.lock();
         if !Arc::ptr_eq(&st.cache_file, &file) {
             return Ok(()); // the cache was compacted meanwhile; these values are dropped
         }
         for ((key, value, seq, hotness), off) in items.into_iter().zip(offsets) {
             // A newer write may have gone to the buffer, or already home.
-            if st.buffer.contains_key(&key) || idle.locate(&key).map(|l| l.2) != Some(seq) {
+            if st.buffer.contains_key(&key) || idle.locate(&key).map(|l| l.seq) != Some(seq) {
                 continue;
             }
             let hash = key_hash(&key);
@@ -349,7 +349,7 @@ impl Shadow {
             }
         }
         let home_len = home.len() as u64;
-        idle.append_records(home)?;
+        idle.append_records(&home)?;
         {
             let mut st = self.state.lock();
             st.buffer.retain(|_, b| b.segment.id != sealed.id);
@@ -374,51 +374,34 @@ impl Shadow {
         counters: &ShadowCounters,
     ) -> Result<()> {
         let began = std::time::Instant::now();
-        let wanted: Vec<(Key, u32)> = {
+        let plan: Vec<Planned> = {
             let st = self.state.lock();
             let cache_full = st.cache_bytes >= self.cache_capacity;
             let h_min = st.crl.min_level();
-            let mut planned = 0u64;
-            let mut out = Vec::new();
+            let mut bytes = 0u64;
+            let mut plan = Vec::new();
             for (level, hash) in st.hrl.hottest() {
-                if planned >= budget || (cache_full && level <= h_min) {
+                if bytes >= budget || (cache_full && level <= h_min) {
                     break;
                 }
-                if let Some(key) = st.hrl_keys.get(&hash) {
-                    out.push((key.clone(), level as u32));
-                    planned += 1024; // refined below from the index
+                let Some(key) = st.hrl_keys.get(&hash) else {
+                    continue;
+                };
+                if let Some(loc) = idle.locate(key) {
+                    bytes += loc.len as u64;
+                    plan.push((key.clone(), loc));
                 }
             }
-            out
+            plan
         };
-        let mut plan = Vec::new();
-        let mut bytes = 0u64;
-        for (key, _) in wanted {
-            if bytes >= budget {
-                break;
-            }
-            if let Some((offset, len, seq)) = idle.locate(&key) {
-                let hot = idle
-                    .index
-                    .read()
-                    .get(&key)
-                    .map_or(1, |m| m.hotness.load(Ordering::Relaxed));
-                bytes += len as u64;
-                plan.push((key, offset, len, seq, hot));
-            }
-        }
         if plan.is_empty() {
             return Ok(());
         }
         let read = |part: &[Planned]| -> Result<Vec<Fetched>> {
             part.iter()
-                .map(|(k, off, len, seq, hot)| {
-                    Ok((
-                        k.clone(),
-                        idle.data.read_at(*off, *len as usize)?,
-                        *seq,
-                        *hot,
-                    ))
+                .map(|(k, l)| {
+                    let value = idle.data.read_at(l.offset, l.len as usize)?;
+                    Ok((k.clone(), value, l.seq, l.hotness.max(1)))
                 })
                 .collect()
         };
@@ -465,7 +448,7 @@ impl Shadow {
             moved.push((hash, image.len() as u64));
             image.extend_from_slice(&e.file.read_at(e.offset, e.len as usize)?);
         }
-        let (at, _, ()) = fresh.append(|_| (image, ()))?;
+        let (at, _) = fresh.append_bytes(&image)?;
         for (hash, off) in moved {
             let e = st.cache.get_mut(&hash).unwrap();
             e.file = fresh.clone();
