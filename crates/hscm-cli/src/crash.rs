@@ -82,6 +82,8 @@ pub fn kv_writer(dir: &Path, seed: u64, mode: &str) -> Result<()> {
             mode,
             buffer_bytes: 48 << 10,
             cache_bytes: 64 << 10,
+            // A kill can land between the synced runs of a log sync.
+            sync_piece: 8 << 10,
             primaries: Primaries::Fixed(1),
             ..KvOptions::default()
         },

@@ -54,9 +54,18 @@ pub struct KvRunArgs {
     /// Length of each trial measurement, milliseconds.
     #[arg(long, default_value_t = 1000)]
     pub trial_ms: u64,
+    /// Brackets per primary trial (k, then k+1 and k again this many times); every
+    /// bracket must show the gain. 1 is the paper's single trial.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=10))]
+    pub trial_rounds: u64,
     /// Buffer log capacity per idle device.
     #[arg(long, default_value = "4M", value_parser = parse_size)]
     pub buffer: u64,
+    /// A log sync writes home in runs of at most this many bytes, each fdatasync'ed
+    /// before the next, so clients' own syncs do not queue behind one large append
+    /// (use a size above the buffer for one append per log, as before).
+    #[arg(long, default_value = "256K", value_parser = parse_size)]
+    pub sync_piece: u64,
     /// Cache capacity per idle device (default: the share of the dataset each idle
     /// device holds, as a 128 GB primary AEP could cache its idle devices' data).
     #[arg(long, value_parser = parse_size)]
@@ -99,6 +108,12 @@ pub struct KvCompareArgs {
         default_value = "standard,sprint,sprint-nopre,sprint-noparallel"
     )]
     pub modes: Vec<String>,
+    /// Runs of every mode per workload, interleaved (each repetition its own seed,
+    /// the mode order reversed every other time); summaries take the median over
+    /// repetitions of each paired comparison, so one slow spell of a shared machine
+    /// does not decide a verdict.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=20))]
+    pub repeat: u64,
     #[command(flatten)]
     pub run: KvRunArgs,
     #[arg(long)]
@@ -116,6 +131,8 @@ pub struct Energy {
 pub struct KvRun {
     pub workload: String,
     pub mode: String,
+    /// Repetition this run belongs to (`kv compare --repeat`); 0 for a single run.
+    pub rep: usize,
     pub ops: u64,
     pub seconds: f64,
     pub ops_per_s: f64,
@@ -204,9 +221,11 @@ fn options(mode: Mode, a: &KvRunArgs) -> Result<KvOptions> {
         mode,
         max_value: (a.value_len * 4).max(1 << 20),
         buffer_bytes: a.buffer,
+        sync_piece: a.sync_piece.max(1),
         cache_bytes: a.cache.unwrap_or(per_device + (1 << 20)),
         primaries,
         trial_window: Duration::from_millis(a.trial_ms),
+        trial_rounds: a.trial_rounds as usize,
         alpha: a.alpha,
         ..KvOptions::default()
     })
@@ -444,6 +463,7 @@ pub fn run(mode_name: &str, workload: &str, a: &KvRunArgs, quiet: bool) -> Resul
     let mut run = KvRun {
         workload: workload.to_string(),
         mode: mode.name().to_string(),
+        rep: 0,
         ops: total,
         seconds,
         ops_per_s: total as f64 / seconds,
@@ -500,11 +520,13 @@ pub fn bench(a: &KvBenchArgs) -> Result<()> {
     Ok(())
 }
 
-/// Every mode on every workload; equal-time energy over the slowest mode's time.
+/// Every mode on every workload, `repeat` times interleaved; equal-time energy over
+/// the slowest mode's time within each repetition.
 pub fn compare_runs(
     workloads: &[String],
     modes: &[String],
     a: &KvRunArgs,
+    repeat: usize,
     quiet: bool,
 ) -> Result<Vec<KvRun>> {
     for m in modes {
@@ -512,24 +534,39 @@ pub fn compare_runs(
     }
     let mut all = Vec::new();
     for w in workloads {
-        let mut group = Vec::new();
-        for m in modes {
-            if !quiet {
-                eprintln!("[kv] workload {w}, mode {m}");
+        for rep in 0..repeat.max(1) {
+            let args = KvRunArgs {
+                seed: a.seed + rep as u64,
+                ..a.clone()
+            };
+            // Reversing the order every other repetition cancels drift of the machine.
+            let order: Vec<&String> = if rep % 2 == 0 {
+                modes.iter().collect()
+            } else {
+                modes.iter().rev().collect()
+            };
+            let mut group = Vec::new();
+            for m in order {
+                if !quiet {
+                    eprintln!("[kv] workload {w}, mode {m}, repetition {}", rep + 1);
+                }
+                let mut r = run(m, w, &args, quiet)?;
+                r.rep = rep;
+                group.push(r);
             }
-            group.push(run(m, w, a, quiet)?);
+            let longest = group.iter().map(|r| r.seconds).fold(0.0, f64::max);
+            for r in &mut group {
+                r.set_equal_time(longest);
+            }
+            group.sort_by_key(|r| modes.iter().position(|m| *m == r.mode));
+            all.extend(group);
         }
-        let longest = group.iter().map(|r| r.seconds).fold(0.0, f64::max);
-        for r in &mut group {
-            r.set_equal_time(longest);
-        }
-        all.extend(group);
     }
     Ok(all)
 }
 
 pub fn compare(a: &KvCompareArgs) -> Result<()> {
-    let runs = compare_runs(&a.workloads, &a.modes, &a.run, a.json)?;
+    let runs = compare_runs(&a.workloads, &a.modes, &a.run, a.repeat as usize, a.json)?;
     if a.json {
         println!(
             "{}",
@@ -537,6 +574,7 @@ pub fn compare(a: &KvCompareArgs) -> Result<()> {
         );
     } else {
         print_runs(&runs);
+        print_medians(&runs);
         println!("\nPaper (seed 002, Sprint-AEP on four Optane DIMMs, 20 GB): low density (-t): Sprint saves ~26% \
             equal-time energy with no throughput loss, idle-device reads -96% without prefetching and -99.99% with it, \
             one primary; high density: 7-17% saved, 3 primaries for A and B, 2 for 3; parallel sync/prefetch +30-68% \
@@ -545,12 +583,82 @@ pub fn compare(a: &KvCompareArgs) -> Result<()> {
     Ok(())
 }
 
-/// Equal-time energy `r` saves against the standard run of its workload (a share),
-/// if that run is in `runs` and is not `r` itself.
-pub fn energy_saving(runs: &[KvRun], r: &KvRun) -> Option<f64> {
+/// The standard run `r` is compared with: same workload, same repetition.
+fn standard_of<'a>(runs: &'a [KvRun], r: &KvRun) -> Option<&'a KvRun> {
     runs.iter()
-        .find(|s| s.workload == r.workload && s.mode == "standard" && s.mode != r.mode)
+        .find(|s| s.workload == r.workload && s.rep == r.rep && s.mode == "standard")
+}
+
+/// Equal-time energy `r` saves against the standard run of its workload and
+/// repetition (a share), if that run is in `runs` and is not `r` itself.
+pub fn energy_saving(runs: &[KvRun], r: &KvRun) -> Option<f64> {
+    standard_of(runs, r)
+        .filter(|s| s.mode != r.mode)
         .map(|s| 1.0 - r.energy_j.equal_time / s.energy_j.equal_time)
+}
+
+/// Median over repetitions of `f(run of mode, other run of the same repetition)`:
+/// each repetition's modes ran back to back, so comparisons are made within one and
+/// summarised across them. NaN when no repetition has both runs or `f` gives none.
+pub fn paired_median(
+    runs: &[KvRun],
+    workload: &str,
+    mode: &str,
+    other: &str,
+    f: impl Fn(&KvRun, &KvRun) -> Option<f64>,
+) -> f64 {
+    let mut values: Vec<f64> = runs
+        .iter()
+        .filter(|r| r.workload == workload && r.mode == mode)
+        .filter_map(|r| {
+            runs.iter()
+                .find(|o| o.workload == workload && o.rep == r.rep && o.mode == other)
+                .and_then(|o| f(r, o))
+        })
+        .filter(|v| v.is_finite())
+        .collect();
+    median(&mut values)
+}
+
+/// Median of `values` (mean of the middle two for an even count); NaN when empty.
+pub fn median(values: &mut [f64]) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
+    values.sort_by(f64::total_cmp);
+    let n = values.len();
+    if n % 2 == 1 {
+        values[n / 2]
+    } else {
+        (values[n / 2 - 1] + values[n / 2]) / 2.0
+    }
+}
+
+/// Median energy saving and throughput of each Sprint mode against standard.
+fn print_medians(runs: &[KvRun]) {
+    let reps = runs.iter().map(|r| r.rep + 1).max().unwrap_or(0);
+    let mut workloads: Vec<&str> = runs.iter().map(|r| r.workload.as_str()).collect();
+    workloads.dedup();
+    let mut modes: Vec<&str> = runs.iter().map(|r| r.mode.as_str()).collect();
+    modes.sort();
+    modes.dedup();
+    if !modes.contains(&"standard") {
+        return;
+    }
+    println!("\nMedians over {reps} repetition(s), each against standard of the same repetition:");
+    println!(
+        "{:>4} {:>17} {:>8} {:>11}",
+        "load", "mode", "saved", "throughput"
+    );
+    for w in &workloads {
+        for m in modes.iter().filter(|m| **m != "standard") {
+            let saved = paired_median(runs, w, m, "standard", |r, _| energy_saving(runs, r));
+            let tput = paired_median(runs, w, m, "standard", |r, s| {
+                Some(r.ops_per_s / s.ops_per_s)
+            });
+            println!("{w:>4} {m:>17} {:>7.1}% {:>10.3}x", saved * 100.0, tput);
+        }
+    }
 }
 
 /// Reads of the devices `r` kept idle, in the standard run: the paper's Fig. 13 basis.
@@ -565,8 +673,9 @@ pub fn idle_read_reduction(standard: &KvRun, r: &KvRun) -> f64 {
 
 pub fn print_runs(runs: &[KvRun]) {
     println!(
-        "{:>4} {:>17} {:>9} {:>8} {:>8} {:>9} {:>9} {:>7} {:>9} {:>8} {:>4}",
+        "{:>4} {:>3} {:>17} {:>9} {:>8} {:>8} {:>9} {:>9} {:>7} {:>9} {:>8} {:>4}",
         "load",
+        "rep",
         "mode",
         "ops/s",
         "rd p99",
@@ -582,8 +691,9 @@ pub fn print_runs(runs: &[KvRun]) {
         let saved =
             energy_saving(runs, r).map_or("-".to_string(), |e| format!("{:.1}%", e * 100.0));
         println!(
-            "{:>4} {:>17} {:>9.0} {:>8.0} {:>8.0} {:>9.2} {:>9.2} {:>7} {:>9.2e} {:>8} {:>4}",
+            "{:>4} {:>3} {:>17} {:>9.0} {:>8.0} {:>8.0} {:>9.2} {:>9.2} {:>7} {:>9.2e} {:>8} {:>4}",
             r.workload,
+            r.rep + 1,
             r.mode,
             r.ops_per_s,
             r.read_p99_us,
@@ -626,4 +736,16 @@ pub fn check(dir: &Path, json: bool) -> Result<()> {
         bail!("{} problem(s); first: {e}", report.errors.len());
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::median;
+
+    #[test]
+    fn median_of_odd_even_and_empty() {
+        assert_eq!(median(&mut [3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(&mut [4.0, 1.0, 3.0, 2.0]), 2.5);
+        assert!(median(&mut []).is_nan());
+    }
 }

@@ -20,15 +20,34 @@ const MODES: [&str; 4] = ["standard", "sprint", "sprint-nopre", "sprint-noparall
 /// Seed 002 §IV-C / Fig. 22: primaries Sprint activated under high density.
 const PAPER_PRIMARIES: [(&str, usize); 3] = [("a", 3), ("b", 3), ("3", 2)];
 
-fn find<'a>(runs: &'a [KvRun], workload: &str, mode: &str) -> Option<&'a KvRun> {
-    runs.iter()
-        .find(|r| r.workload == workload && r.mode == mode)
+/// The median over repetitions of `f(run of mode, standard run of the same rep)`.
+fn vs_standard(
+    runs: &[KvRun],
+    workload: &str,
+    mode: &str,
+    f: impl Fn(&KvRun, &KvRun) -> f64,
+) -> f64 {
+    kv_cmd::paired_median(runs, workload, mode, "standard", |r, s| Some(f(r, s)))
 }
 
 fn saving(runs: &[KvRun], workload: &str, mode: &str) -> f64 {
-    find(runs, workload, mode)
-        .and_then(|r| kv_cmd::energy_saving(runs, r))
-        .unwrap_or(f64::NAN)
+    kv_cmd::paired_median(runs, workload, mode, "standard", |r, _| {
+        kv_cmd::energy_saving(runs, r)
+    })
+}
+
+/// Primaries each repetition's run of `mode` ended with, e.g. "1/1/2".
+fn primaries(runs: &[KvRun], workload: &str, mode: &str) -> String {
+    let list: Vec<String> = runs
+        .iter()
+        .filter(|r| r.workload == workload && r.mode == mode)
+        .map(|r| r.primaries.to_string())
+        .collect();
+    if list.is_empty() {
+        "-".into()
+    } else {
+        list.join("/")
+    }
 }
 
 fn min_over(workloads: &[&str], f: impl Fn(&str) -> f64) -> f64 {
@@ -36,6 +55,9 @@ fn min_over(workloads: &[&str], f: impl Fn(&str) -> f64) -> f64 {
 }
 
 pub fn section(out: &Path, quick: bool) -> Result<Section> {
+    // Noise on a shared 2-core VM moves single runs by ±10%: full mode repeats every
+    // comparison and takes medians.
+    let repeat = if quick { 1 } else { 3 };
     let args = KvRunArgs {
         records: if quick { 4_000 } else { 20_000 },
         ops: if quick { 16_000 } else { 120_000 },
@@ -47,7 +69,9 @@ pub fn section(out: &Path, quick: bool) -> Result<Section> {
         primaries: "auto".into(),
         alpha: 0.10,
         trial_ms: if quick { 200 } else { 1000 },
+        trial_rounds: 2,
         buffer: 4 << 20,
+        sync_piece: 256 << 10,
         cache: None,
         trace: None,
         dir: None,
@@ -56,7 +80,7 @@ pub fn section(out: &Path, quick: bool) -> Result<Section> {
     eprintln!("[kv] Sprint vs Standard on six YCSB workloads");
     let workloads: Vec<String> = LOW.iter().chain(&HIGH).map(|s| s.to_string()).collect();
     let modes: Vec<String> = MODES.iter().map(|s| s.to_string()).collect();
-    let runs = kv_cmd::compare_runs(&workloads, &modes, &args, false)?;
+    let runs = kv_cmd::compare_runs(&workloads, &modes, &args, repeat, false)?;
 
     let mut md = String::new();
     writeln!(
@@ -70,8 +94,11 @@ pub fn section(out: &Path, quick: bool) -> Result<Section> {
         append-only log files on this machine's disk; every put is fdatasync'ed before it is acknowledged. {} records of {} B \
         are loaded; in the mode under test, {} unmeasured operations of the same workload (more until the primary trials \
         are over) bring access counts, caches and primaries to a steady state; then {} operations from {} client threads \
-        are measured; \"-t\" workloads pause 50 µs after each request.\n",
-        args.records, args.value_len, args.warmup_ops, args.ops, args.threads)?;
+        are measured; \"-t\" workloads pause 50 µs after each request. Every workload runs all four modes back to back, {} \
+        time(s) with its own seed and the mode order reversed every other time; figures below are medians over those \
+        repetitions of each comparison made within one repetition. A primary trial measures k, k+1, k, k+1, k primaries \
+        for {} ms each and keeps k+1 only if every k+1 window beats both neighbours by alpha.\n",
+        args.records, args.value_len, args.warmup_ops, args.ops, args.threads, repeat, args.trial_ms)?;
     writeln!(md, "**Energy is modelled, not metered**: each device's busy intervals (time inside a system call on its files) are \
         recorded, and the Optane DC PMM power states of the paper's Table II and Fig. 2 are integrated over them: 3.64 W while \
         busy, 2.8 W for 0.8 ms after a request, then a linear fall to 1.91 W idle over 0.8 ms. Equal-time energy covers the \
@@ -81,10 +108,10 @@ pub fn section(out: &Path, quick: bool) -> Result<Section> {
     if quick {
         writeln!(md, "> Quick mode: a small dataset and short runs.\n")?;
     }
-    writeln!(md, "| workload | mode | ops/s | read p99 µs | write p99 µs | E exec J | E equal J | saved vs standard | EDP J·s | idle-device reads | primaries | trials (to: write+read gain) | sync MB/s |")?;
+    writeln!(md, "| workload | rep | mode | ops/s | read p99 µs | write p99 µs | E exec J | E equal J | saved vs standard | EDP J·s | idle-device reads | primaries | trials (to: write+read gain) | sync MB/s |")?;
     writeln!(
         md,
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
+        "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
     )?;
     for r in &runs {
         let saved = kv_cmd::energy_saving(&runs, r)
@@ -103,8 +130,9 @@ pub fn section(out: &Path, quick: bool) -> Result<Section> {
             .collect();
         writeln!(
             md,
-            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {} | {:.2e} | {} | {} | {} | {:.0} |",
+            "| {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {} | {:.2e} | {} | {} | {} | {:.0} |",
             r.workload,
+            r.rep + 1,
             r.mode,
             r.ops_per_s,
             r.read_p99_us,
@@ -134,17 +162,12 @@ pub fn section(out: &Path, quick: bool) -> Result<Section> {
     writeln!(md, "| low density, equal-time energy saved (Fig. 15) | ~26% (Sprint w/o Pre; Sprint about the same) | sprint {}; nopre {} |",
         per(&LOW, &|w| format!("{:.1}%", saving(&runs, w, "sprint") * 100.0)),
         per(&LOW, &|w| format!("{:.1}%", saving(&runs, w, "sprint-nopre") * 100.0)))?;
-    let reduction = |w: &str, m: &str| match (find(&runs, w, m), find(&runs, w, "standard")) {
-        (Some(r), Some(s)) => kv_cmd::idle_read_reduction(s, r),
-        _ => f64::NAN,
-    };
+    let reduction =
+        |w: &str, m: &str| vs_standard(&runs, w, m, |r, s| kv_cmd::idle_read_reduction(s, r));
     writeln!(md, "| low density, idle-device reads reduced (Fig. 13) | >= 96% w/o Pre, ~99.99% with | nopre {}; sprint {} |",
         per(&LOW, &|w| format!("{:.2}%", reduction(w, "sprint-nopre") * 100.0)),
         per(&LOW, &|w| format!("{:.2}%", reduction(w, "sprint") * 100.0)))?;
-    let tput = |w: &str, m: &str| match (find(&runs, w, m), find(&runs, w, "standard")) {
-        (Some(r), Some(s)) => r.ops_per_s / s.ops_per_s,
-        _ => f64::NAN,
-    };
+    let tput = |w: &str, m: &str| vs_standard(&runs, w, m, |r, s| r.ops_per_s / s.ops_per_s);
     writeln!(
         md,
         "| low density, throughput vs standard (Fig. 16) | slightly better | sprint {} |",
@@ -166,22 +189,17 @@ pub fn section(out: &Path, quick: bool) -> Result<Section> {
             .map(|(w, n)| format!("{w}: {n}"))
             .collect::<Vec<_>>()
             .join(", "),
-        per(&HIGH, &|w| find(&runs, w, "sprint-nopre").map_or(
-            "-".into(),
-            |r| format!(
-                "{} (nopre), {} (sprint)",
-                r.primaries,
-                find(&runs, w, "sprint").map_or(0, |s| s.primaries)
-            )
+        per(&HIGH, &|w| format!(
+            "{} (nopre), {} (sprint)",
+            primaries(&runs, w, "sprint-nopre"),
+            primaries(&runs, w, "sprint")
         ))
     )?;
-    let par = |w: &str, f: &dyn Fn(&KvRun) -> f64| match (
-        find(&runs, w, "sprint"),
-        find(&runs, w, "sprint-noparallel"),
-    ) {
-        // Both must have synced in the measured phase for a ratio to mean anything.
-        (Some(p), Some(s)) if f(s) > 0.0 && f(p) > 0.0 => f(p) / f(s) - 1.0,
-        _ => f64::NAN,
+    let par = |w: &str, f: &dyn Fn(&KvRun) -> f64| {
+        kv_cmd::paired_median(&runs, w, "sprint", "sprint-noparallel", |p, s| {
+            // Both must have synced in the measured phase for a ratio to mean anything.
+            (f(s) > 0.0 && f(p) > 0.0).then(|| f(p) / f(s) - 1.0)
+        })
     };
     writeln!(md, "| parallel vs single-threaded sync/prefetch (Fig. 24), write / read throughput | +30-68% / +23.7-40% | {} |",
         per(&HIGH, &|w| format!("{:+.1}% / {:+.1}%", par(w, &|r| r.write_ops_per_s) * 100.0, par(w, &|r| r.read_ops_per_s) * 100.0)))?;
@@ -268,7 +286,11 @@ pub fn section(out: &Path, quick: bool) -> Result<Section> {
             ),
         ),
     ];
-    let passed = targets_table(&mut md, "Targets (issue 6)", &checks)?;
+    let passed = targets_table(
+        &mut md,
+        &format!("Targets (issue 6; each figure a median over {repeat} repetition(s))"),
+        &checks,
+    )?;
     writeln!(md)?;
     plot_energy(&out.join("kv_energy.svg"), &runs, &workloads)?;
     writeln!(
@@ -293,7 +315,7 @@ fn plot_energy(path: &Path, runs: &[KvRun], workloads: &[String]) -> Result<()> 
         .fold(1e-9, f64::max);
     let mut chart = ChartBuilder::on(&root)
         .caption(
-            "Equal-time energy of four devices (modelled from measured activity)",
+            "Equal-time energy of four devices, median of repetitions (modelled from measured activity)",
             ("sans-serif", 18),
         )
         .margin(10)
@@ -315,12 +337,15 @@ fn plot_energy(path: &Path, runs: &[KvRun], workloads: &[String]) -> Result<()> 
     ];
     for (s, (mode, color)) in MODES.iter().zip(colors).enumerate() {
         let bars = workloads.iter().enumerate().filter_map(|(i, w)| {
-            find(runs, w, mode).map(|r| {
+            let mut energies: Vec<f64> = runs
+                .iter()
+                .filter(|r| r.workload == *w && r.mode == *mode)
+                .map(|r| r.energy_j.equal_time)
+                .collect();
+            let energy = kv_cmd::median(&mut energies);
+            energy.is_finite().then(|| {
                 let x0 = i as f64 + 0.1 + s as f64 * 0.2;
-                Rectangle::new(
-                    [(x0, 0.0), (x0 + 0.18, r.energy_j.equal_time)],
-                    color.filled(),
-                )
+                Rectangle::new([(x0, 0.0), (x0 + 0.18, energy)], color.filled())
             })
         });
         chart

@@ -207,3 +207,99 @@ fn bench_replays_a_recorded_trace() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("ops.txt:2") && err.contains("SCAN"), "{err}");
 }
+
+#[test]
+fn compare_repeats_interleave_and_pair_within_a_repetition() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = hscm(&[
+        "kv",
+        "compare",
+        "--workloads",
+        "a",
+        "--modes",
+        "standard,sprint",
+        "--repeat",
+        "2",
+        "--records",
+        "400",
+        "--ops",
+        "800",
+        "--warmup-ops",
+        "200",
+        "--threads",
+        "2",
+        "--primaries",
+        "1",
+        "--json",
+        "--dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let runs = v["runs"].as_array().unwrap();
+    let seen: Vec<(u64, &str)> = runs
+        .iter()
+        .map(|r| (r["rep"].as_u64().unwrap(), r["mode"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (0, "standard"),
+            (0, "sprint"),
+            (1, "standard"),
+            (1, "sprint")
+        ]
+    );
+    // Equal-time energy is set within a repetition: both runs of a repetition cover
+    // the slower one's time.
+    for rep in runs.chunks(2) {
+        let longest = rep
+            .iter()
+            .map(|r| r["seconds"].as_f64().unwrap())
+            .fold(0.0, f64::max);
+        for r in rep {
+            let t = r["equal_time_s"].as_f64().unwrap();
+            assert!((t - longest).abs() < 1e-9, "{t} vs {longest}");
+        }
+    }
+
+    // The text summary names the repetitions and gives a median per Sprint mode.
+    let out = hscm(&[
+        "kv",
+        "compare",
+        "--workloads",
+        "b",
+        "--modes",
+        "standard,sprint",
+        "--repeat",
+        "2",
+        "--records",
+        "300",
+        "--ops",
+        "400",
+        "--warmup-ops",
+        "0",
+        "--threads",
+        "1",
+        "--primaries",
+        "1",
+        "--dir",
+        dir.path().to_str().unwrap(),
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("Medians over 2 repetition(s)"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.trim_start().starts_with("b") && l.contains("sprint") && l.ends_with('x')),
+        "{text}"
+    );
+    assert!(
+        !hscm(&["kv", "compare", "--repeat", "0"]).status.success(),
+        "--repeat 0 is refused"
+    );
+}

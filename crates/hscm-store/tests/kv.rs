@@ -13,6 +13,8 @@ fn small(mode: Mode) -> KvOptions {
         mode,
         buffer_bytes: 16 << 10,
         cache_bytes: 24 << 10,
+        // Several synced runs per log sync, so the model checks cover the split.
+        sync_piece: 3 << 10,
         primaries: Primaries::Fixed(1),
         ..KvOptions::default()
     }

@@ -120,16 +120,29 @@ impl Device {
     }
 
     /// Appends already-encoded records (one write, one sync) and indexes them.
-    pub fn append_records(&self, image: &[u8]) -> Result<()> {
-        if image.is_empty() {
-            return Ok(());
-        }
-        let (at, end) = self.data.append_bytes(image)?;
-        self.data.sync_to(end)?;
-        let mut index = self.index.write();
+    pub fn append_records(&self, image: &[u8], piece: u64) -> Result<()> {
+        // Runs of whole records of at most `piece` bytes (a longer record alone), each
+        // written and synced before the next: see `KvOptions::sync_piece`.
+        let mut cuts = vec![0usize];
         record::scan("appended records", image, |off, rec| {
-            apply(&mut index, at + off, rec)
+            let (off, last) = (off as usize, *cuts.last().expect("starts with 0"));
+            if off > last && (off + rec.len() - last) as u64 > piece {
+                cuts.push(off);
+            }
         })?;
+        cuts.push(image.len());
+        for run in cuts.windows(2) {
+            let part = &image[run[0]..run[1]];
+            if part.is_empty() {
+                continue;
+            }
+            let (at, end) = self.data.append_bytes(part)?;
+            self.data.sync_to(end)?;
+            let mut index = self.index.write();
+            record::scan("appended records", part, |off, rec| {
+                apply(&mut index, at + off, rec)
+            })?;
+        }
         Ok(())
     }
 

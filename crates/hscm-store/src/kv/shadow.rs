@@ -308,7 +308,13 @@ impl Shadow {
 
     /// Writes the sealed buffer home to the idle device in one compact burst, then
     /// moves the synced values into the cache (seed 002 §III-B).
-    pub fn sync(&self, primary: &Device, idle: &Device, counters: &ShadowCounters) -> Result<()> {
+    pub fn sync(
+        &self,
+        primary: &Device,
+        idle: &Device,
+        counters: &ShadowCounters,
+        piece: u64,
+    ) -> Result<()> {
         let _one_at_a_time = self.sync_lock.lock();
         let sealed = {
             let mut current = self.current.write();
@@ -349,7 +355,7 @@ impl Shadow {
             }
         }
         let home_len = home.len() as u64;
-        idle.append_records(&home)?;
+        idle.append_records(&home, piece)?;
         {
             let mut st = self.state.lock();
             st.buffer.retain(|_, b| b.segment.id != sealed.id);
