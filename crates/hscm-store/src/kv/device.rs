@@ -119,7 +119,8 @@ impl Device {
             .map_err(|e| Error::io(format!("writing {}", path.display()), e))
     }
 
-    /// Appends already-encoded records (one write, one sync) and indexes them.
+    /// Appends already-encoded records (after checking them all) in synced runs of at
+    /// most `piece` bytes, indexing each run once it is durable.
     pub fn append_records(&self, image: &[u8], piece: u64) -> Result<()> {
         // Runs of whole records of at most `piece` bytes (a longer record alone), each
         // written and synced before the next: see `KvOptions::sync_piece`.
