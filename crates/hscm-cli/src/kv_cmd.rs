@@ -583,18 +583,23 @@ pub fn compare(a: &KvCompareArgs) -> Result<()> {
     Ok(())
 }
 
-/// The standard run `r` is compared with: same workload, same repetition.
-fn standard_of<'a>(runs: &'a [KvRun], r: &KvRun) -> Option<&'a KvRun> {
+/// The run of `mode` in the same workload and repetition as `r`.
+fn partner<'a>(runs: &'a [KvRun], r: &KvRun, mode: &str) -> Option<&'a KvRun> {
     runs.iter()
-        .find(|s| s.workload == r.workload && s.rep == r.rep && s.mode == "standard")
+        .find(|o| o.workload == r.workload && o.rep == r.rep && o.mode == mode)
+}
+
+/// Equal-time energy `r` saves against `standard` (a share).
+pub fn saving_vs(r: &KvRun, standard: &KvRun) -> f64 {
+    1.0 - r.energy_j.equal_time / standard.energy_j.equal_time
 }
 
 /// Equal-time energy `r` saves against the standard run of its workload and
-/// repetition (a share), if that run is in `runs` and is not `r` itself.
+/// repetition, if that run is in `runs` and is not `r` itself.
 pub fn energy_saving(runs: &[KvRun], r: &KvRun) -> Option<f64> {
-    standard_of(runs, r)
+    partner(runs, r, "standard")
         .filter(|s| s.mode != r.mode)
-        .map(|s| 1.0 - r.energy_j.equal_time / s.energy_j.equal_time)
+        .map(|s| saving_vs(r, s))
 }
 
 /// Median over repetitions of `f(run of mode, other run of the same repetition)`:
@@ -610,11 +615,7 @@ pub fn paired_median(
     let mut values: Vec<f64> = runs
         .iter()
         .filter(|r| r.workload == workload && r.mode == mode)
-        .filter_map(|r| {
-            runs.iter()
-                .find(|o| o.workload == workload && o.rep == r.rep && o.mode == other)
-                .and_then(|o| f(r, o))
-        })
+        .filter_map(|r| partner(runs, r, other).and_then(|o| f(r, o)))
         .filter(|v| v.is_finite())
         .collect();
     median(&mut values)
@@ -652,7 +653,7 @@ fn print_medians(runs: &[KvRun]) {
     );
     for w in &workloads {
         for m in modes.iter().filter(|m| **m != "standard") {
-            let saved = paired_median(runs, w, m, "standard", |r, _| energy_saving(runs, r));
+            let saved = paired_median(runs, w, m, "standard", |r, s| Some(saving_vs(r, s)));
             let tput = paired_median(runs, w, m, "standard", |r, s| {
                 Some(r.ops_per_s / s.ops_per_s)
             });

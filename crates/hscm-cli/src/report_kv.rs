@@ -31,9 +31,7 @@ fn vs_standard(
 }
 
 fn saving(runs: &[KvRun], workload: &str, mode: &str) -> f64 {
-    kv_cmd::paired_median(runs, workload, mode, "standard", |r, _| {
-        kv_cmd::energy_saving(runs, r)
-    })
+    vs_standard(runs, workload, mode, kv_cmd::saving_vs)
 }
 
 /// Primaries each repetition's run of `mode` ended with, e.g. "1/1/2".

@@ -167,6 +167,12 @@ fn bad_arguments_are_clear_errors() {
     let out = hscm(&["kv", "check", dir.path().to_str().unwrap()]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("is this an hscm kv store?"));
+    for (flag, value) in [("--trial-rounds", "0"), ("--sync-piece", "lots")] {
+        let out = hscm(&["kv", "bench", flag, value, "--records", "10"]);
+        assert!(!out.status.success(), "{flag} {value} accepted");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(flag) && err.contains(value), "{err}");
+    }
 }
 
 #[test]

@@ -122,27 +122,25 @@ impl Device {
     /// Appends already-encoded records (after checking them all) in synced runs of at
     /// most `piece` bytes, indexing each run once it is durable.
     pub fn append_records(&self, image: &[u8], piece: u64) -> Result<()> {
+        let mut records = Vec::new();
+        record::scan("appended records", image, |off, rec| {
+            records.push((off as usize, rec))
+        })?;
         // Runs of whole records of at most `piece` bytes (a longer record alone), each
         // written and synced before the next: see `KvOptions::sync_piece`.
-        let mut cuts = vec![0usize];
-        record::scan("appended records", image, |off, rec| {
-            let (off, last) = (off as usize, *cuts.last().expect("starts with 0"));
-            if off > last && (off + rec.len() - last) as u64 > piece {
-                cuts.push(off);
-            }
-        })?;
-        cuts.push(image.len());
-        for run in cuts.windows(2) {
-            let part = &image[run[0]..run[1]];
-            if part.is_empty() {
-                continue;
-            }
-            let (at, end) = self.data.append_bytes(part)?;
+        let mut rest = &records[..];
+        while let Some(&(start, _)) = rest.first() {
+            let fits =
+                |(off, rec): &&(usize, record::View<'_>)| (off + rec.len() - start) as u64 <= piece;
+            let (run, tail) = rest.split_at(1 + rest[1..].iter().take_while(fits).count());
+            let stop = run.last().map_or(start, |(off, rec)| off + rec.len());
+            let (at, end) = self.data.append_bytes(&image[start..stop])?;
             self.data.sync_to(end)?;
             let mut index = self.index.write();
-            record::scan("appended records", part, |off, rec| {
-                apply(&mut index, at + off, rec)
-            })?;
+            for &(off, rec) in run {
+                apply(&mut index, at + (off - start) as u64, rec);
+            }
+            rest = tail;
         }
         Ok(())
     }
