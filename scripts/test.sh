@@ -14,3 +14,6 @@ echo "== cargo test"
 cargo test --workspace --locked
 echo "== loom: the ring protocol under every interleaving"
 RUSTFLAGS="--cfg loom" cargo test --locked -p hscm-ring --test loom --release --target-dir target/loom
+echo "== against libCacheSim: identical miss ratios on held-out traces"
+PY=$(bash scripts/libcachesim-env.sh)
+"$PY" scripts/libcachesim_compare.py --hscm target/debug/hscm --quick

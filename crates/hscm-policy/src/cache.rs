@@ -3,8 +3,8 @@
 //! larger than the whole cache is never admitted.
 //!
 //! LRU, FIFO, CLOCK (second chance: new objects start unreferenced), SIEVE (Zhang et
-//! al., NSDI 2024), S3-FIFO (Yang et al., SOSP 2023: 10% small queue, ghost as large
-//! as the main queue's object count, frequencies capped at 3), ARC (Megiddo & Modha,
+//! al., NSDI 2024), S3-FIFO (Yang et al., SOSP 2023, as its authors' libCacheSim
+//! implements it), ARC (Megiddo & Modha,
 //! FAST 2003, with list sizes in bytes) and AC-LRU: LRU that admits an object only on
 //! its second access within the ghost history (Park & Bahn, the seed paper's AC-cache).
 
@@ -428,95 +428,200 @@ impl CachePolicy for SieveCache {
     }
 }
 
-/// S3-FIFO: a small FIFO (10% of the bytes) filters one-hit wonders; objects hit while
-/// in it move to the main FIFO; evicted small-queue objects leave their key in a ghost
-/// FIFO, and a miss found there goes straight to the main queue. Main-queue objects
-/// with a non-zero frequency are reinserted with it decremented.
+/// S3-FIFO as its authors' reference implementation (libCacheSim's `S3FIFO.c`) defines
+/// it, decision for decision, so the two give identical miss ratios:
+///
+/// * a small FIFO of 10% of the bytes, a main FIFO of the rest, a ghost FIFO of keys
+///   holding 90% of the bytes; objects of 10% of the cache or more are never cached;
+/// * a hit adds one to the object's frequency; a miss whose key is in the ghost goes to
+///   main, others to small (to main while small is full before the first eviction);
+/// * when the cache is full it evicts from main if main is over its share or small is
+///   empty, else from small; small's oldest objects with a frequency of at least
+///   `threshold` (default 2) move to main until one without goes to the ghost; main's
+///   oldest objects with a non-zero frequency go round again with it capped at 3 and
+///   lowered by one, until one without leaves.
+///
+/// Per-key state lives in one prefetchable table; the queues hold keys only. Ghost hits
+/// leave their queue entry behind, recognised later as stale by its sequence number.
 pub struct S3FifoCache {
+    capacity: u64,
     small_cap: u64,
     main_cap: u64,
+    ghost_cap: u64,
     small_used: u64,
     main_used: u64,
-    /// (size, frequency 0..=3)
-    small: Lru<u64, (u64, u8)>,
-    main: Lru<u64, (u64, u8)>,
-    ghost: Lru<u64, ()>,
+    ghost_used: u64,
+    ghost_live: usize,
+    threshold: u64,
+    has_evicted: bool,
+    /// key → (queue tag and frequency, or ghost sequence, in `stamp`), size
+    map: crate::table::StampTable,
+    small: std::collections::VecDeque<u64>,
+    main: std::collections::VecDeque<u64>,
+    ghost: std::collections::VecDeque<(u64, u64)>,
+    ghost_seq: u64,
+}
+
+const S3_TAG_SHIFT: u32 = 62;
+const S3_SMALL: u64 = 1;
+const S3_MAIN: u64 = 2;
+const S3_GHOST: u64 = 3;
+const S3_LOW: u64 = (1 << S3_TAG_SHIFT) - 1;
+
+#[inline]
+fn s3_stamp(tag: u64, low: u64) -> u64 {
+    (tag << S3_TAG_SHIFT) | (low & S3_LOW)
 }
 
 impl S3FifoCache {
+    /// libCacheSim's defaults: small queue 10%, ghost 90%, move-to-main threshold 2.
     pub fn new(capacity: u64) -> Self {
-        let small_cap = (capacity / 10).max(1).min(capacity);
+        Self::with_threshold(capacity, 2)
+    }
+
+    /// `threshold`: hits an object needs while in the small queue to move to main.
+    pub fn with_threshold(capacity: u64, threshold: u64) -> Self {
+        // The same float arithmetic as libCacheSim, so the shares round alike.
+        let small_cap = (capacity as f64 * 0.1) as u64;
         Self {
+            capacity,
             small_cap,
             main_cap: capacity - small_cap,
+            ghost_cap: (capacity as f64 * 0.9) as u64,
             small_used: 0,
             main_used: 0,
-            small: Lru::new(),
-            main: Lru::new(),
-            ghost: Lru::new(),
+            ghost_used: 0,
+            ghost_live: 0,
+            threshold: threshold.max(1),
+            has_evicted: false,
+            map: crate::table::StampTable::new(),
+            small: Default::default(),
+            main: Default::default(),
+            ghost: Default::default(),
+            ghost_seq: 0,
         }
     }
 
-    fn insert_main(&mut self, key: u64, size: u64, freq: u8) {
-        while self.main_used + size > self.main_cap && !self.main.is_empty() {
-            let (k, (s, f)) = self.main.pop_oldest().expect("non-empty");
-            if f > 0 {
-                self.main.insert(k, (s, f - 1));
-            } else {
-                self.main_used -= s;
-            }
+    fn evict(&mut self) {
+        self.has_evicted = true;
+        if self.main_used > self.main_cap || self.small_used == 0 {
+            self.evict_main();
+        } else {
+            self.evict_small();
         }
-        self.main.insert(key, (size, freq));
-        self.main_used += size;
     }
 
     fn evict_small(&mut self) {
-        let (k, (s, f)) = self.small.pop_oldest().expect("caller checked");
-        self.small_used -= s;
-        if f > 0 {
-            self.insert_main(k, s, 0);
-        } else {
-            let ghost_cap = self.main.len().max(1);
-            while self.ghost.len() >= ghost_cap {
-                self.ghost.pop_oldest();
+        while let Some(key) = self.small.pop_front() {
+            let e = self.map.get_mut(key).expect("queued keys are in the table");
+            let (freq, size) = (e.stamp & S3_LOW, e.size);
+            self.small_used -= size;
+            if freq >= self.threshold {
+                e.stamp = s3_stamp(S3_MAIN, 0);
+                self.main.push_back(key);
+                self.main_used += size;
+            } else {
+                self.send_to_ghost(key, size);
+                return;
             }
-            self.ghost.insert(k, ());
+        }
+    }
+
+    fn evict_main(&mut self) {
+        while let Some(key) = self.main.pop_front() {
+            let e = self.map.get_mut(key).expect("queued keys are in the table");
+            let freq = e.stamp & S3_LOW;
+            if freq >= 1 {
+                e.stamp = s3_stamp(S3_MAIN, freq.min(3) - 1);
+                self.main.push_back(key);
+            } else {
+                let size = e.size;
+                self.map.remove(key);
+                self.main_used -= size;
+                return;
+            }
+        }
+    }
+
+    /// Turns a table entry just taken out of the small queue into a ghost entry.
+    fn send_to_ghost(&mut self, key: u64, size: u64) {
+        if size > self.ghost_cap {
+            self.map.remove(key);
+            return;
+        }
+        while self.ghost_used + size > self.ghost_cap {
+            let (k, seq) = self.ghost.pop_front().expect("ghost bytes imply entries");
+            if self
+                .map
+                .get(k)
+                .is_some_and(|e| e.stamp == s3_stamp(S3_GHOST, seq))
+            {
+                let e = self.map.remove(k).expect("just found");
+                self.ghost_used -= e.size;
+                self.ghost_live -= 1;
+            }
+        }
+        self.ghost_seq += 1;
+        let e = self.map.get_mut(key).expect("caller's key");
+        e.stamp = s3_stamp(S3_GHOST, self.ghost_seq);
+        self.ghost.push_back((key, self.ghost_seq));
+        self.ghost_used += size;
+        self.ghost_live += 1;
+        if self.ghost.len() > 2 * self.ghost_live + 4096 {
+            let map = &self.map;
+            self.ghost.retain(|&(k, seq)| {
+                map.get(k)
+                    .is_some_and(|e| e.stamp == s3_stamp(S3_GHOST, seq))
+            });
         }
     }
 }
 
 impl CachePolicy for S3FifoCache {
     fn access(&mut self, key: u64, size: u64) -> CacheOutcome {
-        if let Some(e) = self.small.peek_mut(&key) {
-            e.1 = (e.1 + 1).min(3);
-            return CacheOutcome::Hit;
+        let mut hit_on_ghost = false;
+        if let Some(e) = self.map.get_mut(key) {
+            if e.stamp >> S3_TAG_SHIFT == S3_GHOST {
+                let size = e.size;
+                self.map.remove(key);
+                self.ghost_used -= size;
+                self.ghost_live -= 1;
+                hit_on_ghost = true;
+            } else {
+                if e.stamp & S3_LOW < S3_LOW {
+                    e.stamp += 1;
+                }
+                return CacheOutcome::Hit;
+            }
         }
-        if let Some(e) = self.main.peek_mut(&key) {
-            e.1 = (e.1 + 1).min(3);
-            return CacheOutcome::Hit;
-        }
-        if size > self.small_cap + self.main_cap {
+        if size > self.small_cap {
             return CacheOutcome::Bypassed;
         }
-        if self.ghost.remove(&key).is_some() || size > self.small_cap {
-            self.insert_main(key, size, 0);
+        while self.small_used + self.main_used + size > self.capacity {
+            self.evict();
+        }
+        let to_main = if hit_on_ghost {
+            true
+        } else if size >= self.small_cap {
+            // As the reference: such an object would flush the whole small queue.
+            return CacheOutcome::Bypassed;
         } else {
-            while self.small_used + size > self.small_cap {
-                self.evict_small();
-            }
-            self.small.insert(key, (size, 0));
+            !self.has_evicted && self.small_used >= self.small_cap
+        };
+        if to_main {
+            self.map.insert_new(key, s3_stamp(S3_MAIN, 0), size);
+            self.main.push_back(key);
+            self.main_used += size;
+        } else {
+            self.map.insert_new(key, s3_stamp(S3_SMALL, 0), size);
+            self.small.push_back(key);
             self.small_used += size;
         }
-        // Objects promoted from the small queue may have overfilled main.
-        while self.main_used > self.main_cap {
-            let (k, (s, f)) = self.main.pop_oldest().expect("over capacity means entries");
-            if f > 0 {
-                self.main.insert(k, (s, f - 1));
-            } else {
-                self.main_used -= s;
-            }
-        }
         CacheOutcome::Inserted
+    }
+    #[inline]
+    fn prefetch(&self, key: u64) {
+        self.map.prefetch(key);
     }
     fn used(&self) -> u64 {
         self.small_used + self.main_used
@@ -524,143 +629,209 @@ impl CachePolicy for S3FifoCache {
 }
 
 /// ARC with list sizes in bytes (for unit sizes, exactly Megiddo & Modha's ARC).
+///
+/// The four lists (T1, T2 and their ghosts B1, B2) share one prefetchable table that
+/// says which list a key is in and since when; each list's order is a log of (key,
+/// stamp) entries, live only while the table still holds that stamp for the key, so
+/// moving a key between lists or to the MRU end is one table write and one append.
 pub struct ArcCache {
     c: u64,
     p: f64,
-    t1: Lru<u64, u64>,
-    t2: Lru<u64, u64>,
-    b1: Lru<u64, u64>,
-    b2: Lru<u64, u64>,
-    t1_bytes: u64,
-    t2_bytes: u64,
-    b1_bytes: u64,
-    b2_bytes: u64,
+    /// key → (list and stamp in `stamp`), size
+    map: crate::table::StampTable,
+    logs: [std::collections::VecDeque<(u64, u64)>; 4],
+    /// Live entries per list.
+    live: [usize; 4],
+    bytes: [u64; 4],
+    clock: u64,
 }
+
+const T1: usize = 0;
+const T2: usize = 1;
+const B1: usize = 2;
+const B2: usize = 3;
+const ARC_LIST_SHIFT: u32 = 60;
+/// A key taken out of one list and not yet put in another (never matches a log entry).
+const ARC_MOVING: u64 = 7 << ARC_LIST_SHIFT;
 
 impl ArcCache {
     pub fn new(capacity: u64) -> Self {
         Self {
             c: capacity,
             p: 0.0,
-            t1: Lru::new(),
-            t2: Lru::new(),
-            b1: Lru::new(),
-            b2: Lru::new(),
-            t1_bytes: 0,
-            t2_bytes: 0,
-            b1_bytes: 0,
-            b2_bytes: 0,
+            map: crate::table::StampTable::new(),
+            logs: Default::default(),
+            live: [0; 4],
+            bytes: [0; 4],
+            clock: 0,
+        }
+    }
+
+    #[inline]
+    fn stamp(list: usize, seq: u64) -> u64 {
+        ((list as u64 + 1) << ARC_LIST_SHIFT) | seq
+    }
+
+    /// Which list `key` is in, with its size.
+    #[inline]
+    fn list_of(&self, key: u64) -> Option<(usize, u64)> {
+        let e = self.map.get(key)?;
+        let list = (e.stamp >> ARC_LIST_SHIFT) as usize;
+        (1..=4).contains(&list).then(|| (list - 1, e.size))
+    }
+
+    /// Takes `key` out of `list` (its table entry stays, marked as moving).
+    fn take(&mut self, key: u64, list: usize) -> u64 {
+        let e = self.map.get_mut(key).expect("listed keys are in the table");
+        e.stamp = ARC_MOVING;
+        self.live[list] -= 1;
+        self.bytes[list] -= e.size;
+        e.size
+    }
+
+    /// Puts `key` (new, or moving) at `list`'s most recent end.
+    fn push(&mut self, list: usize, key: u64, size: u64) {
+        self.clock += 1;
+        let stamp = Self::stamp(list, self.clock);
+        match self.map.get_mut(key) {
+            Some(e) => {
+                e.stamp = stamp;
+                e.size = size;
+            }
+            None => self.map.insert_new(key, stamp, size),
+        }
+        self.logs[list].push_back((key, self.clock));
+        self.live[list] += 1;
+        self.bytes[list] += size;
+        if self.logs[list].len() > 2 * self.live[list] + 4096 {
+            let map = &self.map;
+            self.logs[list].retain(|&(k, seq)| {
+                map.get(k)
+                    .is_some_and(|e| e.stamp == Self::stamp(list, seq))
+            });
+        }
+    }
+
+    /// Takes `list`'s least recent key out (its table entry stays, marked as moving).
+    fn pop_oldest(&mut self, list: usize) -> Option<(u64, u64)> {
+        while let Some((k, seq)) = self.logs[list].pop_front() {
+            if self
+                .map
+                .get(k)
+                .is_some_and(|e| e.stamp == Self::stamp(list, seq))
+            {
+                return Some((k, self.take(k, list)));
+            }
+        }
+        None
+    }
+
+    /// Drops `list`'s least recent key from the directory.
+    fn drop_oldest(&mut self, list: usize) {
+        if let Some((k, _)) = self.pop_oldest(list) {
+            self.map.remove(k);
         }
     }
 
     /// ARC's REPLACE: evict from T1 into B1 or from T2 into B2 until `need` fits.
     fn replace(&mut self, need: u64, in_b2: bool) {
-        while self.t1_bytes + self.t2_bytes + need > self.c {
-            let from_t1 = self.t1_bytes > 0
-                && ((self.t1_bytes as f64) > self.p
-                    || (in_b2 && self.t1_bytes as f64 == self.p)
-                    || self.t2_bytes == 0);
-            if from_t1 {
-                let (k, s) = self.t1.pop_oldest().expect("t1 non-empty");
-                self.t1_bytes -= s;
-                self.b1.insert(k, s);
-                self.b1_bytes += s;
-            } else {
-                let (k, s) = self.t2.pop_oldest().expect("t2 non-empty");
-                self.t2_bytes -= s;
-                self.b2.insert(k, s);
-                self.b2_bytes += s;
-            }
+        while self.bytes[T1] + self.bytes[T2] + need > self.c {
+            let t1 = self.bytes[T1];
+            let from_t1 = t1 > 0
+                && ((t1 as f64) > self.p || (in_b2 && t1 as f64 == self.p) || self.bytes[T2] == 0);
+            let (from, to) = if from_t1 { (T1, B1) } else { (T2, B2) };
+            let (k, s) = self.pop_oldest(from).expect("a non-empty list");
+            self.push(to, k, s);
         }
+    }
+
+    fn directory_bytes(&self) -> u64 {
+        self.bytes.iter().sum()
     }
 
     fn trim_ghosts(&mut self) {
         // |T1| + |B1| <= c and the whole directory <= 2c.
-        while self.t1_bytes + self.b1_bytes > self.c && !self.b1.is_empty() {
-            let (_, s) = self.b1.pop_oldest().expect("non-empty");
-            self.b1_bytes -= s;
+        while self.bytes[T1] + self.bytes[B1] > self.c && self.live[B1] > 0 {
+            self.drop_oldest(B1);
         }
-        while self.t1_bytes + self.t2_bytes + self.b1_bytes + self.b2_bytes > 2 * self.c
-            && !self.b2.is_empty()
-        {
-            let (_, s) = self.b2.pop_oldest().expect("non-empty");
-            self.b2_bytes -= s;
+        while self.directory_bytes() > 2 * self.c && self.live[B2] > 0 {
+            self.drop_oldest(B2);
         }
     }
 }
 
 impl CachePolicy for ArcCache {
     fn access(&mut self, key: u64, size: u64) -> CacheOutcome {
-        if let Some(s) = self.t1.remove(&key) {
-            self.t1_bytes -= s;
-            self.t2.insert(key, s);
-            self.t2_bytes += s;
-            return CacheOutcome::Hit;
-        }
-        if self.t2.touch(&key).is_some() {
-            return CacheOutcome::Hit;
+        let found = self.list_of(key);
+        match found {
+            Some((T1, _)) | Some((T2, _)) => {
+                let list = found.expect("matched").0;
+                let s = self.take(key, list);
+                self.push(T2, key, s);
+                return CacheOutcome::Hit;
+            }
+            _ => {}
         }
         if size > self.c {
             return CacheOutcome::Bypassed;
         }
         let c = self.c as f64;
-        if let Some(s) = self.b1.remove(&key) {
-            self.b1_bytes -= s;
-            let delta = if self.b1_bytes + s >= self.b2_bytes {
-                1.0
-            } else {
-                self.b2_bytes as f64 / (self.b1_bytes + s) as f64
-            };
-            self.p = (self.p + delta * size as f64).min(c);
-            self.replace(size, false);
-            self.t2.insert(key, size);
-            self.t2_bytes += size;
-        } else if let Some(s) = self.b2.remove(&key) {
-            self.b2_bytes -= s;
-            let delta = if self.b2_bytes + s >= self.b1_bytes {
-                1.0
-            } else {
-                self.b1_bytes as f64 / (self.b2_bytes + s) as f64
-            };
-            self.p = (self.p - delta * size as f64).max(0.0);
-            self.replace(size, true);
-            self.t2.insert(key, size);
-            self.t2_bytes += size;
-        } else {
-            // Case IV: a miss in the whole directory.
-            if self.t1_bytes + self.b1_bytes + size > self.c {
-                if self.t1_bytes + size <= self.c {
-                    while self.t1_bytes + self.b1_bytes + size > self.c && !self.b1.is_empty() {
-                        let (_, s) = self.b1.pop_oldest().expect("non-empty");
-                        self.b1_bytes -= s;
-                    }
-                    self.replace(size, false);
+        match found {
+            Some((B1, _)) => {
+                let s = self.take(key, B1);
+                let (b1, b2) = (self.bytes[B1], self.bytes[B2]);
+                let delta = if b1 + s >= b2 {
+                    1.0
                 } else {
-                    while self.t1_bytes + size > self.c {
-                        let (_, s) = self.t1.pop_oldest().expect("t1 holds more than c - size");
-                        self.t1_bytes -= s;
+                    b2 as f64 / (b1 + s) as f64
+                };
+                self.p = (self.p + delta * size as f64).min(c);
+                self.replace(size, false);
+                self.push(T2, key, size);
+            }
+            Some((B2, _)) => {
+                let s = self.take(key, B2);
+                let (b1, b2) = (self.bytes[B1], self.bytes[B2]);
+                let delta = if b2 + s >= b1 {
+                    1.0
+                } else {
+                    b1 as f64 / (b2 + s) as f64
+                };
+                self.p = (self.p - delta * size as f64).max(0.0);
+                self.replace(size, true);
+                self.push(T2, key, size);
+            }
+            _ => {
+                // Case IV: a miss in the whole directory.
+                if self.bytes[T1] + self.bytes[B1] + size > self.c {
+                    if self.bytes[T1] + size <= self.c {
+                        while self.bytes[T1] + self.bytes[B1] + size > self.c && self.live[B1] > 0 {
+                            self.drop_oldest(B1);
+                        }
+                    } else {
+                        while self.bytes[T1] + size > self.c {
+                            self.drop_oldest(T1);
+                        }
                     }
                     // With unequal sizes T2 may still leave too little room.
                     self.replace(size, false);
+                } else if self.directory_bytes() + size > self.c {
+                    while self.directory_bytes() + size > 2 * self.c && self.live[B2] > 0 {
+                        self.drop_oldest(B2);
+                    }
+                    self.replace(size, false);
                 }
-            } else if self.t1_bytes + self.t2_bytes + self.b1_bytes + self.b2_bytes + size > self.c
-            {
-                while self.t1_bytes + self.t2_bytes + self.b1_bytes + self.b2_bytes + size
-                    > 2 * self.c
-                    && !self.b2.is_empty()
-                {
-                    let (_, s) = self.b2.pop_oldest().expect("non-empty");
-                    self.b2_bytes -= s;
-                }
-                self.replace(size, false);
+                self.push(T1, key, size);
             }
-            self.t1.insert(key, size);
-            self.t1_bytes += size;
         }
         self.trim_ghosts();
         CacheOutcome::Inserted
     }
+    #[inline]
+    fn prefetch(&self, key: u64) {
+        self.map.prefetch(key);
+    }
     fn used(&self) -> u64 {
-        self.t1_bytes + self.t2_bytes
+        self.bytes[T1] + self.bytes[T2]
     }
 }

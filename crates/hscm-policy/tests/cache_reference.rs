@@ -5,7 +5,8 @@
 use std::collections::{HashSet, VecDeque};
 
 use hscm_policy::cache::{
-    AcLruCache, ArcCache, CacheOutcome, CachePolicy, ClockCache, FifoCache, LruCache,
+    AcLruCache, ArcCache, CacheOutcome, CachePolicy, ClockCache, FifoCache, LruCache, S3FifoCache,
+    SieveCache,
 };
 use proptest::prelude::*;
 
@@ -176,6 +177,115 @@ impl Reference for RefArc {
     }
 }
 
+/// SIEVE from its paper: a queue (index 0 oldest), visited bits, and a hand that walks
+/// from old to new, clearing bits, and evicts the first unvisited object.
+struct RefSieve {
+    c: usize,
+    q: Vec<(u64, bool)>,
+    hand: Option<usize>,
+}
+impl Reference for RefSieve {
+    fn hit(&mut self, k: u64) -> bool {
+        if let Some(e) = self.q.iter_mut().find(|e| e.0 == k) {
+            e.1 = true;
+            return true;
+        }
+        if self.q.len() == self.c {
+            let mut i = self.hand.unwrap_or(0);
+            while self.q[i].1 {
+                self.q[i].1 = false;
+                i = (i + 1) % self.q.len();
+            }
+            self.q.remove(i);
+            // The hand rests on the next newer object; past the newest it restarts.
+            self.hand = (i < self.q.len()).then_some(i);
+        }
+        self.q.push((k, false));
+        false
+    }
+}
+
+/// S3-FIFO as libCacheSim's S3FIFO.c behaves, in unit sizes: small (10%), main and
+/// ghost (90%) FIFOs as plain queues searched linearly.
+struct RefS3Fifo {
+    c: usize,
+    small_cap: usize,
+    ghost_cap: usize,
+    small: VecDeque<(u64, u64)>,
+    main: VecDeque<(u64, u64)>,
+    ghost: VecDeque<u64>,
+    evicted_once: bool,
+}
+impl RefS3Fifo {
+    fn new(c: usize) -> Self {
+        RefS3Fifo {
+            c,
+            small_cap: (c as f64 * 0.1) as usize,
+            ghost_cap: (c as f64 * 0.9) as usize,
+            small: VecDeque::new(),
+            main: VecDeque::new(),
+            ghost: VecDeque::new(),
+            evicted_once: false,
+        }
+    }
+    fn evict(&mut self) {
+        self.evicted_once = true;
+        if self.main.len() > self.c - self.small_cap || self.small.is_empty() {
+            while let Some((k, f)) = self.main.pop_front() {
+                if f == 0 {
+                    break;
+                }
+                self.main.push_back((k, f.min(3) - 1));
+            }
+        } else {
+            while let Some((k, f)) = self.small.pop_front() {
+                if f >= 2 {
+                    self.main.push_back((k, 0));
+                    continue;
+                }
+                if self.ghost_cap > 0 {
+                    if self.ghost.len() == self.ghost_cap {
+                        self.ghost.pop_front();
+                    }
+                    self.ghost.push_back(k);
+                }
+                break;
+            }
+        }
+    }
+}
+impl Reference for RefS3Fifo {
+    fn hit(&mut self, k: u64) -> bool {
+        if let Some(e) = self.small.iter_mut().find(|e| e.0 == k) {
+            e.1 += 1;
+            return true;
+        }
+        let in_ghost = match self.ghost.iter().position(|&g| g == k) {
+            Some(p) => {
+                self.ghost.remove(p);
+                true
+            }
+            None => false,
+        };
+        if let Some(e) = self.main.iter_mut().find(|e| e.0 == k) {
+            e.1 += 1;
+            return true;
+        }
+        if self.small_cap < 1 {
+            return false;
+        }
+        while self.small.len() + self.main.len() + 1 > self.c {
+            self.evict();
+        }
+        if in_ghost || (!self.evicted_once && self.small.len() >= self.small_cap) {
+            self.main.push_back((k, 0));
+        } else if self.small_cap > 1 {
+            self.small.push_back((k, 0));
+        }
+        false
+    }
+}
+
 fn trace(seed: u64, n: usize, keys: u64) -> Vec<u64> {
     // A skewed, seeded trace: squares of uniform draws concentrate on small keys, and
     // a sprinkle of one-time keys (the case admission control is for).
@@ -221,12 +331,19 @@ proptest! {
         compare("ClockCache", &mut ClockCache::new(c as u64), &mut RefClock { slots: vec![None; c], hand: 0 }, &t)?;
         compare("AcLruCache", &mut AcLruCache::new(c as u64, None), &mut RefAcLru { lru: RefLru { c, v: vec![] }, seen: HashSet::new() }, &t)?;
         compare("ArcCache", &mut ArcCache::new(c as u64), &mut RefArc { c, p: 0.0, t1: vec![], t2: vec![], b1: vec![], b2: vec![] }, &t)?;
+        compare("SieveCache", &mut SieveCache::new(c as u64), &mut RefSieve { c, q: vec![], hand: None }, &t)?;
+    }
+
+    /// S3-FIFO needs caches of 20 objects or more before its small queue holds two.
+    #[test]
+    fn s3fifo_matches_its_reference(seed in any::<u64>(), c in 10usize..300, keys in 20u64..900) {
+        let t = trace(seed, 6000, keys);
+        compare("S3FifoCache", &mut S3FifoCache::new(c as u64), &mut RefS3Fifo::new(c), &t)?;
     }
 }
 
 #[test]
 fn admission_control_skips_one_time_keys_and_sieve_s3fifo_beat_fifo_on_skew() {
-    use hscm_policy::cache::{S3FifoCache, SieveCache};
     let t = trace(42, 50_000, 2000);
     let run = |p: &mut dyn CachePolicy| {
         let (mut miss, mut bypass) = (0, 0);
@@ -265,7 +382,6 @@ fn admission_control_skips_one_time_keys_and_sieve_s3fifo_beat_fifo_on_skew() {
 
 #[test]
 fn variable_sizes_never_overfill_and_oversized_objects_bypass() {
-    use hscm_policy::cache::{S3FifoCache, SieveCache};
     let caches: Vec<Box<dyn CachePolicy>> = vec![
         Box::new(LruCache::new(10_000)),
         Box::new(FifoCache::new(10_000)),
