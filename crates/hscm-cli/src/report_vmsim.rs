@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use hscm_trace::RequestSynthSpec;
 use hscm_vmsim::cache::{self, CacheResult, CacheRun, PolicyName, StorageProfile};
 use serde_json::json;
@@ -503,7 +503,8 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
         Check::at_most("peak memory of an LRU run", b.peak_rss_mb, 100.0, " MB"),
     ));
 
-    let lcs = against_libcachesim(&mut md, out, quick, &mut checks)?;
+    let python = std::env::var_os("HSCM_LIBCACHESIM_PYTHON").filter(|p| !p.is_empty());
+    let lcs = against_libcachesim(&mut md, out, quick, python, &mut checks)?;
 
     let passed = targets_table(&mut md, "Targets (issue 4)", &checks)?;
     writeln!(md)?;
@@ -524,11 +525,12 @@ fn against_libcachesim(
     md: &mut String,
     out: &Path,
     quick: bool,
+    python: Option<std::ffi::OsString>,
     checks: &mut Vec<(String, Check)>,
 ) -> Result<serde_json::Value> {
     const SCRIPT: &str = include_str!("../../../scripts/libcachesim_compare.py");
     writeln!(md, "### Against libCacheSim\n")?;
-    let Some(python) = std::env::var_os("HSCM_LIBCACHESIM_PYTHON").filter(|p| !p.is_empty()) else {
+    let Some(python) = python else {
         writeln!(
             md,
             "> Skipped: `HSCM_LIBCACHESIM_PYTHON` is not set. `bash scripts/reproduce.sh` sets it; \
@@ -551,7 +553,12 @@ fn against_libcachesim(
     if quick {
         cmd.arg("--quick");
     }
-    let status = cmd.status()?;
+    let status = cmd.status().with_context(|| {
+        format!(
+            "cannot run {} (HSCM_LIBCACHESIM_PYTHON) for the libCacheSim comparison",
+            python.to_string_lossy()
+        )
+    })?;
     // Exit 1 means a disagreement, which the checks below show; no JSON means a failure.
     let Ok(text) = std::fs::read_to_string(&json_path) else {
         anyhow::bail!(
@@ -643,4 +650,27 @@ fn against_libcachesim(
         }
     }
     Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn libcachesim_comparison_is_skipped_without_python_and_fails_clearly_with_a_bad_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let (mut md, mut checks) = (String::new(), Vec::new());
+        let v = against_libcachesim(&mut md, dir.path(), true, None, &mut checks).unwrap();
+        assert!(v.is_null() && checks.is_empty());
+        assert!(md.contains("Skipped"), "{md}");
+
+        let bad = Some("/nonexistent/python3".into());
+        let err = against_libcachesim(&mut md, dir.path(), true, bad, &mut checks).unwrap_err();
+        let msg = format!("{err:#}");
+        assert!(
+            msg.contains("/nonexistent/python3") && msg.contains("HSCM_LIBCACHESIM_PYTHON"),
+            "{msg}"
+        );
+        assert!(checks.is_empty());
+    }
 }

@@ -672,12 +672,11 @@ impl ArcCache {
         ((list as u64 + 1) << ARC_LIST_SHIFT) | seq
     }
 
-    /// Which list `key` is in, with its size.
+    /// Which list `key` is in.
     #[inline]
-    fn list_of(&self, key: u64) -> Option<(usize, u64)> {
-        let e = self.map.get(key)?;
-        let list = (e.stamp >> ARC_LIST_SHIFT) as usize;
-        (1..=4).contains(&list).then(|| (list - 1, e.size))
+    fn list_of(&self, key: u64) -> Option<usize> {
+        let list = (self.map.get(key)?.stamp >> ARC_LIST_SHIFT) as usize;
+        (1..=4).contains(&list).then(|| list - 1)
     }
 
     /// Takes `key` out of `list` (its table entry stays, marked as moving).
@@ -763,42 +762,32 @@ impl ArcCache {
 impl CachePolicy for ArcCache {
     fn access(&mut self, key: u64, size: u64) -> CacheOutcome {
         let found = self.list_of(key);
-        match found {
-            Some((T1, _)) | Some((T2, _)) => {
-                let list = found.expect("matched").0;
-                let s = self.take(key, list);
-                self.push(T2, key, s);
-                return CacheOutcome::Hit;
-            }
-            _ => {}
+        if let Some(list @ (T1 | T2)) = found {
+            let s = self.take(key, list);
+            self.push(T2, key, s);
+            return CacheOutcome::Hit;
         }
         if size > self.c {
             return CacheOutcome::Bypassed;
         }
-        let c = self.c as f64;
         match found {
-            Some((B1, _)) => {
-                let s = self.take(key, B1);
-                let (b1, b2) = (self.bytes[B1], self.bytes[B2]);
-                let delta = if b1 + s >= b2 {
+            Some(ghost @ (B1 | B2)) => {
+                // A ghost hit grows its side's target by the other ghost's size ratio.
+                let s = self.take(key, ghost);
+                let other = if ghost == B1 { B2 } else { B1 };
+                let (own, rest) = (self.bytes[ghost] + s, self.bytes[other]);
+                let delta = if own >= rest {
                     1.0
                 } else {
-                    b2 as f64 / (b1 + s) as f64
+                    rest as f64 / own as f64
                 };
-                self.p = (self.p + delta * size as f64).min(c);
-                self.replace(size, false);
-                self.push(T2, key, size);
-            }
-            Some((B2, _)) => {
-                let s = self.take(key, B2);
-                let (b1, b2) = (self.bytes[B1], self.bytes[B2]);
-                let delta = if b2 + s >= b1 {
-                    1.0
+                let step = delta * size as f64;
+                self.p = if ghost == B1 {
+                    (self.p + step).min(self.c as f64)
                 } else {
-                    b1 as f64 / (b2 + s) as f64
+                    (self.p - step).max(0.0)
                 };
-                self.p = (self.p - delta * size as f64).max(0.0);
-                self.replace(size, true);
+                self.replace(size, ghost == B2);
                 self.push(T2, key, size);
             }
             _ => {
