@@ -78,14 +78,19 @@ impl Client {
             what: format!("connecting to {}", path.display()),
             source: e,
         })?;
-        wire::send_hello(
-            &mut stream,
-            &Hello {
-                queues: opts.queues,
-                depth: opts.depth,
-                db_len: opts.db_len,
-            },
-        )?;
+        let hello = Hello {
+            queues: opts.queues,
+            depth: opts.depth,
+            db_len: opts.db_len,
+        };
+        if let Err(e) = wire::send_hello(&mut stream, &hello) {
+            // A busy server refuses without reading the hello and closes; its reason
+            // is still waiting in the socket, and is the error worth reporting.
+            return Err(match wire::recv_reply(&mut stream) {
+                Err(refused @ Error::Refused(_)) => refused,
+                _ => e,
+            });
+        }
         let (fd, region_len) = wire::recv_reply(&mut stream)?;
         let file = File::from(fd);
         let region = Region::attach(&file)?;

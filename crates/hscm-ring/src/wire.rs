@@ -35,7 +35,14 @@ pub fn send_hello(stream: &mut UnixStream, h: &Hello) -> Result<()> {
     b[12..16].copy_from_slice(&h.queues.to_le_bytes());
     b[16..20].copy_from_slice(&h.depth.to_le_bytes());
     b[24..32].copy_from_slice(&h.db_len.to_le_bytes());
-    stream.write_all(&b).map_err(Error::io("sending hello"))
+    // NOSIGNAL: a server that refused and closed early must not kill a C client with
+    // SIGPIPE. A short send of 32 bytes on a fresh stream socket does not happen.
+    let sent = rustix::net::send(&*stream, &b, SendFlags::NOSIGNAL)
+        .map_err(|e| Error::io("sending hello")(e.into()))?;
+    if sent != HELLO_LEN {
+        return Err(Error::Protocol(format!("hello sent short: {sent} bytes")));
+    }
+    Ok(())
 }
 
 pub fn recv_hello(stream: &mut UnixStream) -> Result<Hello> {
