@@ -260,9 +260,12 @@ enum BenchCmd {
     /// Example: hscm bench volume --workload randread --bs 4k --threads 1 --seconds 5
     Volume(VolumeBenchArgs),
     /// The shared-memory queue transport: random reads at each chunk size and queue
-    /// depth, beside plain memcpy of the same sizes (the interface bandwidth) and the
-    /// same requests over a Unix socket, all in this run; then a data-buffer size sweep.
-    /// Protocol overhead = 1 - ring MB/s / memcpy MB/s (the paper's definition).
+    /// depth, beside plain memcpy of the same sizes from the volume's RAM in this process
+    /// (the interface bandwidth) and the same requests over a Unix socket, all in this
+    /// run; then a data-buffer size sweep. Rows by completion mode copy each read out
+    /// into a private buffer; `in-place` rows use the bytes where the server put them,
+    /// in the client's data buffer (one copy). Protocol overhead = 1 - ring MB/s /
+    /// memcpy MB/s (the paper's definition).
     ///
     /// Example: hscm bench ring --chunks 4k,512k --qd 1 --json
     Ring(ring_cmd::RingBenchArgs),

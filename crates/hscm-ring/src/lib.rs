@@ -20,8 +20,6 @@
 //! ```
 
 mod atomic;
-#[cfg(not(loom))]
-mod copy;
 pub mod ring;
 
 #[cfg(not(loom))]

@@ -296,20 +296,25 @@ impl Region {
         unsafe { std::ptr::copy_nonoverlapping(src.as_ptr(), dst, src.len()) }
     }
 
-    /// Copies `src` into the data buffer with non-temporal stores: the lines go to
-    /// memory without first being fetched from the client core's cache, which is what a
-    /// normal copy into a buffer the client just read costs most for.
-    pub fn db_write_streaming(&self, offset: u64, src: &[u8]) {
-        let dst = self.db_range(offset, src.len());
-        // SAFETY: as for db_write.
-        unsafe { crate::copy::stream_copy(dst, src) }
-    }
-
     /// Copies from the data buffer at `offset` into `dst`.
     pub fn db_read(&self, offset: u64, dst: &mut [u8]) {
         let src = self.db_range(offset, dst.len());
         // SAFETY: src is valid for dst.len() bytes (db_range); dst is our own memory.
         unsafe { std::ptr::copy_nonoverlapping(src, dst.as_mut_ptr(), dst.len()) }
+    }
+
+    /// The data buffer's bytes at `offset`, in place.
+    ///
+    /// # Safety
+    /// No process may write those bytes while the slice lives. For a client this holds
+    /// when it owns a lease on them and no command naming them is in flight: the server
+    /// writes a buffer only while executing a command that names it (the client trusts
+    /// the server with its data anyway). The server never calls this.
+    pub unsafe fn db_slice(&self, offset: u64, len: usize) -> &[u8] {
+        let src = self.db_range(offset, len);
+        // SAFETY: src is valid for len bytes inside the mapping, which lives as long as
+        // self (db_range); nobody writes them meanwhile (the caller's contract).
+        unsafe { std::slice::from_raw_parts(src, len) }
     }
 }
 

@@ -111,26 +111,33 @@ pub struct Producer<'a> {
     tail: &'a AtomicU32,
     mask: u32,
     local_tail: u32,
+    /// The consumer's head as last read: room it proved stays room (heads only move
+    /// forward), so [`Producer::room_for`] reads the peer's line only when that runs out.
+    seen_head: u32,
 }
 
 impl<'a> Producer<'a> {
     /// `depth` is a power of two. Starts from whatever tail the region holds.
     pub fn new(head: &'a AtomicU32, tail: &'a AtomicU32, depth: u32) -> Producer<'a> {
         debug_assert!(depth.is_power_of_two());
+        let local_tail = tail.load(Ordering::Relaxed);
         Producer {
             head,
             tail,
             mask: depth - 1,
-            local_tail: tail.load(Ordering::Relaxed),
+            local_tail,
+            seen_head: local_tail.wrapping_sub(depth),
         }
     }
 
-    /// Resumes at a tail this side published earlier (kept outside the shared region).
+    /// Resumes at a tail this side published earlier and the head it last saw (both
+    /// kept outside the shared region).
     pub fn at(
         head: &'a AtomicU32,
         tail: &'a AtomicU32,
         depth: u32,
         local_tail: u32,
+        seen_head: u32,
     ) -> Producer<'a> {
         debug_assert!(depth.is_power_of_two());
         Producer {
@@ -138,6 +145,7 @@ impl<'a> Producer<'a> {
             tail,
             mask: depth - 1,
             local_tail,
+            seen_head,
         }
     }
 
@@ -145,9 +153,31 @@ impl<'a> Producer<'a> {
         self.local_tail
     }
 
+    /// The consumer's head as this side last read it (to resume with [`Producer::at`]).
+    pub fn seen_head(&self) -> u32 {
+        self.seen_head
+    }
+
+    /// At least `want` free slots if there are, without touching the consumer's line
+    /// while the head seen last already proves them; otherwise the exact count, read
+    /// afresh. Cross-core traffic per command is what QD1 latency is made of.
+    pub fn room_for(&mut self, want: u32) -> Result<u32, Implausible> {
+        let proven = (self.mask + 1).wrapping_sub(self.local_tail.wrapping_sub(self.seen_head));
+        if proven <= self.mask + 1 && proven >= want {
+            return Ok(proven);
+        }
+        let head = self.head.load(Ordering::Acquire);
+        let free = self.free_given(head)?;
+        self.seen_head = head;
+        Ok(free)
+    }
+
     /// Slots the producer may fill now.
     pub fn free(&self) -> Result<u32, Implausible> {
-        let head = self.head.load(Ordering::Acquire);
+        self.free_given(self.head.load(Ordering::Acquire))
+    }
+
+    fn free_given(&self, head: u32) -> Result<u32, Implausible> {
         let used = self.local_tail.wrapping_sub(head);
         if used > self.mask + 1 {
             return Err(Implausible {

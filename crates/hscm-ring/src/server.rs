@@ -382,12 +382,15 @@ impl<'a> Worker<'a> {
             }
             let since = *idle_since.get_or_insert_with(Instant::now);
             spins = spins.wrapping_add(1);
-            if since.elapsed() < opts.idle_spin {
+            // The clock is read once per 64 polls: a poll is a few loads, a clock read
+            // in this VM costs as much as several, and every one delays the next poll.
+            if spins % 64 != 0 {
                 std::hint::spin_loop();
-                if spins % 64 == 0 {
-                    // Leave the core to a client thread that shares it.
-                    std::thread::yield_now();
-                }
+                continue;
+            }
+            if since.elapsed() < opts.idle_spin {
+                // Leave the core to a client thread that shares it.
+                std::thread::yield_now();
                 continue;
             }
             if stop.load(Ordering::Acquire) || !peer_alive(stream) {
@@ -448,7 +451,7 @@ impl<'a> Worker<'a> {
         if ready == 0 {
             return false;
         }
-        let room = match self.queues[q].cq.free() {
+        let room = match self.queues[q].cq.room_for(ready.min(BATCH)) {
             Ok(n) => n,
             Err(bad) => return self.break_queue(q, "CQ head", bad),
         };
@@ -507,10 +510,11 @@ impl<'a> Worker<'a> {
                 buffer,
             } => vol
                 .read_with(offset, len as usize, |at, piece| {
-                    // Streaming stores: the client core still caches these lines from
-                    // its last read of them, and fetching them back first is what a
-                    // plain copy would pay for most.
-                    self.region.db_write_streaming(buffer + at as u64, piece)
+                    // Plain stores: non-temporal ones (tried until 2026-11) sent the
+                    // lines to memory, and the client, which reads them next, had to
+                    // fetch them from there; `hscm bench ring` measured them slower
+                    // at every chunk size, for copy-out and in-place reads alike.
+                    self.region.db_write(buffer + at as u64, piece)
                 })
                 .map(|()| len),
             Request::Write {

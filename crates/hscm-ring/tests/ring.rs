@@ -499,3 +499,59 @@ fn a_client_that_never_reaps_lets_the_worker_sleep() {
         "served entries it had no completion room for"
     );
 }
+
+#[test]
+fn in_place_reads_see_the_volume_and_give_their_buffer_back() {
+    let f = serve(4 * MIB, ServerOptions::default());
+    let db_len = 64 * 1024;
+    let client = Client::connect(
+        &f.socket,
+        &ClientOptions {
+            db_len,
+            // Smaller than most reads below: an in-place read is one command anyway.
+            chunk: 4096,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let model = pattern(77, (MIB + 123_457) as usize);
+    f.volume.write_at(1000, &model).unwrap();
+    let mut q = client.queue().unwrap();
+    let mut x = 12345u64;
+    for len in [0usize, 1, 511, 512, 4097, 40_000, 65_536] {
+        for _ in 0..20 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let at = (x >> 33) as usize % (model.len() - len);
+            let got = q
+                .read_in_place(1000 + at as u64, len, |bytes| bytes.to_vec())
+                .unwrap();
+            assert_eq!(got, model[at..at + len], "len {len} at {at}");
+        }
+    }
+    // Larger than the whole data buffer: refused before anything is sent.
+    assert!(matches!(
+        q.read_in_place(0, db_len as usize + 1, |_| ()),
+        Err(Error::Invalid(_))
+    ));
+    // Past the volume's end: the server's status, and the queue goes on.
+    assert!(matches!(
+        q.read_in_place(4 * MIB - 10, 20, |_| ()),
+        Err(Error::Command(Status::OutOfRange))
+    ));
+    // Not while another command of this queue is in flight.
+    q.submit(Op::Flush, None).unwrap();
+    assert!(matches!(
+        q.read_in_place(1000, 10, |_| ()),
+        Err(Error::Invalid(_))
+    ));
+    assert_eq!(q.complete().unwrap().result, Ok(0));
+    assert_eq!(
+        q.read_in_place(1000, 10, |b| b.to_vec()).unwrap(),
+        model[..10]
+    );
+    // Every byte of the buffer comes back.
+    drop(q);
+    assert!(client.lease(db_len).is_some());
+}
