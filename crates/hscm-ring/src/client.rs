@@ -412,7 +412,11 @@ impl Queue {
         let g = self.shared.region.geometry();
         let qp = self.shared.region.queue_pair(self.index);
         let mut cq = Consumer::at(qp.cq_head, qp.cq_tail, g.depth, self.cq_head);
-        let ready = cq.available().map_err(|b| {
+        let available = cq.available();
+        // Read whether or not the tail shows it filled, for the reason the server reads
+        // its next SQ slot so (Worker::serve_queue): both lines arrive at once.
+        let next = qp.cq[cq.slot(0)].load();
+        let ready = available.map_err(|b| {
             Error::Protocol(format!(
                 "CQ tail {} is more than a ring ahead of head {}",
                 b.theirs, b.ours
@@ -427,7 +431,7 @@ impl Queue {
             }
             return Ok(None);
         }
-        let e = qp.cq[cq.slot(0)].load();
+        let e = next;
         cq.release(1);
         self.cq_head = cq.position();
         let slot = (e.id & 0xffff) as usize;

@@ -444,7 +444,14 @@ impl<'a> Worker<'a> {
         if self.queues[q].broken {
             return false;
         }
-        let ready = match self.queues[q].sq.available() {
+        let qp = self.region.queue_pair(q as u32);
+        let available = self.queues[q].sq.available();
+        // The next slot is read on every poll, filled or not: the read comes after the
+        // tail's acquire load, so it is valid whenever the tail shows the slot filled,
+        // and the CPU fetches both lines at once rather than the entry only after the
+        // tail (each fetch is a cross-core transfer).
+        let next = qp.sq[self.queues[q].sq.slot(0)].load();
+        let ready = match available {
             Ok(n) => n,
             Err(bad) => return self.break_queue(q, "SQ tail", bad),
         };
@@ -460,10 +467,13 @@ impl<'a> Worker<'a> {
         if n == 0 {
             return false;
         }
-        let qp = self.region.queue_pair(q as u32);
         self.batch.clear();
         for k in 0..n {
-            let entry = qp.sq[self.queues[q].sq.slot(k)].load();
+            let entry = if k == 0 {
+                next
+            } else {
+                qp.sq[self.queues[q].sq.slot(k)].load()
+            };
             let mut parsed = parse(&entry, &self.geometry);
             if let Ok(r) = &parsed {
                 if let Some(b) = r.buffer_range() {

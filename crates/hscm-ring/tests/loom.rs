@@ -80,6 +80,39 @@ fn entries_arrive_whole_and_in_order() {
     });
 }
 
+/// Server and client poll by reading the next slot along with the tail, before knowing
+/// whether it is filled: the copy must be whole whenever the tail (loaded first) shows
+/// the slot filled. One poll against one publication, every interleaving.
+#[test]
+fn a_slot_read_with_the_tail_is_whole_when_the_tail_shows_it() {
+    loom::model(|| {
+        let ring = Arc::new(Ring {
+            head: AtomicU32::new(0),
+            tail: AtomicU32::new(0),
+            slots: slots(2),
+        });
+        let p = ring.clone();
+        let producer = loom::thread::spawn(move || {
+            let mut prod = Producer::new(&p.head, &p.tail, 2);
+            let e = SqEntry {
+                id: 7,
+                count: 70,
+                start: 700,
+                ..Default::default()
+            };
+            p.slots[prod.slot(0)].store(&e);
+            prod.publish(1);
+        });
+        let cons = Consumer::new(&ring.head, &ring.tail, 2);
+        let n = cons.available().unwrap();
+        let e = ring.slots[cons.slot(0)].load();
+        if n == 1 {
+            assert_eq!((e.id, e.count, e.start), (7, 70, 700));
+        }
+        producer.join().unwrap();
+    });
+}
+
 /// The doorbell never loses a wake-up: if the sleeper decides to block on value `w`
 /// after finding no work, the waker has either made its work visible to it or changed
 /// the word away from `w` (so the futex wait returns at once) and seen the sleeping
