@@ -13,6 +13,17 @@
         }                                                                          \
     } while (0)
 
+struct compare {
+    const char *expect;
+    size_t len;
+    int same;
+};
+
+static void compare_in_place(void *ctx, const void *bytes, size_t len) {
+    struct compare *c = ctx;
+    c->same = len == c->len && memcmp(bytes, c->expect, len) == 0;
+}
+
 int main(int argc, char **argv) {
     if (argc != 2) {
         fprintf(stderr, "usage: %s ENDPOINT\n", argv[0]);
@@ -31,6 +42,13 @@ int main(int argc, char **argv) {
     CHECK(hscm_ring_read(q, 1001, back, sizeof back) == 0, "blocking read");
     CHECK(memcmp(data, back, sizeof data) == 0, "read back what was written");
     CHECK(hscm_ring_flush(q) == 0, "flush");
+
+    /* The bytes where the server put them, no copy on this side. */
+    struct compare cmp = {data + 5000, 70000, 0};
+    CHECK(hscm_ring_read_in_place(q, 1001 + 5000, 70000, compare_in_place, &cmp) == 0 && cmp.same,
+          "in-place read");
+    CHECK(hscm_ring_read_in_place(q, 0, (1 << 20) + 1, compare_in_place, &cmp) == -1,
+          "in-place read larger than the data buffer is an error");
 
     /* Out of range: the server's status comes back, the queue stays usable. */
     CHECK(hscm_ring_read(q, size - 10, back, 20) == HSCM_RING_OUT_OF_RANGE, "out-of-range status");

@@ -54,6 +54,12 @@ int hscm_ring_read(hscm_ring_queue *queue, uint64_t offset, void *buf, size_t le
 int hscm_ring_write(hscm_ring_queue *queue, uint64_t offset, const void *buf, size_t len, int fua);
 int hscm_ring_flush(hscm_ring_queue *queue);
 
+/* One-copy read: use_bytes(ctx, data, len) gets the bytes where the server put them, in
+ * this client's data buffer; data is valid during the call only. len is at most the data
+ * buffer; nothing submitted may be in flight on the queue. */
+int hscm_ring_read_in_place(hscm_ring_queue *queue, uint64_t offset, size_t len,
+                            void (*use_bytes)(void *ctx, const void *data, size_t len), void *ctx);
+
 /* Submit/complete: up to the queue depth in flight; lengths up to the data buffer. */
 int hscm_ring_submit_read(hscm_ring_queue *queue, uint64_t offset, uint32_t len, uint32_t *id);
 int hscm_ring_submit_write(hscm_ring_queue *queue, uint64_t offset, const void *buf, uint32_t len,

@@ -183,6 +183,38 @@ pub unsafe extern "C" fn hscm_ring_read(
     outcome(q.queue.read_bytes(offset, out))
 }
 
+/// What `hscm_ring_read_in_place` calls with the bytes read.
+pub type HscmRingBytesFn = unsafe extern "C" fn(ctx: *mut c_void, data: *const c_void, len: usize);
+
+/// Reads `len` bytes at any byte `offset` (blocking) and calls `use_bytes(ctx, data,
+/// len)` with them where the server put them, in this client's data buffer: no copy
+/// on the client's side. `data` is valid only during the call. `len` is at most the
+/// data buffer; no command submitted with `hscm_ring_submit_*` may be in flight.
+///
+/// # Safety
+/// `queue` is live and used by this thread only; `use_bytes` is a function that
+/// returns normally (no longjmp out of it) and does not call into this queue.
+#[no_mangle]
+pub unsafe extern "C" fn hscm_ring_read_in_place(
+    queue: *mut CQueue,
+    offset: u64,
+    len: usize,
+    use_bytes: Option<HscmRingBytesFn>,
+    ctx: *mut c_void,
+) -> c_int {
+    // SAFETY: per the contract.
+    let Some(q) = (unsafe { queue_mut(queue) }) else {
+        return -1;
+    };
+    let Some(use_bytes) = use_bytes else {
+        return set_error("use_bytes is NULL");
+    };
+    outcome(q.queue.read_in_place(offset, len, |bytes| {
+        // SAFETY: a C function per the contract; the bytes are valid for the call.
+        unsafe { use_bytes(ctx, bytes.as_ptr().cast(), bytes.len()) }
+    }))
+}
+
 /// Writes `len` bytes at any byte `offset` (blocking). With `fua` non-zero the bytes
 /// are durable when this returns; otherwise after the next `hscm_ring_flush` (or at
 /// once, if the volume's durability is immediate).

@@ -64,6 +64,10 @@ fn null_pointers_are_errors_not_crashes() {
             -1
         );
         assert_eq!(hscm_ring_flush(std::ptr::null_mut()), -1);
+        assert_eq!(
+            hscm_ring_read_in_place(std::ptr::null_mut(), 0, 1, None, std::ptr::null_mut()),
+            -1
+        );
         hscm_ring_disconnect(std::ptr::null_mut());
         hscm_ring_queue_close(std::ptr::null_mut());
         let msg = std::ffi::CStr::from_ptr(hscm_ring_last_error());
