@@ -11,7 +11,7 @@ use anyhow::{Context, Result};
 use hdrhistogram::Histogram;
 use hscm_ring::uds::UdsClient;
 use hscm_ring::{Client, ClientOptions, Op, Server, ServerOptions, WaitMode};
-use hscm_store::{CreateOptions, OpenOptions, Volume};
+use hscm_store::{AlignedBuf, CreateOptions, OpenOptions, Volume};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
@@ -319,7 +319,8 @@ fn drive<S: Send>(
 fn drive_async(client: &Client, qd: u32, seconds: f64, chunk: u64, size: u64) -> Result<Measured> {
     let mut q = client.queue()?;
     let mut rng = SmallRng::seed_from_u64(7);
-    let mut buf = vec![0u8; chunk as usize];
+    let mut dst = Destination::new(chunk);
+    let buf = dst.bytes();
     let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)?;
     let mut started = vec![Instant::now(); 1 << 16];
     let submit =
@@ -352,7 +353,7 @@ fn drive_async(client: &Client, qd: u32, seconds: f64, chunk: u64, size: u64) ->
             anyhow::bail!("read failed: {}", st.describe());
         }
         if let Some(l) = &c.lease {
-            l.read(0, &mut buf);
+            l.read(0, buf);
         }
         drop(c.lease);
         match start {
@@ -375,6 +376,28 @@ fn drive_async(client: &Client, qd: u32, seconds: f64, chunk: u64, size: u64) ->
             }
         }
         submit(&mut q, &mut rng, &mut started)?;
+    }
+}
+
+/// A page-aligned buffer of exactly `len` bytes, like the data buffer's leases: every
+/// destination in this benchmark starts on a page, so no row gains or loses by where
+/// the allocator happened to put its buffer (a string copy's speed depends on the
+/// destination's alignment).
+struct Destination {
+    buf: AlignedBuf,
+    len: usize,
+}
+
+impl Destination {
+    fn new(len: u64) -> Destination {
+        Destination {
+            buf: AlignedBuf::zeroed(len as usize),
+            len: len as usize,
+        }
+    }
+
+    fn bytes(&mut self) -> &mut [u8] {
+        &mut self.buf[..self.len]
     }
 }
 
@@ -442,9 +465,10 @@ pub fn bench(a: &RingBenchArgs) -> Result<RingReport> {
                 qd,
                 a.seconds,
                 chunk,
-                |_| Ok(vec![0u8; chunk as usize]),
+                |_| Ok(Destination::new(chunk)),
                 |dst, rng| {
                     let off = random_offset(rng, size, chunk);
+                    let dst = dst.bytes();
                     volume.read_at(off, dst)?;
                     std::hint::black_box(&dst);
                     Ok(())
@@ -463,8 +487,8 @@ pub fn bench(a: &RingBenchArgs) -> Result<RingReport> {
                     qd,
                     a.seconds,
                     chunk,
-                    |_| Ok((client.queue()?, vec![0u8; chunk as usize])),
-                    |(q, buf), rng| ring_read(q, buf, rng, size),
+                    |_| Ok((client.queue()?, Destination::new(chunk))),
+                    |(q, buf), rng| ring_read(q, buf.bytes(), rng, size),
                 )?;
                 let row = RingRow::new(chunk, qd, mode.name(), &m, &iface);
                 if progress {
@@ -524,10 +548,10 @@ pub fn bench(a: &RingBenchArgs) -> Result<RingReport> {
                 qd,
                 a.seconds,
                 chunk,
-                |_| Ok((UdsClient::connect(&uds_sock)?, vec![0u8; chunk as usize])),
+                |_| Ok((UdsClient::connect(&uds_sock)?, Destination::new(chunk))),
                 |(c, buf), rng| {
                     let off = random_offset(rng, size, chunk);
-                    c.read(off / 512, buf)?;
+                    c.read(off / 512, buf.bytes())?;
                     Ok(())
                 },
             )?;
@@ -575,8 +599,8 @@ pub fn bench(a: &RingBenchArgs) -> Result<RingReport> {
                     4,
                     a.seconds / 2.0,
                     chunk,
-                    |_| Ok((client.queue()?, vec![0u8; chunk as usize])),
-                    |(q, buf), rng| ring_read(q, buf, rng, size),
+                    |_| Ok((client.queue()?, Destination::new(chunk))),
+                    |(q, buf), rng| ring_read(q, buf.bytes(), rng, size),
                 )?;
                 if progress {
                     eprintln!(
