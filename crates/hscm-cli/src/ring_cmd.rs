@@ -627,7 +627,7 @@ pub fn bench(a: &RingBenchArgs) -> Result<RingReport> {
         split: a.split,
         volume_size: a.size,
         seconds_per_row: a.seconds,
-        interface: "the same reads made in this process, copied from the volume's RAM into a private buffer (the one copy an in-process reader makes), same threads",
+        interface: "the same reads made in this process, copied from the volume's RAM into a private page-aligned buffer (the one copy an in-process reader makes), same threads",
     })
 }
 
