@@ -11,10 +11,10 @@
 # Programs (Debian packages, installed here): cjpeg / djpeg (libjpeg-turbo-progs),
 # H.264 encode (ffmpeg + libx264) and decode (ffmpeg), MPEG-2 encode (mjpegtools'
 # mpeg2enc) and decode (libmpeg2's mpeg2dec), plus an FFT and a qsort-based sort built
-# from scripts/traceprogs/. Each window starts at the first fetch of a named function;
-# its address is found from the library's symbol table plus the library's load address
-# under valgrind (printed by the dynamic loader with LD_DEBUG=files, and checked again
-# in the traced run itself).
+# from scripts/traceprogs/, and for paging also xz compressing text (xz-utils). Each
+# window starts at the first fetch of a named function; its address is found from the
+# library's symbol table plus the library's load address under valgrind (printed by the
+# dynamic loader with LD_DEBUG=files, and checked again in the traced run itself).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 INSTR=10M
@@ -30,7 +30,7 @@ while [ $# -gt 0 ]; do
 done
 
 need=()
-for p in valgrind:valgrind cjpeg:libjpeg-turbo-progs ffmpeg:ffmpeg mpeg2enc:mjpegtools mpeg2dec:mpeg2dec gcc:build-essential nm:binutils zstd:zstd; do
+for p in valgrind:valgrind cjpeg:libjpeg-turbo-progs ffmpeg:ffmpeg mpeg2enc:mjpegtools mpeg2dec:mpeg2dec gcc:build-essential nm:binutils zstd:zstd xz:xz-utils; do
   command -v "${p%%:*}" >/dev/null || need+=("${p#*:}")
 done
 if [ ${#need[@]} -gt 0 ]; then
@@ -52,6 +52,18 @@ cjpeg -quality 90 -outfile "$WORK/in.jpg" "$WORK/in.ppm"
 ffmpeg -nostdin -loglevel error -f lavfi -i "testsrc2=size=352x288:rate=25" -frames:v 10 -pix_fmt yuv420p "$WORK/cif.y4m"
 ffmpeg -nostdin -loglevel error -i "$WORK/cif.y4m" -c:v libx264 -threads 1 -preset medium "$WORK/cif.264"
 mpeg2enc -v 0 -f 3 -b 1500 -o "$WORK/cif.m2v" < "$WORK/cif.y4m"
+# 4 MB of text: words of a seeded vocabulary, half drawn Pareto-skewed, half uniform.
+python3 - "$WORK/in.txt" <<'PY'
+import random, sys
+r = random.Random(7)
+words = ["".join(r.choice("etaoinshrdlucmfw") for _ in range(r.randint(2, 9))) for _ in range(5000)]
+out, n = [], 0
+while n < 4_000_000:
+    w = words[min(int(r.paretovariate(1.1)) - 1, 4999)] if r.random() < 0.5 else r.choice(words)
+    out.append(w)
+    n += len(w) + 1
+open(sys.argv[1], "w").write(" ".join(out))
+PY
 gcc -O2 -g -no-pie -o "$WORK/fft" scripts/traceprogs/fft.c -lm
 gcc -O2 -g -no-pie -o "$WORK/sort" scripts/traceprogs/sort.c
 
@@ -119,7 +131,8 @@ capture() {
   # shellcheck disable=SC2086 # $filter is one flag or none
   "$HSCM" trace convert "$WORK/pipe" --from lackey --start-pc "$start" --instructions "$INSTR" $filter \
     -o "$dest/$name.hscm.zst" --json > "$WORK/$name.json"
-  kill "$vg" 2>/dev/null || true
+  # KILL: a program that handles TERM, as xz does, would run on to its end under valgrind.
+  kill -KILL "$vg" 2>/dev/null || true
   wait "$vg" 2>/dev/null || true
   if [ "$lib" != "-" ]; then
     local seen; seen=$(base_from_ld_debug "$lib" < "$WORK/$name.ld")
@@ -145,4 +158,6 @@ capture sort - main "$WORK/sort" 1048576
 # Whole reference streams (no cache filter) for `hscm sim paging`.
 RAW=1 capture djpeg libjpeg.so jpeg_read_scanlines djpeg -outfile "$WORK/out.ppm" "$WORK/in.jpg"
 RAW=1 capture sort - main "$WORK/sort" 1048576
+# A larger footprint (about 5.6 MiB in the window): xz's match finder over 4 MB of text.
+RAW=1 capture xz liblzma.so lzma_code xz -6 -T1 -c "$WORK/in.txt"
 echo "traces written to $OUT (manifest: $manifest)"
