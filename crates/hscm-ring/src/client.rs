@@ -547,6 +547,26 @@ impl Queue {
         }
     }
 
+    /// A lease of `bytes` for a queue with nothing in flight: the spare if it is large
+    /// enough, else (the spare given back first) one waited for.
+    fn spare_or_wait(&mut self, bytes: u64) -> Result<Lease> {
+        match self.spare.take_if(|l| l.block.len >= bytes) {
+            Some(l) => Ok(l.resized(bytes)),
+            None => {
+                self.spare = None;
+                self.lease_waiting(bytes)
+            }
+        }
+    }
+
+    /// Keeps a finished lease as the spare if there is none and keeping is fair
+    /// ([`Queue::may_keep`]); frees it otherwise.
+    fn keep_spare(&mut self, lease: Lease) {
+        if self.spare.is_none() && self.may_keep() {
+            self.spare = Some(lease);
+        }
+    }
+
     /// Drains every command in flight (after an error), keeping the first error.
     fn drain(&mut self) {
         while self.in_flight() > 0 {
@@ -585,11 +605,10 @@ impl Queue {
             while first_error.is_none() && next < pieces && (self.free_slots.len() as u32) > 0 {
                 let at = next * chunk;
                 let n = chunk.min(len - at);
-                let mut lease = if let Some(l) = self.spare.take_if(|l| l.block.len >= n as u64) {
+                let mut lease = if self.in_flight() == 0 {
+                    self.spare_or_wait(n as u64)?
+                } else if let Some(l) = self.spare.take_if(|l| l.block.len >= n as u64) {
                     l.resized(n as u64)
-                } else if self.in_flight() == 0 {
-                    self.spare = None;
-                    self.lease_waiting(n as u64)?
                 } else {
                     match self.client_lease(n as u64) {
                         Some(l) => l,
@@ -641,8 +660,8 @@ impl Queue {
                     first_error.get_or_insert(Error::Command(s));
                 }
             }
-            if self.spare.is_none() {
-                self.spare = c.lease.filter(|_| self.may_keep());
+            if let Some(l) = c.lease {
+                self.keep_spare(l);
             }
             if first_error.is_some() && next < pieces {
                 // Stop issuing; collect what is in flight.
@@ -705,13 +724,7 @@ impl Queue {
                 self.in_flight()
             )));
         }
-        let lease = match self.spare.take_if(|l| l.block.len >= len as u64) {
-            Some(l) => l.resized(len as u64),
-            None => {
-                self.spare = None;
-                self.lease_waiting(len as u64)?
-            }
-        };
+        let lease = self.spare_or_wait(len as u64)?;
         self.submit(
             Op::ReadBytes {
                 offset,
@@ -733,9 +746,7 @@ impl Queue {
             ))),
             Err(s) => Err(Error::Command(s)),
         };
-        if self.spare.is_none() && self.may_keep() {
-            self.spare = Some(lease);
-        }
+        self.keep_spare(lease);
         out
     }
 

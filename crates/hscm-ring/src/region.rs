@@ -109,6 +109,7 @@ pub struct Region {
 }
 
 /// The words and slots of one queue pair.
+#[derive(Clone, Copy)]
 pub struct QueuePairView<'a> {
     pub sq_tail: &'a AtomicU32,
     pub sq_head: &'a AtomicU32,

@@ -16,7 +16,7 @@ use rustix::fs::{MemfdFlags, SealFlags};
 
 use crate::error::{Error, Result};
 use crate::proto::{parse, Request, Status};
-use crate::region::{Geometry, Region, QP_BROKEN, SERVER_CLOSED};
+use crate::region::{Geometry, QueuePairView, Region, QP_BROKEN, SERVER_CLOSED};
 use crate::ring::{end_sleep, prepare_sleep, Consumer, CqEntry, Implausible, Producer, SqEntry};
 use crate::wait::{ring, sleep_on};
 use crate::wire::{self, peer_alive, LIVENESS_PERIOD};
@@ -327,6 +327,8 @@ fn serve_client(
 }
 
 struct QueueState<'a> {
+    /// The queue pair's words and slots, located once per session.
+    qp: QueuePairView<'a>,
     sq: Consumer<'a>,
     cq: Producer<'a>,
     broken: bool,
@@ -352,6 +354,7 @@ impl<'a> Worker<'a> {
             .map(|i| {
                 let qp = region.queue_pair(i);
                 QueueState {
+                    qp,
                     sq: Consumer::new(qp.sq_head, qp.sq_tail, geometry.depth),
                     cq: Producer::new(qp.cq_head, qp.cq_tail, geometry.depth),
                     broken: false,
@@ -429,7 +432,7 @@ impl<'a> Worker<'a> {
             bad.theirs,
             bad.ours
         );
-        let qp = self.region.queue_pair(q as u32);
+        let qp = self.queues[q].qp;
         qp.error.store(1, Ordering::Relaxed);
         qp.state.store(QP_BROKEN, Ordering::Release);
         ring(qp.cq_doorbell);
@@ -444,7 +447,7 @@ impl<'a> Worker<'a> {
         if self.queues[q].broken {
             return false;
         }
-        let qp = self.region.queue_pair(q as u32);
+        let qp = self.queues[q].qp;
         let available = self.queues[q].sq.available();
         // The next slot is read on every poll, filled or not: the read comes after the
         // tail's acquire load, so it is valid whenever the tail shows the slot filled,

@@ -28,16 +28,22 @@ struct Ring {
     slots: Vec<SqSlot>,
 }
 
+impl Ring {
+    fn empty(depth: usize) -> Arc<Ring> {
+        Arc::new(Ring {
+            head: AtomicU32::new(0),
+            tail: AtomicU32::new(0),
+            slots: slots(depth),
+        })
+    }
+}
+
 /// Entries arrive whole and in order, and a slot is never overwritten before the
 /// consumer has copied it out, with the ring wrapping (depth 2, three entries).
 #[test]
 fn entries_arrive_whole_and_in_order() {
     loom::model(|| {
-        let ring = Arc::new(Ring {
-            head: AtomicU32::new(0),
-            tail: AtomicU32::new(0),
-            slots: slots(2),
-        });
+        let ring = Ring::empty(2);
         let p = ring.clone();
         let producer = loom::thread::spawn(move || {
             let mut prod = Producer::new(&p.head, &p.tail, 2);
@@ -86,11 +92,7 @@ fn entries_arrive_whole_and_in_order() {
 #[test]
 fn a_slot_read_with_the_tail_is_whole_when_the_tail_shows_it() {
     loom::model(|| {
-        let ring = Arc::new(Ring {
-            head: AtomicU32::new(0),
-            tail: AtomicU32::new(0),
-            slots: slots(2),
-        });
+        let ring = Ring::empty(2);
         let p = ring.clone();
         let producer = loom::thread::spawn(move || {
             let mut prod = Producer::new(&p.head, &p.tail, 2);
