@@ -22,7 +22,7 @@ fuzz_target!(|data: &[u8]| {
             count: u32_at(8),
             buffer: u32_at(12),
             start: u64_at(16),
-            reserved64: u64_at(24),
+            reserved32: u32_at(24),
         };
         if let Ok(r) = parse(&e, &g) {
             if let Some(b) = r.buffer_range() {

@@ -264,8 +264,11 @@ enum BenchCmd {
     /// (the interface bandwidth) and the same requests over a Unix socket, all in this
     /// run; then a data-buffer size sweep. Rows by completion mode copy each read out
     /// into a private buffer; `in-place` rows use the bytes where the server put them,
-    /// in the client's data buffer (one copy). Protocol overhead = 1 - ring MB/s /
-    /// memcpy MB/s (the paper's definition).
+    /// in the client's data buffer (one copy). Each ring row and its memcpy run in
+    /// alternating 100 ms slices, so both see the machine in the same state. Protocol
+    /// overhead = 1 - ring MB/s / memcpy MB/s (the paper's definition). A bare
+    /// core-to-core round trip, the floor under any QD1 protocol, is measured before
+    /// and after the rows.
     ///
     /// Example: hscm bench ring --chunks 4k,512k --qd 1 --json
     Ring(ring_cmd::RingBenchArgs),

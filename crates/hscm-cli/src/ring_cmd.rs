@@ -3,7 +3,7 @@
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -167,6 +167,12 @@ pub struct RingReport {
     pub volume_size: u64,
     pub seconds_per_row: f64,
     pub interface: &'static str,
+    /// Mean round trip of one cache line between two threads of this process, each
+    /// polling for the other's store, in ns: measured before the rows and after them.
+    /// A QD1 command cannot cost less than one (the client's store must reach the
+    /// server's core and the completion come back); on this VM it moves between about
+    /// 90 and 550 ns with where the host puts the two vCPUs.
+    pub core_round_trip_ns: [f64; 2],
 }
 
 impl RingReport {
@@ -195,14 +201,14 @@ impl RingReport {
 }
 
 impl RingRow {
-    fn new(chunk: u64, qd: u32, mode: &str, ring: &Measured, iface: &Measured) -> RingRow {
+    fn new(chunk: u64, qd: u32, mode: &str, ring: &Measured, interface_mbps: f64) -> RingRow {
         RingRow {
             chunk,
             qd,
             mode: mode.to_string(),
             protocol_mbps: ring.mbps(),
-            interface_mbps: iface.mbps(),
-            overhead: 1.0 - ring.mbps() / iface.mbps(),
+            interface_mbps,
+            overhead: 1.0 - ring.mbps() / interface_mbps,
             p50_us: ring.us(0.5),
             p99_us: ring.us(0.99),
             ops_per_s: ring.ops as f64 / ring.elapsed,
@@ -249,6 +255,71 @@ impl Measured {
     fn us(&self, q: f64) -> f64 {
         self.hist.value_at_quantile(q) as f64 / 1000.0
     }
+
+    /// Several threads' tallies of `chunk`-byte requests run side by side: their
+    /// requests add up over the longest thread's time.
+    fn merge(tallies: impl IntoIterator<Item = Tally>, chunk: u64) -> Result<Measured> {
+        let mut hist = latency_histogram()?;
+        let (mut ops, mut elapsed) = (0u64, 0f64);
+        for t in tallies {
+            ops += t.ops;
+            elapsed = elapsed.max(t.elapsed);
+            hist.add(t.hist)?;
+        }
+        Ok(Measured {
+            bytes: ops * chunk,
+            ops,
+            elapsed,
+            hist,
+        })
+    }
+
+    /// MB/s over several measurements of the same requests taken at different times.
+    fn pooled_mbps(all: &[Measured]) -> f64 {
+        let bytes: u64 = all.iter().map(|m| m.bytes).sum();
+        let elapsed: f64 = all.iter().map(|m| m.elapsed).sum();
+        bytes as f64 / elapsed / 1e6
+    }
+}
+
+fn latency_histogram() -> Result<Histogram<u64>> {
+    Ok(Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)?)
+}
+
+/// One thread's requests, latencies and measured time.
+struct Tally {
+    ops: u64,
+    elapsed: f64,
+    hist: Histogram<u64>,
+}
+
+impl Tally {
+    fn new() -> Result<Tally> {
+        Ok(Tally {
+            ops: 0,
+            elapsed: 0.0,
+            hist: latency_histogram()?,
+        })
+    }
+
+    /// Repeats `op` for `limit`, timing each call, after one call that is not counted:
+    /// the first request after a pause or a switch of workload pays for what happened
+    /// meanwhile (a server gone to sleep, lines evicted), not for itself.
+    fn run(&mut self, limit: Duration, mut op: impl FnMut() -> Result<()>) -> Result<()> {
+        op()?;
+        let start = Instant::now();
+        loop {
+            let t0 = Instant::now();
+            op()?;
+            let t1 = Instant::now();
+            self.hist.record((t1 - t0).as_nanos().max(1) as u64)?;
+            self.ops += 1;
+            if t1 - start >= limit {
+                self.elapsed += (t1 - start).as_secs_f64();
+                return Ok(());
+            }
+        }
+    }
 }
 
 /// Runs `threads` workers, each repeating `op(rng)` (one request of `chunk` bytes) for
@@ -262,55 +333,86 @@ fn drive<S: Send>(
 ) -> Result<Measured> {
     let states: Vec<S> = (0..threads).map(&mut setup).collect::<Result<_>>()?;
     let barrier = std::sync::Barrier::new(threads as usize);
-    let results: Vec<Result<(u64, f64, Histogram<u64>)>> = std::thread::scope(|s| {
+    let tallies = on_threads(states, |t, mut st| {
+        let mut rng = SmallRng::seed_from_u64(t as u64 + 1);
+        let mut warm = Tally::new()?;
+        // A failed worker still meets the barrier, or the others would wait for ever.
+        let warmed = warm.run(WARM_UP, || op(&mut st, &mut rng));
+        barrier.wait();
+        warmed?;
+        let mut tally = Tally::new()?;
+        tally.run(Duration::from_secs_f64(seconds), || op(&mut st, &mut rng))?;
+        Ok(tally)
+    })?;
+    Measured::merge(tallies, chunk)
+}
+
+const WARM_UP: Duration = Duration::from_millis(50);
+
+/// One slice of a paired measurement.
+const SLICE: Duration = Duration::from_millis(100);
+
+/// Two workloads (`threads` workers each, requests of `chunk` bytes) measured in
+/// alternating slices of [`SLICE`] (or `seconds`, if shorter), all workers switching together, until each has
+/// run `seconds`: both see the same machine, whatever it does meanwhile. On this kind
+/// of shared VM memcpy bandwidth alone moves by 10% from one second to the next, more
+/// than the overheads being measured; one measurement after the other compared a
+/// ring row with a memcpy taken up to seconds earlier.
+fn drive_paired<A: Send, B: Send>(
+    threads: u32,
+    seconds: f64,
+    chunk: u64,
+    mut setup: impl FnMut(u32) -> Result<(A, B)>,
+    op_a: impl Fn(&mut A, &mut SmallRng) -> Result<()> + Sync,
+    op_b: impl Fn(&mut B, &mut SmallRng) -> Result<()> + Sync,
+) -> Result<(Measured, Measured)> {
+    let states: Vec<(A, B)> = (0..threads).map(&mut setup).collect::<Result<_>>()?;
+    let slice = SLICE.min(Duration::from_secs_f64(seconds));
+    let slices = ((seconds / slice.as_secs_f64()).round() as u32).max(1);
+    let barrier = std::sync::Barrier::new(threads as usize);
+    let pairs = on_threads(states, |t, (mut a, mut b)| {
+        let mut rng = SmallRng::seed_from_u64(t as u64 + 1);
+        let (mut ta, mut tb) = (Tally::new()?, Tally::new()?);
+        let mut warm = Tally::new()?;
+        // A failed worker goes on meeting the barriers, or the others would wait for
+        // ever; it reports its error at the end.
+        let mut outcome = warm
+            .run(WARM_UP / 2, || op_a(&mut a, &mut rng))
+            .and_then(|()| warm.run(WARM_UP / 2, || op_b(&mut b, &mut rng)));
+        for _ in 0..slices {
+            barrier.wait();
+            if outcome.is_ok() {
+                outcome = ta.run(slice, || op_a(&mut a, &mut rng));
+            }
+            barrier.wait();
+            if outcome.is_ok() {
+                outcome = tb.run(slice, || op_b(&mut b, &mut rng));
+            }
+        }
+        outcome.map(|()| (ta, tb))
+    })?;
+    let (ta, tb): (Vec<Tally>, Vec<Tally>) = pairs.into_iter().unzip();
+    Ok((Measured::merge(ta, chunk)?, Measured::merge(tb, chunk)?))
+}
+
+/// Runs `work(index, state)` on one scoped thread per state and collects the results.
+fn on_threads<S: Send, R: Send>(
+    states: Vec<S>,
+    work: impl Fn(usize, S) -> Result<R> + Sync,
+) -> Result<Vec<R>> {
+    std::thread::scope(|s| {
         let handles: Vec<_> = states
             .into_iter()
             .enumerate()
-            .map(|(t, mut st)| {
-                let op = &op;
-                let barrier = &barrier;
-                s.spawn(move || -> Result<(u64, f64, Histogram<u64>)> {
-                    let mut rng = SmallRng::seed_from_u64(t as u64 + 1);
-                    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)?;
-                    let warm = Instant::now();
-                    while warm.elapsed() < Duration::from_millis(50) {
-                        op(&mut st, &mut rng)?;
-                    }
-                    barrier.wait();
-                    let start = Instant::now();
-                    let limit = Duration::from_secs_f64(seconds);
-                    let mut ops = 0u64;
-                    loop {
-                        let t0 = Instant::now();
-                        op(&mut st, &mut rng)?;
-                        let t1 = Instant::now();
-                        hist.record((t1 - t0).as_nanos().max(1) as u64)?;
-                        ops += 1;
-                        if t1 - start >= limit {
-                            return Ok((ops, (t1 - start).as_secs_f64(), hist));
-                        }
-                    }
-                })
+            .map(|(t, st)| {
+                let work = &work;
+                s.spawn(move || work(t, st))
             })
             .collect();
         handles
             .into_iter()
             .map(|h| h.join().expect("bench thread panicked"))
             .collect()
-    });
-    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)?;
-    let (mut ops, mut elapsed) = (0u64, 0f64);
-    for r in results {
-        let (o, e, h) = r?;
-        ops += o;
-        elapsed = elapsed.max(e);
-        hist.add(h)?;
-    }
-    Ok(Measured {
-        bytes: ops * chunk,
-        ops,
-        elapsed,
-        hist,
     })
 }
 
@@ -321,7 +423,7 @@ fn drive_async(client: &Client, qd: u32, seconds: f64, chunk: u64, size: u64) ->
     let mut rng = SmallRng::seed_from_u64(7);
     let mut dst = Destination::new(chunk);
     let buf = dst.bytes();
-    let mut hist = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)?;
+    let mut hist = latency_histogram()?;
     let mut started = vec![Instant::now(); 1 << 16];
     let submit =
         |q: &mut hscm_ring::Queue, rng: &mut SmallRng, started: &mut Vec<Instant>| -> Result<()> {
@@ -401,6 +503,49 @@ impl Destination {
     }
 }
 
+/// The bare floor under a QD1 protocol: two threads pass one word back and forth, each
+/// spinning on a cache line the other writes, for `seconds`; returns the mean round
+/// trip in ns.
+fn core_round_trip_ns(seconds: f64) -> f64 {
+    #[repr(align(128))]
+    struct Line(AtomicU64);
+    let (ping, pong) = (Line(AtomicU64::new(0)), Line(AtomicU64::new(0)));
+    const STOP: u64 = u64::MAX;
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut seen = 0;
+            while seen != STOP {
+                let v = ping.0.load(Ordering::Acquire);
+                if v != seen {
+                    seen = v;
+                    pong.0.store(v, Ordering::Release);
+                } else {
+                    std::hint::spin_loop();
+                }
+            }
+        });
+        let limit = Duration::from_secs_f64(seconds);
+        let start = Instant::now();
+        let mut trips = 0u64;
+        let elapsed = loop {
+            // A batch between clock reads keeps the clock out of the figure.
+            for _ in 0..1000 {
+                trips += 1;
+                ping.0.store(trips, Ordering::Release);
+                while pong.0.load(Ordering::Acquire) != trips {
+                    std::hint::spin_loop();
+                }
+            }
+            let e = start.elapsed();
+            if e >= limit {
+                break e;
+            }
+        };
+        ping.0.store(STOP, Ordering::Release);
+        elapsed.as_nanos() as f64 / trips as f64
+    })
+}
+
 fn random_offset(rng: &mut SmallRng, size: u64, chunk: u64) -> u64 {
     rng.gen_range(0..size / chunk) * chunk
 }
@@ -456,24 +601,29 @@ pub fn bench(a: &RingBenchArgs) -> Result<RingReport> {
     hscm_ring::uds::spawn_server(&uds_sock, volume.clone())?;
     let progress = std::io::stderr().is_terminal() && !a.json;
     let size = a.size;
+    let round_trip_before = core_round_trip_ns(0.2);
 
     let mut rows = Vec::new();
     let mut uds = Vec::new();
     for &chunk in &a.chunks {
         for &qd in &a.qd {
-            let iface = drive(
-                qd,
-                a.seconds,
-                chunk,
-                |_| Ok(Destination::new(chunk)),
-                |dst, rng| {
-                    let off = random_offset(rng, size, chunk);
-                    let dst = dst.bytes();
-                    volume.read_at(off, dst)?;
-                    std::hint::black_box(&dst);
-                    Ok(())
-                },
-            )?;
+            // Every ring row is measured in slices alternating with the interface's
+            // copies (drive_paired); the async rows, one thread against `qd`, are set
+            // against the interface pooled over the row's other pairs.
+            let copy = |dst: &mut Destination, rng: &mut SmallRng| -> Result<()> {
+                let off = random_offset(rng, size, chunk);
+                let dst = dst.bytes();
+                volume.read_at(off, dst)?;
+                std::hint::black_box(&dst);
+                Ok(())
+            };
+            let mut copies = Vec::new();
+            let mut push_row = |row: RingRow| {
+                if progress {
+                    row.progress();
+                }
+                rows.push(row);
+            };
             for &mode in &modes {
                 let opts = ClientOptions {
                     queues: qd,
@@ -483,18 +633,21 @@ pub fn bench(a: &RingBenchArgs) -> Result<RingReport> {
                     wait: mode,
                 };
                 let client = Client::connect(&sock, &opts)?;
-                let m = drive(
+                let (iface, m) = drive_paired(
                     qd,
                     a.seconds,
                     chunk,
-                    |_| Ok((client.queue()?, Destination::new(chunk))),
+                    |_| {
+                        Ok((
+                            Destination::new(chunk),
+                            (client.queue()?, Destination::new(chunk)),
+                        ))
+                    },
+                    copy,
                     |(q, buf), rng| ring_read(q, buf.bytes(), rng, size),
                 )?;
-                let row = RingRow::new(chunk, qd, mode.name(), &m, &iface);
-                if progress {
-                    row.progress();
-                }
-                rows.push(row);
+                push_row(RingRow::new(chunk, qd, mode.name(), &m, iface.mbps()));
+                copies.push(iface);
             }
             if !a.no_in_place && chunk <= a.db {
                 // The one-copy read: the server's copy lands in the client's data
@@ -509,11 +662,12 @@ pub fn bench(a: &RingBenchArgs) -> Result<RingReport> {
                     wait: WaitMode::adaptive(),
                 };
                 let client = Client::connect(&sock, &opts)?;
-                let m = drive(
+                let (iface, m) = drive_paired(
                     qd,
                     a.seconds,
                     chunk,
-                    |_| client.queue().map_err(anyhow::Error::from),
+                    |_| Ok((Destination::new(chunk), client.queue()?)),
+                    copy,
                     |q, rng| {
                         let off = random_offset(rng, size, chunk);
                         q.read_in_place(off, chunk as usize, |bytes| {
@@ -522,11 +676,8 @@ pub fn bench(a: &RingBenchArgs) -> Result<RingReport> {
                         Ok(())
                     },
                 )?;
-                let row = RingRow::new(chunk, qd, "in-place", &m, &iface);
-                if progress {
-                    row.progress();
-                }
-                rows.push(row);
+                push_row(RingRow::new(chunk, qd, "in-place", &m, iface.mbps()));
+                copies.push(iface);
             }
             if qd > 1 && chunk <= a.split {
                 let opts = ClientOptions {
@@ -538,11 +689,12 @@ pub fn bench(a: &RingBenchArgs) -> Result<RingReport> {
                 };
                 let client = Client::connect(&sock, &opts)?;
                 let m = drive_async(&client, qd, a.seconds, chunk, size)?;
-                let row = RingRow::new(chunk, qd, "async", &m, &iface);
-                if progress {
-                    row.progress();
-                }
-                rows.push(row);
+                let iface_mbps = if copies.is_empty() {
+                    drive(qd, a.seconds, chunk, |_| Ok(Destination::new(chunk)), copy)?.mbps()
+                } else {
+                    Measured::pooled_mbps(&copies)
+                };
+                push_row(RingRow::new(chunk, qd, "async", &m, iface_mbps));
             }
             let m = drive(
                 qd,
@@ -620,6 +772,7 @@ pub fn bench(a: &RingBenchArgs) -> Result<RingReport> {
         }
     }
     server.shutdown();
+    let round_trip_after = core_round_trip_ns(0.2);
     Ok(RingReport {
         rows,
         uds,
@@ -627,7 +780,8 @@ pub fn bench(a: &RingBenchArgs) -> Result<RingReport> {
         split: a.split,
         volume_size: a.size,
         seconds_per_row: a.seconds,
-        interface: "the same reads made in this process, copied from the volume's RAM into a private page-aligned buffer (the one copy an in-process reader makes), same threads",
+        interface: "the same reads made in this process, copied from the volume's RAM into a private page-aligned buffer (the one copy an in-process reader makes), same threads, in 100 ms slices alternating with the ring row's",
+        core_round_trip_ns: [round_trip_before, round_trip_after],
     })
 }
 
@@ -671,6 +825,10 @@ pub fn print(r: &RingReport) {
             u.map_or("-".into(), |u| format!("{:.0}", u.ops_per_s)),
         );
     }
+    println!(
+        "bare core-to-core round trip (the QD1 floor): {:.0} ns before the rows, {:.0} ns after",
+        r.core_round_trip_ns[0], r.core_round_trip_ns[1]
+    );
     if !r.db_sweep.is_empty() {
         println!("\ndata-buffer size sweep, QD4 (MB/s):");
         let (dbs, grid) = r.db_grid();

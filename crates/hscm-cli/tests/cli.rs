@@ -206,6 +206,58 @@ fn bench_volume_json_contract() {
 }
 
 #[test]
+fn bench_ring_json_contract() {
+    let o = hscm(&[
+        "bench",
+        "ring",
+        "--chunks",
+        "4k",
+        "--qd",
+        "1,4",
+        "--seconds",
+        "0.05",
+        "--size",
+        "1M",
+        "--no-db-sweep",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = j["rows"].as_array().unwrap();
+    let modes: Vec<(u64, &str)> = rows
+        .iter()
+        .map(|r| (r["qd"].as_u64().unwrap(), r["mode"].as_str().unwrap()))
+        .collect();
+    assert_eq!(
+        modes,
+        [
+            (1, "adaptive"),
+            (1, "in-place"),
+            (4, "adaptive"),
+            (4, "in-place"),
+            (4, "async")
+        ]
+    );
+    for r in rows {
+        assert_eq!(r["chunk"], 4096);
+        for k in ["protocol_mbps", "interface_mbps", "p50_us", "p99_us"] {
+            assert!(r[k].as_f64().unwrap() > 0.0, "{k} in {r}");
+        }
+        let want =
+            1.0 - r["protocol_mbps"].as_f64().unwrap() / r["interface_mbps"].as_f64().unwrap();
+        assert!((r["overhead"].as_f64().unwrap() - want).abs() < 1e-9, "{r}");
+    }
+    let uds = j["uds"].as_array().unwrap();
+    assert_eq!(uds.len(), 2);
+    for u in uds {
+        assert!(u["p50_us"].as_f64().unwrap() > 0.0 && u["ops_per_s"].as_f64().unwrap() > 0.0);
+    }
+    let floor = j["core_round_trip_ns"].as_array().unwrap();
+    assert_eq!(floor.len(), 2);
+    assert!(floor.iter().all(|x| x.as_f64().unwrap() > 0.0));
+}
+
+#[test]
 fn bench_restart_json_contract() {
     let dir = tempfile::tempdir().unwrap();
     let o = hscm(&[

@@ -16,7 +16,7 @@ use crate::error::{Error, Result};
 use crate::proto::{self, Status};
 use crate::region::{Geometry, Region, QP_BROKEN, SECTOR, SERVER_CLOSED};
 use crate::ring::{end_sleep, prepare_sleep, Consumer, Producer, SqEntry};
-use crate::wait::{ring, sleep_on, WaitMode};
+use crate::wait::{ring, sleep_on, WaitMode, BUSY_SPIN};
 use crate::wire::{self, peer_alive, Hello, LIVENESS_PERIOD};
 
 /// What a client asks the server for, and how it behaves.
@@ -147,6 +147,7 @@ impl Client {
                     wait: self.wait,
                     spare: None,
                     piece_of: Vec::new(),
+                    in_flight_bytes: 0,
                 });
             }
         }
@@ -273,9 +274,6 @@ pub struct Completion {
     pub lease: Option<Lease>,
 }
 
-/// Busy-spin iterations before an adaptive waiter starts yielding its core.
-const YIELD_AFTER: u32 = 32;
-
 /// One blocking transfer, split into chunks by [`Queue::io`].
 struct Transfer {
     write: bool,
@@ -306,6 +304,9 @@ pub struct Queue {
     /// Which piece of a blocking call each slot carries (kept to avoid an allocation
     /// per call).
     piece_of: Vec<usize>,
+    /// Data-buffer bytes of the commands in flight: an adaptive wait spins longer for
+    /// more (see [`WaitMode::spin_for`]).
+    in_flight_bytes: u64,
 }
 
 impl Queue {
@@ -367,12 +368,22 @@ impl Queue {
         ring(self.shared.region.server_doorbell());
     }
 
+    /// Frees the slot of a command that is over, returning its lease (None when no
+    /// command holds the slot).
+    fn forget_slot(&mut self, slot: usize) -> Option<Option<Lease>> {
+        let lease = self.pending.get_mut(slot).and_then(Option::take)?;
+        self.in_flight_bytes -= lease.as_ref().map_or(0, Lease::len);
+        self.free_slots.push(slot as u16);
+        Some(lease)
+    }
+
     fn claim_slot(&mut self, lease: Option<Lease>) -> Result<u32> {
         self.shared.check_server()?;
         let slot = self
             .free_slots
             .pop()
             .ok_or_else(|| Error::Invalid("queue full: reap completions first".into()))?;
+        self.in_flight_bytes += lease.as_ref().map_or(0, Lease::len);
         self.pending[slot as usize] = Some(lease);
         self.generation = self.generation.wrapping_add(1);
         Ok(u32::from(slot) | u32::from(self.generation) << 16)
@@ -390,16 +401,14 @@ impl Queue {
         );
         // In flight <= depth, so the SQ has room unless the server's head is wrong.
         if !sq.room_for(1).is_ok_and(|n| n > 0) {
-            let slot = (entry.id & 0xffff) as usize;
-            self.pending[slot] = None;
-            self.free_slots.push(slot as u16);
+            drop(self.forget_slot((entry.id & 0xffff) as usize));
             return Err(Error::Protocol(format!(
                 "SQ of queue {} has no room with {} commands in flight: the server's head is wrong",
                 self.index,
                 self.in_flight()
             )));
         }
-        qp.sq[sq.slot(0)].store(entry);
+        qp.sq[sq.slot(0)].fill(entry, sq.position());
         sq.publish(1);
         self.sq_tail = sq.position();
         self.sq_seen_head = sq.seen_head();
@@ -412,17 +421,8 @@ impl Queue {
         let g = self.shared.region.geometry();
         let qp = self.shared.region.queue_pair(self.index);
         let mut cq = Consumer::at(qp.cq_head, qp.cq_tail, g.depth, self.cq_head);
-        let available = cq.available();
-        // Read whether or not the tail shows it filled, for the reason the server reads
-        // its next SQ slot so (Worker::serve_queue): both lines arrive at once.
-        let next = qp.cq[cq.slot(0)].load();
-        let ready = available.map_err(|b| {
-            Error::Protocol(format!(
-                "CQ tail {} is more than a ring ahead of head {}",
-                b.theirs, b.ours
-            ))
-        })?;
-        if ready == 0 {
+        // Only the slot at the head is polled (see crate::ring).
+        let Some(e) = qp.cq[cq.slot(0)].take(cq.position()) else {
             if qp.state.load(Ordering::Acquire) == QP_BROKEN {
                 return Err(Error::QueueBroken {
                     queue: self.index,
@@ -430,21 +430,16 @@ impl Queue {
                 });
             }
             return Ok(None);
-        }
-        let e = next;
+        };
         cq.release(1);
         self.cq_head = cq.position();
         let slot = (e.id & 0xffff) as usize;
-        let lease = match self.pending.get_mut(slot).and_then(Option::take) {
-            Some(l) => l,
-            None => {
-                return Err(Error::Protocol(format!(
-                    "completion for unknown command id {:#x}",
-                    e.id
-                )))
-            }
+        let Some(lease) = self.forget_slot(slot) else {
+            return Err(Error::Protocol(format!(
+                "completion for unknown command id {:#x}",
+                e.id
+            )));
         };
-        self.free_slots.push(slot as u16);
         let result = match Status::from_code(e.status) {
             Some(Status::Ok) => Ok(e.len),
             Some(s) => Err(s),
@@ -467,9 +462,13 @@ impl Queue {
             return Ok(c);
         }
         let start = Instant::now();
-        let spin = self.wait.spin();
+        let spin = self.wait.spin_for(self.in_flight_bytes);
         let mut spins = 0u32;
         let mut last_check = start;
+        // Adaptive: poll for BUSY_SPIN, then give the core to whoever else is runnable
+        // (the server, on a machine with fewer cores than threads) between polls, then
+        // sleep. The clock is read once per 32 polls.
+        let mut busy = true;
         loop {
             if let Some(c) = self.try_complete()? {
                 return Ok(c);
@@ -478,16 +477,18 @@ impl Queue {
             let spinning = match spin {
                 None => true,
                 Some(d) if d.is_zero() => false,
-                Some(d) => spins % 32 != 0 || start.elapsed() < d,
+                Some(_) if spins % 32 != 0 => true,
+                Some(d) => {
+                    let waited = start.elapsed();
+                    busy = waited < BUSY_SPIN;
+                    waited < d
+                }
             };
             if spinning {
-                if spin.is_some() && spins > YIELD_AFTER {
-                    // Adaptive: past a short busy spin, give the core to whoever else
-                    // is runnable (the server, on a machine with fewer cores than
-                    // threads) instead of burning it.
-                    std::thread::yield_now();
-                } else {
+                if busy || spin.is_none() {
                     std::hint::spin_loop();
+                } else {
+                    std::thread::yield_now();
                 }
                 if spin.is_none() && spins % 4096 == 0 && last_check.elapsed() > LIVENESS_PERIOD {
                     last_check = Instant::now();
@@ -500,7 +501,12 @@ impl Queue {
             let g = self.shared.region.geometry();
             let ready = Consumer::at(qp.cq_head, qp.cq_tail, g.depth, self.cq_head)
                 .available()
-                .unwrap_or(1);
+                .map_err(|b| {
+                    Error::Protocol(format!(
+                        "CQ tail {} is more than a ring ahead of head {}",
+                        b.theirs, b.ours
+                    ))
+                })?;
             if ready == 0 {
                 sleep_on(qp.cq_doorbell, w, LIVENESS_PERIOD);
             }

@@ -105,7 +105,7 @@ impl Request {
 
 /// Validates one entry against the region. Never panics, whatever the entry holds.
 pub fn parse(e: &SqEntry, g: &Geometry) -> Result<Request, Status> {
-    if e.reserved16 != 0 || e.reserved64 != 0 || e.flags & !FLAG_FUA != 0 {
+    if e.reserved16 != 0 || e.reserved32 != 0 || e.flags & !FLAG_FUA != 0 {
         return Err(Status::BadField);
     }
     let fua = e.flags & FLAG_FUA != 0;
@@ -277,7 +277,7 @@ mod tests {
         assert_eq!(
             parse(
                 &SqEntry {
-                    reserved64: 1,
+                    reserved32: 1,
                     ..read(0, 8, 0)
                 },
                 &g

@@ -13,7 +13,7 @@ use crate::error::{Error, Result};
 use crate::ring::{CqSlot, SqSlot};
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"HSCMRING");
-pub const VERSION: u32 = 1;
+pub const VERSION: u32 = 2;
 pub const SECTOR: u64 = 512;
 pub const HEADER_LEN: u64 = 4096;
 /// Bytes of one queue pair before its SQ entries (index words on their own lines).

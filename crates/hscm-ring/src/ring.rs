@@ -2,11 +2,19 @@
 //! sleep/wake handshake both sides use before blocking.
 //!
 //! Each ring has a producer-owned `tail` and a consumer-owned `head`, free-running
-//! `u32` counters; a slot is `counter & (depth - 1)`. The producer fills slots with
-//! relaxed stores and publishes them with a release store of `tail`; the consumer
-//! reads `tail` with acquire, copies the slots out, and hands them back with a release
-//! store of `head`. The peer is another process and may be hostile, so every index read
-//! from it is checked for plausibility (never more than `depth` ahead) before use.
+//! `u32` counters; ring position `p` lives in slot `p & (depth - 1)`. The producer
+//! fills a slot with relaxed stores and marks it last, with a release store of the
+//! slot's `seq` word (`p + 1`, so a zeroed region shows nothing filled), then
+//! publishes `tail`. The consumer's fast path polls the slot at its head: an acquire
+//! load of `seq` equal to `head + 1` means the slot holds that position, whole. It
+//! copies the entry out and hands the slot back with a release store of `head`.
+//!
+//! Polling the slot rather than the tail is NVMe's phase tag in another form: each
+//! command then crosses between the cores as one cache line, not two (slot and tail).
+//! The tail stays for the side about to sleep, which checks it once (and for the
+//! plausibility checks). The peer is another process and may be hostile: every index
+//! read from it is checked (never more than `depth` ahead) before use, and a `seq`
+//! that is wrong only means "not filled yet".
 
 use crate::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -26,7 +34,9 @@ pub struct SqSlot {
     pub count: AtomicU32,
     pub buffer: AtomicU32,
     pub start: AtomicU64,
-    pub reserved: AtomicU64,
+    pub reserved: AtomicU32,
+    /// Ring position + 1 of the entry the slot holds (see the module comment).
+    pub seq: AtomicU32,
 }
 
 /// One completion-queue entry (16 bytes).
@@ -35,7 +45,8 @@ pub struct CqSlot {
     pub id: AtomicU32,
     pub status: AtomicU32,
     pub len: AtomicU32,
-    pub reserved: AtomicU32,
+    /// Ring position + 1 of the entry the slot holds.
+    pub seq: AtomicU32,
 }
 
 /// A submission-queue entry copied out of (or about to go into) shared memory.
@@ -48,7 +59,7 @@ pub struct SqEntry {
     pub count: u32,
     pub buffer: u32,
     pub start: u64,
-    pub reserved64: u64,
+    pub reserved32: u32,
 }
 
 /// A completion-queue entry copied out of shared memory.
@@ -59,22 +70,33 @@ pub struct CqEntry {
     pub len: u32,
 }
 
+/// The `seq` word that marks a slot as holding ring position `pos`.
+fn seq_of(pos: u32) -> u32 {
+    pos.wrapping_add(1)
+}
+
 impl SqSlot {
-    pub fn store(&self, e: &SqEntry) {
+    /// Fills the slot with `e` as ring position `pos`; the mark goes last.
+    pub fn fill(&self, e: &SqEntry, pos: u32) {
         self.id.store(e.id, Ordering::Relaxed);
         let op = u32::from(e.opcode) | u32::from(e.flags) << 8 | u32::from(e.reserved16) << 16;
         self.op.store(op, Ordering::Relaxed);
         self.count.store(e.count, Ordering::Relaxed);
         self.buffer.store(e.buffer, Ordering::Relaxed);
         self.start.store(e.start, Ordering::Relaxed);
-        self.reserved.store(e.reserved64, Ordering::Relaxed);
+        self.reserved.store(e.reserved32, Ordering::Relaxed);
+        self.seq.store(seq_of(pos), Ordering::Release);
     }
 
-    /// One read of every field: whatever the peer does afterwards, the server works on
-    /// this copy, so a value cannot change between validation and use.
-    pub fn load(&self) -> SqEntry {
+    /// The entry at ring position `pos`, if the slot is marked as holding it. One read
+    /// of every field: whatever the peer does afterwards, the server works on this
+    /// copy, so a value cannot change between validation and use.
+    pub fn take(&self, pos: u32) -> Option<SqEntry> {
+        if self.seq.load(Ordering::Acquire) != seq_of(pos) {
+            return None;
+        }
         let op = self.op.load(Ordering::Relaxed);
-        SqEntry {
+        Some(SqEntry {
             id: self.id.load(Ordering::Relaxed),
             opcode: op as u8,
             flags: (op >> 8) as u8,
@@ -82,25 +104,30 @@ impl SqSlot {
             count: self.count.load(Ordering::Relaxed),
             buffer: self.buffer.load(Ordering::Relaxed),
             start: self.start.load(Ordering::Relaxed),
-            reserved64: self.reserved.load(Ordering::Relaxed),
-        }
+            reserved32: self.reserved.load(Ordering::Relaxed),
+        })
     }
 }
 
 impl CqSlot {
-    pub fn store(&self, e: &CqEntry) {
+    /// Fills the slot with `e` as ring position `pos`; the mark goes last.
+    pub fn fill(&self, e: &CqEntry, pos: u32) {
         self.id.store(e.id, Ordering::Relaxed);
         self.status.store(e.status, Ordering::Relaxed);
         self.len.store(e.len, Ordering::Relaxed);
-        self.reserved.store(0, Ordering::Relaxed);
+        self.seq.store(seq_of(pos), Ordering::Release);
     }
 
-    pub fn load(&self) -> CqEntry {
-        CqEntry {
+    /// The entry at ring position `pos`, if the slot is marked as holding it.
+    pub fn take(&self, pos: u32) -> Option<CqEntry> {
+        if self.seq.load(Ordering::Acquire) != seq_of(pos) {
+            return None;
+        }
+        Some(CqEntry {
             id: self.id.load(Ordering::Relaxed),
             status: self.status.load(Ordering::Relaxed),
             len: self.len.load(Ordering::Relaxed),
-        }
+        })
     }
 }
 
@@ -238,17 +265,23 @@ impl<'a> Consumer<'a> {
         self.local_head
     }
 
-    /// Slots ready to be read.
+    /// Slots the published tail shows ready. The tail may lag the head: the consumer
+    /// takes a slot as soon as its mark shows, which can be before the producer's
+    /// store of the tail lands; either way it is never more than a ring away.
     pub fn available(&self) -> Result<u32, Implausible> {
         let tail = self.tail.load(Ordering::Acquire);
-        let ready = tail.wrapping_sub(self.local_head);
-        if ready > self.mask + 1 {
-            return Err(Implausible {
+        let ahead = tail.wrapping_sub(self.local_head);
+        let behind = self.local_head.wrapping_sub(tail);
+        if ahead <= self.mask + 1 {
+            Ok(ahead)
+        } else if behind <= self.mask + 1 {
+            Ok(0)
+        } else {
+            Err(Implausible {
                 ours: self.local_head,
                 theirs: tail,
-            });
+            })
         }
-        Ok(ready)
     }
 
     pub fn slot(&self, k: u32) -> usize {

@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::proto::{parse, Request, Status};
 use crate::region::{Geometry, QueuePairView, Region, QP_BROKEN, SERVER_CLOSED};
 use crate::ring::{end_sleep, prepare_sleep, Consumer, CqEntry, Implausible, Producer, SqEntry};
-use crate::wait::{ring, sleep_on};
+use crate::wait::{ring, sleep_on, BUSY_SPIN};
 use crate::wire::{self, peer_alive, LIVENESS_PERIOD};
 
 /// Limits and defaults for the regions a server hands out.
@@ -381,17 +381,26 @@ impl<'a> Worker<'a> {
             }
             if worked {
                 idle_since = None;
+                spins = 0;
                 continue;
             }
-            let since = *idle_since.get_or_insert_with(Instant::now);
             spins = spins.wrapping_add(1);
-            // The clock is read once per 64 polls: a poll is a few loads, a clock read
-            // in this VM costs as much as several, and every one delays the next poll.
+            // The clock is read once per 64 polls, not at the start of each gap: a poll
+            // is a few loads, a clock read in this VM costs as much as several, and the
+            // gap between a client's commands is often shorter than 64 polls.
             if spins % 64 != 0 {
                 std::hint::spin_loop();
                 continue;
             }
-            if since.elapsed() < opts.idle_spin {
+            if self.check_tails() {
+                continue;
+            }
+            let now = Instant::now();
+            let idle = now - *idle_since.get_or_insert(now);
+            if idle < BUSY_SPIN {
+                continue;
+            }
+            if idle < opts.idle_spin {
                 // Leave the core to a client thread that shares it.
                 std::thread::yield_now();
                 continue;
@@ -418,10 +427,27 @@ impl<'a> Worker<'a> {
         self.queues.iter().any(|q| {
             !q.broken
                 && match (q.sq.available(), q.cq.free()) {
-                    (Ok(ready), Ok(room)) => ready > 0 && room > 0,
+                    (Ok(_), Ok(0)) => false,
+                    (Ok(_), Ok(_)) => q.qp.sq[q.sq.slot(0)].take(q.sq.position()).is_some(),
                     _ => true,
                 }
         })
+    }
+
+    /// Breaks every queue whose client published an impossible SQ tail. The fast path
+    /// polls slots, not tails, so this runs while the worker idles (and before it
+    /// sleeps, through `any_work`).
+    fn check_tails(&mut self) -> bool {
+        let mut broke = false;
+        for q in 0..self.queues.len() {
+            if self.queues[q].broken {
+                continue;
+            }
+            if let Err(bad) = self.queues[q].sq.available() {
+                broke |= self.break_queue(q, "SQ tail", bad);
+            }
+        }
+        broke
     }
 
     /// Stops serving queue `q`, whose peer published `bad` as its `word`. Returns true
@@ -448,34 +474,29 @@ impl<'a> Worker<'a> {
             return false;
         }
         let qp = self.queues[q].qp;
-        let available = self.queues[q].sq.available();
-        // The next slot is read on every poll, filled or not: the read comes after the
-        // tail's acquire load, so it is valid whenever the tail shows the slot filled,
-        // and the CPU fetches both lines at once rather than the entry only after the
-        // tail (each fetch is a cross-core transfer).
-        let next = qp.sq[self.queues[q].sq.slot(0)].load();
-        let ready = match available {
-            Ok(n) => n,
-            Err(bad) => return self.break_queue(q, "SQ tail", bad),
-        };
-        if ready == 0 {
+        // Only the slot at the head is polled (see crate::ring): the entry and the mark
+        // that it is there arrive in one cache line.
+        let pos = self.queues[q].sq.position();
+        let Some(first) = qp.sq[self.queues[q].sq.slot(0)].take(pos) else {
             return false;
-        }
-        let room = match self.queues[q].cq.room_for(ready.min(BATCH)) {
+        };
+        let room = match self.queues[q].cq.room_for(1) {
             Ok(n) => n,
             Err(bad) => return self.break_queue(q, "CQ head", bad),
         };
         // A client that does not reap its completions stalls only its own queue.
-        let n = ready.min(room).min(BATCH);
-        if n == 0 {
+        if room == 0 {
             return false;
         }
         self.batch.clear();
-        for k in 0..n {
+        for k in 0..room.min(BATCH) {
             let entry = if k == 0 {
-                next
+                first
             } else {
-                qp.sq[self.queues[q].sq.slot(k)].load()
+                match qp.sq[self.queues[q].sq.slot(k)].take(pos.wrapping_add(k)) {
+                    Some(e) => e,
+                    None => break,
+                }
             };
             let mut parsed = parse(&entry, &self.geometry);
             if let Ok(r) = &parsed {
@@ -491,25 +512,30 @@ impl<'a> Worker<'a> {
             self.batch.push((entry, parsed));
         }
         // The entries are copied; the client may refill those slots now.
-        self.queues[q].sq.release(n);
+        self.queues[q].sq.release(self.batch.len() as u32);
         for i in 0..self.batch.len() {
             let (entry, parsed) = self.batch[i];
             let (status, len) = match parsed {
                 Ok(req) => self.execute(&req),
                 Err(s) => (s, 0),
             };
+            let cq = &mut self.queues[q].cq;
+            qp.cq[cq.slot(0)].fill(
+                &CqEntry {
+                    id: entry.id,
+                    status: status as u32,
+                    len,
+                },
+                cq.position(),
+            );
+            cq.publish(1);
+            ring(qp.cq_doorbell);
+            // Counted after the completion is out: a locked add before it would hold
+            // the completion's stores until the copy's had drained.
             self.stats.commands.fetch_add(1, Ordering::Relaxed);
             if status != Status::Ok {
                 self.stats.errors.fetch_add(1, Ordering::Relaxed);
             }
-            let cq = &mut self.queues[q].cq;
-            qp.cq[cq.slot(0)].store(&CqEntry {
-                id: entry.id,
-                status: status as u32,
-                len,
-            });
-            cq.publish(1);
-            ring(qp.cq_doorbell);
         }
         true
     }

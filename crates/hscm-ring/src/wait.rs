@@ -24,6 +24,14 @@ pub fn ring(doorbell: &AtomicU32) {
     }
 }
 
+/// How long a waiting side polls without giving up its core (no `sched_yield`), before
+/// it starts yielding between polls. A yield is a system call: when nothing else is
+/// runnable (the usual case on a machine with a core for each side) it only delays
+/// the poll that would have seen the answer, by a few hundred nanoseconds here, which
+/// at 4 KiB is a third of a whole read. When threads outnumber cores, a few
+/// microseconds of polling is the most either side keeps from the other.
+pub const BUSY_SPIN: Duration = Duration::from_micros(4);
+
 /// How a side waits for the other: sleep at once ("interrupt"), spin ("poll"), or spin
 /// for a while and then sleep ("adaptive").
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -50,7 +58,20 @@ impl WaitMode {
         }
     }
 
-    /// How long to spin before sleeping; None spins for ever.
+    /// How long to spin before sleeping while `bytes` of data are in flight: the
+    /// adaptive spin grows by a nanosecond a byte, so a large transfer is waited for
+    /// as long as a copy at a slow 1 GB/s would take. Waking from a sleep costs tens
+    /// of microseconds on a VM whose idle vCPU halts, more than a whole 512 KiB read
+    /// from RAM; a wait past that time is for something slower (a write going to
+    /// disk), worth sleeping through. None spins for ever.
+    pub fn spin_for(&self, bytes: u64) -> Option<Duration> {
+        match *self {
+            WaitMode::Adaptive { spin } => Some(spin + Duration::from_nanos(bytes)),
+            other => other.spin(),
+        }
+    }
+
+    /// How long to spin before sleeping, with no data in flight; None spins for ever.
     pub fn spin(&self) -> Option<Duration> {
         match *self {
             WaitMode::Interrupt => Some(Duration::ZERO),
