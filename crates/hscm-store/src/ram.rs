@@ -3,6 +3,12 @@
 
 use memmap2::MmapMut;
 
+/// How much of a read [`RamImage::prefetch`] asks for ahead of the copy: enough for a
+/// 4 KiB block, the common small request; larger copies run long enough for the
+/// hardware prefetcher to take over.
+const PREFETCH_AHEAD: usize = 4096;
+const CACHE_LINE: usize = 64;
+
 pub(crate) struct RamImage {
     // Keeps the mapping alive; data access goes through `base`.
     map: MmapMut,
@@ -45,6 +51,29 @@ impl RamImage {
         }
     }
 
+    /// Asks the CPU to start fetching the first [`PREFETCH_AHEAD`] bytes of a range
+    /// about to be copied, all at once. A copy walks its source line by line, and the
+    /// hardware prefetcher joins in only after a few lines, so a lone request (a
+    /// server answering one command at a time) waits out several memory latencies in
+    /// a row; a loop of copies hides them behind each other, a single one cannot.
+    pub(crate) fn prefetch(&self, offset: usize, len: usize) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let end = offset.saturating_add(len.min(PREFETCH_AHEAD)).min(self.len);
+            let mut at = offset & !(CACHE_LINE - 1);
+            while at < end {
+                // SAFETY: `at < self.len`, so the pointer stays inside the mapping. A
+                // prefetch is only a hint: it reads nothing architecturally, writes
+                // nothing, and never faults (not even on a page not yet populated).
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(self.base.add(at) as *const i8) };
+                at += CACHE_LINE;
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (offset, len);
+    }
+
     /// # Safety
     /// No other thread writes `[offset, offset + dst.len())` during the call.
     pub(crate) unsafe fn copy_out(&self, offset: usize, dst: &mut [u8]) {
@@ -82,5 +111,35 @@ impl RamImage {
         // SAFETY: in bounds, initialised (anonymous mappings read as zero), exclusive
         // for the slice's lifetime by the caller's contract.
         unsafe { std::slice::from_raw_parts_mut(self.base.add(offset), len) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Prefetches of any range, in bounds or not, neither fault nor change a byte.
+    #[test]
+    fn prefetch_of_any_range_is_harmless() {
+        let ram = RamImage::new(3 * 4096).unwrap();
+        // SAFETY: nothing else uses this image.
+        unsafe { ram.copy_in(4000, &[7u8; 200]) };
+        for (offset, len) in [
+            (0, 0),
+            (0, 1 << 20),
+            (4000, 200),
+            (3 * 4096 - 1, 4096),
+            (3 * 4096, 64),
+            (1 << 30, 4096),
+            (usize::MAX - 10, usize::MAX),
+        ] {
+            ram.prefetch(offset, len);
+        }
+        let mut out = vec![0u8; 3 * 4096];
+        // SAFETY: as above.
+        unsafe { ram.copy_out(0, &mut out) };
+        assert!(out[..4000].iter().all(|&b| b == 0));
+        assert!(out[4000..4200].iter().all(|&b| b == 7));
+        assert!(out[4200..].iter().all(|&b| b == 0));
     }
 }

@@ -848,6 +848,8 @@ impl Shared {
             let c = self.chunk_of(at);
             let n = ((self.chunk_range(c).1 - at) as usize).min(len - done);
             if self.is_loaded(c) {
+                // Started before the lock, so the misses overlap its atomic operation.
+                self.ram.prefetch(at as usize, n);
                 let _shared = self.chunks[c].ram.read();
                 // SAFETY: chunk is Loaded and we hold its ram read lock, so no writer
                 // touches these bytes while the slice lives (module invariant).
