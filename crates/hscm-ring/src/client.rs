@@ -5,7 +5,7 @@
 use std::fs::File;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -49,12 +49,31 @@ struct Shared {
     stream: UnixStream,
     region: Region,
     buddy: Mutex<Buddy>,
+    /// The buddy's free bytes, mirrored on every change (under its lock) so a queue
+    /// deciding whether to keep a spare lease reads it without taking the lock: two
+    /// atomic read-modify-writes fewer between one blocking call and the next.
+    free_bytes: AtomicU64,
     claimed: Vec<AtomicBool>,
     /// Set while some queue waits for buffer space: others then return their spares.
     pressure: AtomicBool,
 }
 
 impl Shared {
+    /// Reserves `bytes` of the data buffer, or None while no free block is that large.
+    fn lease(self: &Arc<Shared>, bytes: u64) -> Option<Lease> {
+        let block = {
+            let mut buddy = self.buddy.lock();
+            let block = buddy.alloc(bytes)?;
+            self.free_bytes.store(buddy.free_bytes(), Ordering::Relaxed);
+            block
+        };
+        Some(Lease {
+            shared: self.clone(),
+            block,
+            len: bytes,
+        })
+    }
+
     fn check_server(&self) -> Result<()> {
         if self.region.server_state().load(Ordering::Acquire) == SERVER_CLOSED {
             return Err(Error::Disconnected);
@@ -112,6 +131,7 @@ impl Client {
             shared: Arc::new(Shared {
                 stream,
                 buddy: Mutex::new(Buddy::new(g.db_len, SECTOR as u32)),
+                free_bytes: AtomicU64::new(g.db_len),
                 claimed: (0..g.queues).map(|_| AtomicBool::new(false)).collect(),
                 pressure: AtomicBool::new(false),
                 region,
@@ -159,12 +179,7 @@ impl Client {
 
     /// Reserves `bytes` of the data buffer, or None while it is all in use.
     pub fn lease(&self, bytes: u64) -> Option<Lease> {
-        let block = self.shared.buddy.lock().alloc(bytes)?;
-        Some(Lease {
-            shared: self.shared.clone(),
-            block,
-            len: bytes,
-        })
+        self.shared.lease(bytes)
     }
 }
 
@@ -222,7 +237,11 @@ impl Lease {
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        self.shared.buddy.lock().free(self.block);
+        let mut buddy = self.shared.buddy.lock();
+        buddy.free(self.block);
+        self.shared
+            .free_bytes
+            .store(buddy.free_bytes(), Ordering::Relaxed);
     }
 }
 
@@ -324,12 +343,7 @@ impl Queue {
     }
 
     pub fn client_lease(&self, bytes: u64) -> Option<Lease> {
-        let block = self.shared.buddy.lock().alloc(bytes)?;
-        Some(Lease {
-            shared: self.shared.clone(),
-            block,
-            len: bytes,
-        })
+        self.shared.lease(bytes)
     }
 
     /// Queues one command. Its lease must hold the command's bytes (write data already
@@ -531,7 +545,8 @@ impl Queue {
     /// spares can never starve them.
     fn may_keep(&self) -> bool {
         !self.shared.pressure.load(Ordering::Relaxed)
-            && self.shared.buddy.lock().free_bytes() >= self.shared.region.geometry().db_len / 2
+            && self.shared.free_bytes.load(Ordering::Relaxed)
+                >= self.shared.region.geometry().db_len / 2
     }
 
     /// A lease of `bytes`, waiting for other queues of this client to return space.
