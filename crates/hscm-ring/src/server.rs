@@ -530,8 +530,8 @@ impl<'a> Worker<'a> {
             );
             cq.publish(1);
             ring(qp.cq_doorbell);
-            // Counted after the completion is out: a locked add before it would hold
-            // the completion's stores until the copy's had drained.
+            // Counted after the completion is out: these locked adds (tens of cycles
+            // each, draining the store buffer) would otherwise delay it.
             self.stats.commands.fetch_add(1, Ordering::Relaxed);
             if status != Status::Ok {
                 self.stats.errors.fetch_add(1, Ordering::Relaxed);
