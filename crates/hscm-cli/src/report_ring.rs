@@ -42,7 +42,7 @@ fn tail_note(md: &mut String, x: &ring_cmd::RingRow) -> Result<()> {
     let us = |mbps: f64| x.chunk as f64 / mbps;
     let (copy, mean) = (us(x.interface_mbps), us(x.protocol_mbps));
     let where_ = if mean - x.p50_us > x.p50_us - copy {
-        "mostly in the tail, reads that waited on a vCPU the host had paused or on a wake-up"
+        "mostly in the tail (the slowest reads), not in the typical read"
     } else {
         "mostly in the typical read, not the tail"
     };
