@@ -355,9 +355,10 @@ const SLICE: Duration = Duration::from_millis(100);
 /// Two workloads (`threads` workers each, requests of `chunk` bytes) measured in
 /// alternating slices of [`SLICE`] (or `seconds`, if shorter), all workers switching
 /// together, until each has run `seconds`: both see the same machine, whatever it does
-/// meanwhile. On this kind of shared VM memcpy bandwidth alone moves by 10% and more from one
-/// second to the next, more than the overheads being measured; one measurement after
-/// the other compared a ring row with a memcpy taken up to seconds earlier.
+/// meanwhile. On this kind of shared VM memcpy bandwidth alone moves by 10% and more
+/// from one second to the next, more than the overheads being measured; one
+/// measurement after the other compared a ring row with a memcpy taken up to seconds
+/// earlier.
 fn drive_paired<A: Send, B: Send>(
     threads: u32,
     seconds: f64,
