@@ -500,6 +500,40 @@ fn a_client_that_never_reaps_lets_the_worker_sleep() {
     );
 }
 
+/// A tail that announces entries whose slots were never marked (a client that skips
+/// the seq word, or writes garbage there) gets nothing served, and the worker still
+/// sleeps instead of spinning on the promise.
+#[test]
+fn a_tail_without_marked_slots_serves_nothing_and_lets_the_worker_sleep() {
+    use std::sync::atomic::Ordering::Relaxed;
+    let f = serve(MIB, ServerOptions::default());
+    let stats = f.server.as_ref().unwrap().stats();
+    let client = Client::connect(
+        &f.socket,
+        &ClientOptions {
+            depth: 4,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut q = client.queue().unwrap();
+    q.publish_raw_sq_tail(2);
+    std::thread::sleep(Duration::from_millis(100));
+    let before = stats.sleeps.load(Relaxed);
+    std::thread::sleep(Duration::from_millis(400));
+    let slept = stats.sleeps.load(Relaxed) - before;
+    assert!(
+        slept >= 2,
+        "worker slept {slept} times in 400 ms: it is spinning"
+    );
+    assert_eq!(stats.commands.load(Relaxed), 0, "served unmarked slots");
+    assert_eq!(
+        stats.broken_queues.load(Relaxed),
+        0,
+        "a plausible tail broke the queue"
+    );
+}
+
 #[test]
 fn in_place_reads_see_the_volume_and_give_their_buffer_back() {
     let f = serve(4 * MIB, ServerOptions::default());
