@@ -25,11 +25,12 @@ fn floor_note(md: &mut String, x: &ring_cmd::RingRow, round_trip_ns: [f64; 2]) -
         "At 4 KiB, QD1, in-place, a read took {read:.0} ns on average against {copy:.0} ns for the copy alone: the \
         protocol cost {:.0} ns per read, where 25% overhead allows {:.0} ns (a third of the copy). A QD1 command cannot \
         cost less than one round trip of a cache line between the client's core and the server's; bare, two threads \
-        polling each other's store, that took {:.0} ns before the rows and {:.0} ns after them in this run. On the \
-        2-vCPU VM this was developed on, it moved between about 80 and 550 ns from one minute to the next (where \
-        the host put the vCPUs), and the protocol's cost with it.\n",
+        polling each other's store, that took {:.0} ns just before these rows ({:.0} ns before all rows, {:.0} ns \
+        after them). On the 2-vCPU VM this was developed on, it moved between about 60 and 650 ns from one minute \
+        to the next (where the host put the vCPUs), and the protocol's cost with it.\n",
         read - copy,
         copy / 3.0,
+        x.core_round_trip_ns,
         round_trip_ns[0],
         round_trip_ns[1]
     )?;
@@ -243,6 +244,7 @@ mod tests {
             p50_us,
             p99_us: 3.0 * p50_us,
             ops_per_s: protocol_mbps * 1e6 / chunk as f64,
+            core_round_trip_ns: 110.0,
         }
     }
 
@@ -260,7 +262,9 @@ mod tests {
             "{md}"
         );
         assert!(
-            md.contains("took 120 ns before the rows and 130 ns after"),
+            md.contains(
+                "took 110 ns just before these rows (120 ns before all rows, 130 ns after them)"
+            ),
             "{md}"
         );
     }

@@ -138,6 +138,9 @@ pub struct RingRow {
     pub p50_us: f64,
     pub p99_us: f64,
     pub ops_per_s: f64,
+    /// The bare core-to-core round trip (see [`RingReport::core_round_trip_ns`]),
+    /// timed just before this chunk size and queue depth's rows.
+    pub core_round_trip_ns: f64,
 }
 
 #[derive(Serialize, Clone, Debug)]
@@ -171,7 +174,7 @@ pub struct RingReport {
     /// polling for the other's store, in ns: measured before the rows and after them.
     /// A QD1 command cannot cost less than one (the client's store must reach the
     /// server's core and the completion come back); on this VM it moves between about
-    /// 90 and 550 ns with where the host puts the two vCPUs.
+    /// 60 and 650 ns with where the host puts the two vCPUs.
     pub core_round_trip_ns: [f64; 2],
 }
 
@@ -201,7 +204,14 @@ impl RingReport {
 }
 
 impl RingRow {
-    fn new(chunk: u64, qd: u32, mode: &str, ring: &Measured, interface_mbps: f64) -> RingRow {
+    fn new(
+        chunk: u64,
+        qd: u32,
+        mode: &str,
+        ring: &Measured,
+        interface_mbps: f64,
+        core_round_trip_ns: f64,
+    ) -> RingRow {
         RingRow {
             chunk,
             qd,
@@ -212,6 +222,7 @@ impl RingRow {
             p50_us: ring.us(0.5),
             p99_us: ring.us(0.99),
             ops_per_s: ring.ops as f64 / ring.elapsed,
+            core_round_trip_ns,
         }
     }
 
@@ -608,6 +619,8 @@ pub fn bench(a: &RingBenchArgs) -> Result<RingReport> {
     let mut uds = Vec::new();
     for &chunk in &a.chunks {
         for &qd in &a.qd {
+            // The floor under these rows, as the host places the vCPUs now.
+            let floor = core_round_trip_ns(0.05);
             // Every ring row is measured in slices alternating with the interface's
             // copies (drive_paired); the async rows, one thread against `qd`, are set
             // against the interface pooled over the row's other pairs.
@@ -647,7 +660,14 @@ pub fn bench(a: &RingBenchArgs) -> Result<RingReport> {
                     copy,
                     |(q, buf), rng| ring_read(q, buf.bytes(), rng, size),
                 )?;
-                push_row(RingRow::new(chunk, qd, mode.name(), &m, iface.mbps()));
+                push_row(RingRow::new(
+                    chunk,
+                    qd,
+                    mode.name(),
+                    &m,
+                    iface.mbps(),
+                    floor,
+                ));
                 copies.push(iface);
             }
             if !a.no_in_place && chunk <= a.db {
@@ -677,7 +697,7 @@ pub fn bench(a: &RingBenchArgs) -> Result<RingReport> {
                         Ok(())
                     },
                 )?;
-                push_row(RingRow::new(chunk, qd, "in-place", &m, iface.mbps()));
+                push_row(RingRow::new(chunk, qd, "in-place", &m, iface.mbps(), floor));
                 copies.push(iface);
             }
             if qd > 1 && chunk <= a.split {
@@ -695,7 +715,7 @@ pub fn bench(a: &RingBenchArgs) -> Result<RingReport> {
                 } else {
                     Measured::pooled_mbps(&copies)
                 };
-                push_row(RingRow::new(chunk, qd, "async", &m, iface_mbps));
+                push_row(RingRow::new(chunk, qd, "async", &m, iface_mbps, floor));
             }
             let m = drive(
                 qd,

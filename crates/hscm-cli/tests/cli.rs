@@ -240,7 +240,13 @@ fn bench_ring_json_contract() {
     );
     for r in rows {
         assert_eq!(r["chunk"], 4096);
-        for k in ["protocol_mbps", "interface_mbps", "p50_us", "p99_us"] {
+        for k in [
+            "protocol_mbps",
+            "interface_mbps",
+            "p50_us",
+            "p99_us",
+            "core_round_trip_ns",
+        ] {
             assert!(r[k].as_f64().unwrap() > 0.0, "{k} in {r}");
         }
         let want =
