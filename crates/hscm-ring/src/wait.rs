@@ -66,17 +66,9 @@ impl WaitMode {
     /// disk), worth sleeping through. None spins for ever.
     pub fn spin_for(&self, bytes: u64) -> Option<Duration> {
         match *self {
-            WaitMode::Adaptive { spin } => Some(spin + Duration::from_nanos(bytes)),
-            other => other.spin(),
-        }
-    }
-
-    /// How long to spin before sleeping, with no data in flight; None spins for ever.
-    pub fn spin(&self) -> Option<Duration> {
-        match *self {
             WaitMode::Interrupt => Some(Duration::ZERO),
             WaitMode::Poll => None,
-            WaitMode::Adaptive { spin } => Some(spin),
+            WaitMode::Adaptive { spin } => Some(spin + Duration::from_nanos(bytes)),
         }
     }
 }

@@ -459,6 +459,20 @@ fn writes_to_a_read_only_volume_get_their_status() {
     assert!(buf.iter().all(|&b| b == 0));
 }
 
+/// Waits for the worker to settle, then asserts it slept repeatedly over 400 ms rather
+/// than spinning.
+fn assert_worker_sleeps(stats: &hscm_ring::ServerStats) {
+    use std::sync::atomic::Ordering::Relaxed;
+    std::thread::sleep(Duration::from_millis(100));
+    let before = stats.sleeps.load(Relaxed);
+    std::thread::sleep(Duration::from_millis(400));
+    let slept = stats.sleeps.load(Relaxed) - before;
+    assert!(
+        slept >= 2,
+        "worker slept {slept} times in 400 ms: it is spinning"
+    );
+}
+
 /// A client that never reaps its completions and keeps publishing entries gets no
 /// more service, and does not keep the server's worker spinning either.
 #[test]
@@ -485,14 +499,7 @@ fn a_client_that_never_reaps_lets_the_worker_sleep() {
     }
     // The CQ is full; two more entries wait in the SQ (a plausible tail).
     q.publish_raw_sq_tail(6);
-    std::thread::sleep(Duration::from_millis(100));
-    let before = stats.sleeps.load(Relaxed);
-    std::thread::sleep(Duration::from_millis(400));
-    let slept = stats.sleeps.load(Relaxed) - before;
-    assert!(
-        slept >= 2,
-        "worker slept {slept} times in 400 ms: it is spinning"
-    );
+    assert_worker_sleeps(stats);
     assert_eq!(
         stats.commands.load(Relaxed),
         4,
@@ -518,14 +525,7 @@ fn a_tail_without_marked_slots_serves_nothing_and_lets_the_worker_sleep() {
     .unwrap();
     let mut q = client.queue().unwrap();
     q.publish_raw_sq_tail(2);
-    std::thread::sleep(Duration::from_millis(100));
-    let before = stats.sleeps.load(Relaxed);
-    std::thread::sleep(Duration::from_millis(400));
-    let slept = stats.sleeps.load(Relaxed) - before;
-    assert!(
-        slept >= 2,
-        "worker slept {slept} times in 400 ms: it is spinning"
-    );
+    assert_worker_sleeps(stats);
     assert_eq!(stats.commands.load(Relaxed), 0, "served unmarked slots");
     assert_eq!(
         stats.broken_queues.load(Relaxed),
