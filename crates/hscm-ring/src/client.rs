@@ -14,8 +14,8 @@ use parking_lot::Mutex;
 use crate::buddy::{Block, Buddy};
 use crate::error::{Error, Result};
 use crate::proto::{self, Status};
-use crate::region::{Geometry, Region, QP_BROKEN, SECTOR, SERVER_CLOSED};
-use crate::ring::{end_sleep, prepare_sleep, Consumer, Producer, SqEntry};
+use crate::region::{Geometry, QueuePairView, Region, QP_BROKEN, SECTOR, SERVER_CLOSED};
+use crate::ring::{end_sleep, prepare_sleep, Consumer, CqEntry, Producer, SqEntry};
 use crate::wait::{ring, sleep_on, WaitMode, BUSY_SPIN};
 use crate::wire::{self, peer_alive, Hello, LIVENESS_PERIOD};
 
@@ -80,6 +80,18 @@ impl Shared {
         }
         Ok(())
     }
+}
+
+/// Fails once the server has stopped serving queue `index` (it saw an impossible ring
+/// index there).
+fn check_broken(qp: &QueuePairView<'_>, index: u32) -> Result<()> {
+    if qp.state.load(Ordering::Acquire) == QP_BROKEN {
+        return Err(Error::QueueBroken {
+            queue: index,
+            reason: "the server saw an impossible ring index".into(),
+        });
+    }
+    Ok(())
 }
 
 /// A connection to a server: one region, several queue pairs, one data buffer.
@@ -432,21 +444,40 @@ impl Queue {
 
     /// The next completion if one is ready.
     pub fn try_complete(&mut self) -> Result<Option<Completion>> {
-        let g = self.shared.region.geometry();
         let qp = self.shared.region.queue_pair(self.index);
-        let mut cq = Consumer::at(qp.cq_head, qp.cq_tail, g.depth, self.cq_head);
-        // Only the slot at the head is polled (see crate::ring).
-        let Some(e) = qp.cq[cq.slot(0)].take(cq.position()) else {
-            if qp.state.load(Ordering::Acquire) == QP_BROKEN {
-                return Err(Error::QueueBroken {
-                    queue: self.index,
-                    reason: "the server saw an impossible ring index".into(),
-                });
+        match self.take_cq(&qp) {
+            Some(e) => self.accept(e).map(Some),
+            None => {
+                check_broken(&qp, self.index)?;
+                Ok(None)
             }
-            return Ok(None);
-        };
+        }
+    }
+
+    /// Waits for the next completion (spinning or sleeping per the wait mode).
+    pub fn complete(&mut self) -> Result<Completion> {
+        if self.in_flight() == 0 {
+            return Err(Error::Invalid("nothing in flight".into()));
+        }
+        let e = self.wait_cq()?;
+        self.accept(e)
+    }
+
+    /// The CQ entry at this queue's head, if the server has put it there, with its slot
+    /// handed back.
+    fn take_cq(&self, qp: &QueuePairView<'_>) -> Option<CqEntry> {
+        let depth = qp.cq.len() as u32;
+        // Only the slot at the head is polled (see crate::ring).
+        let mut cq = Consumer::at(qp.cq_head, qp.cq_tail, depth, self.cq_head);
+        let e = qp.cq[cq.slot(0)].take(cq.position())?;
         cq.release(1);
-        self.cq_head = cq.position();
+        Some(e)
+    }
+
+    /// A taken completion's bookkeeping: the head moves on, the command's slot and
+    /// lease come back, its status is decoded.
+    fn accept(&mut self, e: CqEntry) -> Result<Completion> {
+        self.cq_head = self.cq_head.wrapping_add(1);
         let slot = (e.id & 0xffff) as usize;
         let Some(lease) = self.forget_slot(slot) else {
             return Err(Error::Protocol(format!(
@@ -459,21 +490,22 @@ impl Queue {
             Some(s) => Err(s),
             None => Err(Status::IoError),
         };
-        Ok(Some(Completion {
+        Ok(Completion {
             id: e.id,
             result,
             lease,
-        }))
+        })
     }
 
-    /// Waits for the next completion (spinning or sleeping per the wait mode).
-    pub fn complete(&mut self) -> Result<Completion> {
-        if self.in_flight() == 0 {
-            return Err(Error::Invalid("nothing in flight".into()));
-        }
+    /// Polls (and, per the wait mode, sleeps) until the CQ entry at the head arrives.
+    /// The queue pair is located once: each poll is one load of the slot's mark, the
+    /// shortest loop between the server's store and this side seeing it. The queue's
+    /// state and the clock are read once per 32 polls.
+    fn wait_cq(&self) -> Result<CqEntry> {
+        let qp = self.shared.region.queue_pair(self.index);
         // A completion already waiting costs no clock read.
-        if let Some(c) = self.try_complete()? {
-            return Ok(c);
+        if let Some(e) = self.take_cq(&qp) {
+            return Ok(e);
         }
         let start = Instant::now();
         let spin = self.wait.spin_for(self.in_flight_bytes);
@@ -481,17 +513,21 @@ impl Queue {
         let mut last_check = start;
         // Adaptive: poll for BUSY_SPIN, then give the core to whoever else is runnable
         // (the server, on a machine with fewer cores than threads) between polls, then
-        // sleep. The clock is read once per 32 polls.
+        // sleep.
         let mut busy = true;
         loop {
-            if let Some(c) = self.try_complete()? {
-                return Ok(c);
+            if let Some(e) = self.take_cq(&qp) {
+                return Ok(e);
             }
             spins = spins.wrapping_add(1);
+            let every_32 = spins % 32 == 0;
+            if every_32 {
+                check_broken(&qp, self.index)?;
+            }
             let spinning = match spin {
                 None => true,
                 Some(d) if d.is_zero() => false,
-                Some(_) if spins % 32 != 0 => true,
+                Some(_) if !every_32 => true,
                 Some(d) => {
                     let waited = start.elapsed();
                     busy = waited < BUSY_SPIN;
@@ -510,10 +546,9 @@ impl Queue {
                 }
                 continue;
             }
-            let qp = self.shared.region.queue_pair(self.index);
+            check_broken(&qp, self.index)?;
             let w = prepare_sleep(qp.cq_doorbell);
-            let g = self.shared.region.geometry();
-            let ready = Consumer::at(qp.cq_head, qp.cq_tail, g.depth, self.cq_head)
+            let ready = Consumer::at(qp.cq_head, qp.cq_tail, qp.cq.len() as u32, self.cq_head)
                 .available()
                 .map_err(|b| {
                     Error::Protocol(format!(

@@ -100,6 +100,13 @@ const Q_CQ_HEAD: u64 = 192;
 const Q_CQ_DOORBELL: u64 = 256;
 const Q_STATE: u64 = 320;
 const Q_ERROR: u64 = 324;
+// Every control word ends before the queue pair's SQ slots (checked when compiling).
+const _: () = assert!(
+    Q_ERROR + 4 <= QP_CONTROL
+        && Q_STATE + 4 <= QP_CONTROL
+        && Q_CQ_DOORBELL + 4 <= QP_CONTROL
+        && Q_CQ_HEAD + 4 <= QP_CONTROL
+);
 
 /// A mapped region. Both processes map the same memfd; neither trusts what the other
 /// wrote into it.
@@ -242,31 +249,34 @@ impl Region {
 
     pub fn queue_pair(&self, i: u32) -> QueuePairView<'_> {
         assert!(i < self.geometry.queues);
-        let base = self.geometry.qp_offset(i);
+        let base = self.geometry.qp_offset(i) as usize;
         let depth = self.geometry.depth as usize;
-        let sq_off = base + QP_CONTROL;
-        let cq_off = sq_off + SQ_ENTRY * depth as u64;
-        assert!(cq_off + CQ_ENTRY * depth as u64 <= self.geometry.db_offset());
-        // SAFETY: both arrays lie inside this queue pair's stride (asserted above), at
-        // offsets that are multiples of 16 from a page boundary; the slot types are
-        // repr(C) atomics, valid for any bit pattern and for shared mutation.
-        let (sq, cq) = unsafe {
-            let p = self.map.as_ptr();
-            (
-                std::slice::from_raw_parts(p.add(sq_off as usize) as *const SqSlot, depth),
-                std::slice::from_raw_parts(p.add(cq_off as usize) as *const CqSlot, depth),
-            )
-        };
-        QueuePairView {
-            sq_tail: self.u32_at(base + Q_SQ_TAIL),
-            sq_head: self.u32_at(base + Q_SQ_HEAD),
-            cq_tail: self.u32_at(base + Q_CQ_TAIL),
-            cq_head: self.u32_at(base + Q_CQ_HEAD),
-            cq_doorbell: self.u32_at(base + Q_CQ_DOORBELL),
-            state: self.u32_at(base + Q_STATE),
-            error: self.u32_at(base + Q_ERROR),
-            sq,
-            cq,
+        let sq_off = base + QP_CONTROL as usize;
+        let cq_off = sq_off + SQ_ENTRY as usize * depth;
+        // One check for the whole queue pair, instead of one per word: this runs for
+        // every command on both sides. The control words lie below QP_CONTROL (a
+        // compile-time check beside their offsets) and the slot arrays end at or before the next queue pair,
+        // which for i < queues is at most db_offset() <= the mapping's length
+        // (region_len() == map.len(), checked at create and attach).
+        assert!(cq_off + CQ_ENTRY as usize * depth <= self.map.len());
+        let p = self.map.as_ptr();
+        // SAFETY: every offset below is in bounds (asserted above) and aligned (4 for
+        // the words, 16 for the slots, from a page-aligned mapping); the word and slot
+        // types are repr(C) atomics, valid for any bit pattern and for the shared
+        // mutation the peer process does.
+        unsafe {
+            let word = |at: u64| &*(p.add(base + at as usize) as *const AtomicU32);
+            QueuePairView {
+                sq_tail: word(Q_SQ_TAIL),
+                sq_head: word(Q_SQ_HEAD),
+                cq_tail: word(Q_CQ_TAIL),
+                cq_head: word(Q_CQ_HEAD),
+                cq_doorbell: word(Q_CQ_DOORBELL),
+                state: word(Q_STATE),
+                error: word(Q_ERROR),
+                sq: std::slice::from_raw_parts(p.add(sq_off) as *const SqSlot, depth),
+                cq: std::slice::from_raw_parts(p.add(cq_off) as *const CqSlot, depth),
+            }
         }
     }
 
@@ -336,6 +346,62 @@ mod tests {
         assert_eq!(g.qp_stride(), 4096);
         assert_eq!(g.db_offset(), 4096 + 2 * 4096);
         assert_eq!(g.region_len(), 12288 + (1 << 20));
+    }
+
+    /// The view queue_pair builds without per-word checks stays inside its own queue
+    /// pair's stride, for the smallest and largest depths and every queue, and writing
+    /// through every word and slot of every queue touches nothing else.
+    #[test]
+    fn queue_pair_views_stay_in_their_stride() {
+        for (queues, depth) in [(1, 2), (3, 64), (2, MAX_DEPTH)] {
+            let g = Geometry {
+                queues,
+                depth,
+                db_len: MIN_DB,
+                volume_size: 1 << 20,
+            };
+            let file = tempfile::tempfile().unwrap();
+            let r = Region::create(&file, g).unwrap();
+            let base = r.map.as_ptr() as usize;
+            for i in 0..queues {
+                let qp = r.queue_pair(i);
+                let (start, end) = (g.qp_offset(i) as usize, g.qp_offset(i + 1) as usize);
+                let inside = |p: *const u8, len: usize| {
+                    let at = p as usize - base;
+                    assert!(
+                        at >= start && at + len <= end,
+                        "queue {i}: {at}+{len} outside {start}..{end}"
+                    );
+                };
+                for w in [
+                    qp.sq_tail,
+                    qp.sq_head,
+                    qp.cq_tail,
+                    qp.cq_head,
+                    qp.cq_doorbell,
+                    qp.state,
+                    qp.error,
+                ] {
+                    inside(w as *const AtomicU32 as *const u8, 4);
+                    w.store(u32::MAX, Ordering::Relaxed);
+                }
+                inside(qp.sq.as_ptr() as *const u8, std::mem::size_of_val(qp.sq));
+                inside(qp.cq.as_ptr() as *const u8, std::mem::size_of_val(qp.cq));
+                for s in qp.sq {
+                    s.seq.store(u32::MAX, Ordering::Relaxed);
+                }
+                for c in qp.cq {
+                    c.seq.store(u32::MAX, Ordering::Relaxed);
+                }
+            }
+            // The header and the data buffer are untouched.
+            assert_eq!(r.u64_at(H_MAGIC).load(Ordering::Relaxed), MAGIC);
+            assert_eq!(r.u32_at(H_SERVER_STATE).load(Ordering::Relaxed), 0);
+            assert_eq!(r.u32_at(H_SERVER_DOORBELL).load(Ordering::Relaxed), 0);
+            let mut db = vec![1u8; MIN_DB as usize];
+            r.db_read(0, &mut db);
+            assert!(db.iter().all(|&b| b == 0));
+        }
     }
 
     #[test]

@@ -470,16 +470,17 @@ impl<'a> Worker<'a> {
     /// Takes a batch of entries from queue `q`, executes them in order and completes
     /// each as soon as it is done. Returns whether there was anything to do.
     fn serve_queue(&mut self, q: usize) -> bool {
-        if self.queues[q].broken {
+        let state = &self.queues[q];
+        if state.broken {
             return false;
         }
-        let qp = self.queues[q].qp;
         // Only the slot at the head is polled (see crate::ring): the entry and the mark
         // that it is there arrive in one cache line.
-        let pos = self.queues[q].sq.position();
-        let Some(first) = qp.sq[self.queues[q].sq.slot(0)].take(pos) else {
+        let pos = state.sq.position();
+        let Some(first) = state.qp.sq[state.sq.slot(0)].take(pos) else {
             return false;
         };
+        let qp = state.qp;
         let room = match self.queues[q].cq.room_for(1) {
             Ok(n) => n,
             Err(bad) => return self.break_queue(q, "CQ head", bad),
