@@ -18,8 +18,7 @@ const PAPER_OVERHEAD: [(u64, f64); 2] = [(4096, 0.668), (512 * 1024, 0.038)];
 /// What a 4 KiB QD1 read costs beyond its copy, beside the 25% budget and this run's
 /// bare core-to-core round trip, the least any QD1 protocol between two cores costs.
 fn floor_note(md: &mut String, x: &ring_cmd::RingRow, round_trip_ns: [f64; 2]) -> Result<()> {
-    let ns = |mbps: f64| x.chunk as f64 / mbps * 1e3;
-    let (copy, read) = (ns(x.interface_mbps), ns(x.protocol_mbps));
+    let (read, copy) = x.read_and_copy_ns();
     writeln!(
         md,
         "At 4 KiB, QD1, in-place, a read took {read:.0} ns on average against {copy:.0} ns for the copy alone: the \
@@ -34,7 +33,59 @@ fn floor_note(md: &mut String, x: &ring_cmd::RingRow, round_trip_ns: [f64; 2]) -
         round_trip_ns[0],
         round_trip_ns[1]
     )?;
+    if let Some(parts) = x.overhead_parts() {
+        writeln!(md, "{}\n", explain(&parts, copy / 3.0))?;
+    }
     Ok(())
+}
+
+/// The split in words, and what it means for a budget of `budget` ns.
+fn explain(parts: &ring_cmd::OverheadParts, budget: f64) -> String {
+    if parts.software() < 0.0 {
+        return format!(
+            "The same read from a cache-resident source cost {:.0} ns more than that source's copy, less than the {:.0} ns \
+            round trip timed before these rows: the host moved the vCPUs between the two measurements, so this run \
+            cannot say how the overhead splits.",
+            parts.cached_over, parts.round_trip
+        );
+    }
+    let floor = parts.round_trip + parts.exposed_misses().max(0.0);
+    let verdict = if parts.round_trip > budget {
+        format!(
+                "The round trip alone is more than the {budget:.0} ns budget: in this placement of the vCPUs no QD1 \
+                protocol between the two cores could meet 25% at this size."
+            )
+    } else if floor > budget {
+        format!(
+                "The round trip and the exposed misses together ({floor:.0} ns) are more than the {budget:.0} ns budget: \
+                no protocol software, however lean, meets 25% here unless the server's copy stops waiting for memory."
+            )
+    } else {
+        format!(
+            "Meeting 25% here needs the software to shrink to {:.0} ns.",
+            budget - floor
+        )
+    };
+    let misses = if parts.exposed_misses() >= 0.0 {
+        format!(
+                "The other {:.0} ns are memory misses the server's lone copy waits out, which a loop of copies \
+                overlaps with the next copy.",
+                parts.exposed_misses()
+            )
+    } else {
+        format!(
+                "The random source cost the ring no more than the cached one ({:.0} ns less, within the noise): no \
+                memory misses are exposed.",
+                -parts.exposed_misses()
+            )
+    };
+    format!(
+            "Of the {:.0} ns, the same read from a cache-resident source cost {:.0} ns more than that source's copy: the \
+            round trip and {:.0} ns of protocol software on the two sides. {misses} {verdict}",
+            parts.over,
+            parts.cached_over,
+            parts.software(),
+        )
 }
 
 /// Where a large QD1 read's overhead lies: its median against the copy's mean, and
@@ -245,6 +296,8 @@ mod tests {
             p99_us: 3.0 * p50_us,
             ops_per_s: protocol_mbps * 1e6 / chunk as f64,
             core_round_trip_ns: 110.0,
+            cached_read_ns: None,
+            cached_copy_ns: None,
         }
     }
 
@@ -266,6 +319,63 @@ mod tests {
                 "took 110 ns just before these rows (120 ns before all rows, 130 ns after them)"
             ),
             "{md}"
+        );
+    }
+
+    #[test]
+    fn the_floor_note_takes_the_overhead_apart_when_cached_figures_exist() {
+        let mut md = String::new();
+        let mut x = row(4096, 4096.0, 8192.0, 0.9);
+        // 500 ns over the copy; cached: 300 ns read against 100 ns copy, so 200 ns of
+        // protocol (110 round trip, 90 software) and 300 ns of exposed misses.
+        x.cached_read_ns = Some(300.0);
+        x.cached_copy_ns = Some(100.0);
+        floor_note(&mut md, &x, [120.0, 130.0]).unwrap();
+        assert!(
+            md.contains(
+                "Of the 500 ns, the same read from a cache-resident source cost 200 ns more"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("the round trip and 90 ns of protocol software")
+                && md.contains("The other 300 ns are memory misses"),
+            "{md}"
+        );
+        assert!(
+            md.contains("(410 ns) are more than the 167 ns budget"),
+            "{md}"
+        );
+    }
+
+    #[test]
+    fn the_overhead_verdict_follows_the_figures() {
+        // Round trip over budget.
+        let v = explain(&ring_cmd::OverheadParts::split(300.0, 280.0, 200.0), 150.0);
+        assert!(
+            v.contains("The round trip alone is more than the 150 ns budget"),
+            "{v}"
+        );
+        // Round trip fits, with misses it does not.
+        let v = explain(&ring_cmd::OverheadParts::split(300.0, 180.0, 100.0), 150.0);
+        assert!(
+            v.contains("together (220 ns) are more than the 150 ns budget"),
+            "{v}"
+        );
+        // Both fit: the software is what is left to cut. Negative misses (noise) count
+        // as none.
+        let v = explain(&ring_cmd::OverheadParts::split(170.0, 180.0, 100.0), 150.0);
+        assert!(v.contains("needs the software to shrink to 50 ns"), "{v}");
+        assert!(
+            v.contains("80 ns of protocol software")
+                && v.contains("(10 ns less, within the noise)"),
+            "{v}"
+        );
+        // A round trip longer than the whole cached cost was timed in another placement.
+        let v = explain(&ring_cmd::OverheadParts::split(300.0, 200.0, 550.0), 150.0);
+        assert!(
+            v.contains("cannot say how the overhead splits") && !v.contains("budget"),
+            "{v}"
         );
     }
 

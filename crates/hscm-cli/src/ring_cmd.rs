@@ -141,6 +141,14 @@ pub struct RingRow {
     /// The bare core-to-core round trip (see [`RingReport::core_round_trip_ns`]),
     /// timed just before this chunk size and queue depth's rows.
     pub core_round_trip_ns: f64,
+    /// QD1 in-place rows only: the same reads and copies of one fixed, cache-resident
+    /// range (mean ns each, measured in alternating slices just after the row). Their
+    /// difference is the protocol's own cost, round trip included, with no memory
+    /// misses in it; see docs/ring.md.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cached_read_ns: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cached_copy_ns: Option<f64>,
 }
 
 #[derive(Serialize, Clone, Debug)]
@@ -203,7 +211,55 @@ impl RingReport {
     }
 }
 
+/// What a QD1 read costs beyond its copy, taken apart with the same read and copy of a
+/// cache-resident range (so neither waits for memory) and the bare round trip. All ns.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct OverheadParts {
+    /// Random read minus random copy.
+    pub over: f64,
+    /// Cached read minus cached copy: the protocol's own cost.
+    pub cached_over: f64,
+    pub round_trip: f64,
+}
+
+impl OverheadParts {
+    pub fn split(over: f64, cached_over: f64, round_trip: f64) -> OverheadParts {
+        OverheadParts {
+            over,
+            cached_over,
+            round_trip,
+        }
+    }
+
+    /// The protocol's software on both sides, beyond the round trip.
+    pub fn software(&self) -> f64 {
+        self.cached_over - self.round_trip
+    }
+
+    /// Memory misses the server's lone copy waits out that a loop of copies hides
+    /// behind the next copy.
+    pub fn exposed_misses(&self) -> f64 {
+        self.over - self.cached_over
+    }
+}
+
 impl RingRow {
+    /// Mean ns of one read and of one copy, from the row's bandwidths.
+    pub fn read_and_copy_ns(&self) -> (f64, f64) {
+        let ns = |mbps: f64| self.chunk as f64 / mbps * 1e3;
+        (ns(self.protocol_mbps), ns(self.interface_mbps))
+    }
+
+    /// The overhead taken apart, for rows that measured a cached source.
+    pub fn overhead_parts(&self) -> Option<OverheadParts> {
+        let (read, copy) = self.read_and_copy_ns();
+        Some(OverheadParts::split(
+            read - copy,
+            self.cached_read_ns? - self.cached_copy_ns?,
+            self.core_round_trip_ns,
+        ))
+    }
+
     fn new(
         chunk: u64,
         qd: u32,
@@ -223,6 +279,8 @@ impl RingRow {
             p99_us: ring.us(0.99),
             ops_per_s: ring.ops as f64 / ring.elapsed,
             core_round_trip_ns,
+            cached_read_ns: None,
+            cached_copy_ns: None,
         }
     }
 
@@ -265,6 +323,12 @@ impl Measured {
     }
     fn us(&self, q: f64) -> f64 {
         self.hist.value_at_quantile(q) as f64 / 1000.0
+    }
+
+    /// Mean time per request, in ns, as the bandwidth figures count it (a single
+    /// thread's requests back to back).
+    fn mean_ns(&self) -> f64 {
+        self.elapsed / self.ops.max(1) as f64 * 1e9
     }
 
     /// Several threads' tallies of `chunk`-byte requests run side by side: their
@@ -359,6 +423,9 @@ fn drive<S: Send>(
 }
 
 const WARM_UP: Duration = Duration::from_millis(50);
+
+/// Seconds (at most) of the cached-source reads and copies after a QD1 in-place row.
+const CACHED_SECONDS: f64 = 0.2;
 
 /// One slice of a paired measurement.
 const SLICE: Duration = Duration::from_millis(100);
@@ -697,8 +764,28 @@ pub fn bench(a: &RingBenchArgs) -> Result<RingReport> {
                         Ok(())
                     },
                 )?;
-                push_row(RingRow::new(chunk, qd, "in-place", &m, iface.mbps(), floor));
+                let mut row = RingRow::new(chunk, qd, "in-place", &m, iface.mbps(), floor);
                 copies.push(iface);
+                if qd == 1 {
+                    // Offset 0 every time: after the first read the source is in the
+                    // server's cache and the copy's, so neither waits for memory.
+                    let (copy, read) = drive_paired(
+                        1,
+                        a.seconds.min(CACHED_SECONDS),
+                        chunk,
+                        |_| Ok((Destination::new(chunk), client.queue()?)),
+                        |dst, _| Ok(volume.read_at(0, dst.bytes())?),
+                        |q, _| {
+                            q.read_in_place(0, chunk as usize, |bytes| {
+                                std::hint::black_box(bytes);
+                            })?;
+                            Ok(())
+                        },
+                    )?;
+                    row.cached_copy_ns = Some(copy.mean_ns());
+                    row.cached_read_ns = Some(read.mean_ns());
+                }
+                push_row(row);
             }
             if qd > 1 && chunk <= a.split {
                 let opts = ClientOptions {
@@ -850,6 +937,39 @@ pub fn print(r: &RingReport) {
         "bare core-to-core round trip (the QD1 floor): {:.0} ns before the rows, {:.0} ns after",
         r.core_round_trip_ns[0], r.core_round_trip_ns[1]
     );
+    let parts: Vec<_> = r
+        .rows
+        .iter()
+        .filter_map(|row| Some((row, row.overhead_parts()?)))
+        .collect();
+    if !parts.is_empty() {
+        println!("\nwhere a QD1 in-place read's time goes beyond its copy (ns; cached = same read and copy of a cache-resident range):");
+        println!(
+            "{:>8} {:>8} {:>8} {:>8} {:>13} {:>11} {:>9} {:>15}",
+            "chunk",
+            "read",
+            "copy",
+            "over",
+            "cached over",
+            "round trip",
+            "software",
+            "exposed misses"
+        );
+        for (row, p) in parts {
+            let (read, copy) = row.read_and_copy_ns();
+            println!(
+                "{:>8} {:>8.0} {:>8.0} {:>8.0} {:>13.0} {:>11.0} {:>9.0} {:>15.0}",
+                human_bytes(row.chunk),
+                read,
+                copy,
+                p.over,
+                p.cached_over,
+                p.round_trip,
+                p.software(),
+                p.exposed_misses()
+            );
+        }
+    }
     if !r.db_sweep.is_empty() {
         println!("\ndata-buffer size sweep, QD4 (MB/s):");
         let (dbs, grid) = r.db_grid();

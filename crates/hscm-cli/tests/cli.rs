@@ -252,6 +252,14 @@ fn bench_ring_json_contract() {
         let want =
             1.0 - r["protocol_mbps"].as_f64().unwrap() / r["interface_mbps"].as_f64().unwrap();
         assert!((r["overhead"].as_f64().unwrap() - want).abs() < 1e-9, "{r}");
+        // Only QD1 in-place rows carry the cached-source figures.
+        let cached = r["qd"] == 1 && r["mode"] == "in-place";
+        for k in ["cached_read_ns", "cached_copy_ns"] {
+            match cached {
+                true => assert!(r[k].as_f64().unwrap() > 0.0, "{k} in {r}"),
+                false => assert!(r.get(k).is_none(), "{k} in {r}"),
+            }
+        }
     }
     let uds = j["uds"].as_array().unwrap();
     assert_eq!(uds.len(), 2);
