@@ -268,7 +268,10 @@ enum BenchCmd {
     /// alternating 100 ms slices, so both see the machine in the same state. Protocol
     /// overhead = 1 - ring MB/s / memcpy MB/s (the paper's definition). A bare
     /// core-to-core round trip, the floor under any QD1 protocol, is measured before
-    /// and after the rows.
+    /// and after the rows, and before each chunk size's. QD1 in-place rows also read
+    /// and copy one cache-resident range: the difference splits their cost beyond the
+    /// copy into round trip, protocol software and memory misses (printed below the
+    /// table; docs/ring.md says how).
     ///
     /// Example: hscm bench ring --chunks 4k,512k --qd 1 --json
     Ring(ring_cmd::RingBenchArgs),
