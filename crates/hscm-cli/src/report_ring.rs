@@ -91,8 +91,8 @@ fn explain(parts: &ring_cmd::OverheadParts, budget: f64) -> String {
 /// Where a large QD1 read's overhead lies: its median against the copy's mean, and
 /// its mean pulled up by the tail.
 fn tail_note(md: &mut String, x: &ring_cmd::RingRow) -> Result<()> {
-    let us = |mbps: f64| x.chunk as f64 / mbps;
-    let (copy, mean) = (us(x.interface_mbps), us(x.protocol_mbps));
+    let (mean_ns, copy_ns) = x.read_and_copy_ns();
+    let (mean, copy) = (mean_ns / 1e3, copy_ns / 1e3);
     let where_ = if mean - x.p50_us > x.p50_us - copy {
         "mostly in the tail (the slowest reads), not in the typical read"
     } else {

@@ -334,6 +334,15 @@ struct QueueState<'a> {
     broken: bool,
 }
 
+impl QueueState<'_> {
+    /// The SQ entry at the head, if its slot is marked as holding it. Only this slot is
+    /// polled (see crate::ring): the entry and the mark that it is there arrive in one
+    /// cache line.
+    fn head_entry(&self) -> Option<SqEntry> {
+        self.qp.sq[self.sq.slot(0)].take(self.sq.position())
+    }
+}
+
 struct Worker<'a> {
     region: &'a Region,
     volume: &'a Volume,
@@ -428,7 +437,7 @@ impl<'a> Worker<'a> {
             !q.broken
                 && match (q.sq.available(), q.cq.free()) {
                     (Ok(_), Ok(0)) => false,
-                    (Ok(_), Ok(_)) => q.qp.sq[q.sq.slot(0)].take(q.sq.position()).is_some(),
+                    (Ok(_), Ok(_)) => q.head_entry().is_some(),
                     _ => true,
                 }
         })
@@ -474,12 +483,10 @@ impl<'a> Worker<'a> {
         if state.broken {
             return false;
         }
-        // Only the slot at the head is polled (see crate::ring): the entry and the mark
-        // that it is there arrive in one cache line.
-        let pos = state.sq.position();
-        let Some(first) = state.qp.sq[state.sq.slot(0)].take(pos) else {
+        let Some(first) = state.head_entry() else {
             return false;
         };
+        let pos = state.sq.position();
         let qp = state.qp;
         let room = match self.queues[q].cq.room_for(1) {
             Ok(n) => n,

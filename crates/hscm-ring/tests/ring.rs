@@ -459,6 +459,22 @@ fn writes_to_a_read_only_volume_get_their_status() {
     assert!(buf.iter().all(|&b| b == 0));
 }
 
+/// A server over a small volume and one client queue of depth 4 on it (for the
+/// worker-sleep tests).
+fn served_queue_of_depth_4() -> (common::Fixture, hscm_ring::Queue) {
+    let f = serve(MIB, ServerOptions::default());
+    let client = Client::connect(
+        &f.socket,
+        &ClientOptions {
+            depth: 4,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let q = client.queue().unwrap();
+    (f, q)
+}
+
 /// Waits for the worker to settle, then asserts it slept repeatedly over 400 ms rather
 /// than spinning.
 fn assert_worker_sleeps(stats: &hscm_ring::ServerStats) {
@@ -478,17 +494,8 @@ fn assert_worker_sleeps(stats: &hscm_ring::ServerStats) {
 #[test]
 fn a_client_that_never_reaps_lets_the_worker_sleep() {
     use std::sync::atomic::Ordering::Relaxed;
-    let f = serve(MIB, ServerOptions::default());
+    let (f, mut q) = served_queue_of_depth_4();
     let stats = f.server.as_ref().unwrap().stats();
-    let client = Client::connect(
-        &f.socket,
-        &ClientOptions {
-            depth: 4,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let mut q = client.queue().unwrap();
     for _ in 0..4 {
         q.submit(Op::Flush, None).unwrap();
     }
@@ -513,17 +520,8 @@ fn a_client_that_never_reaps_lets_the_worker_sleep() {
 #[test]
 fn a_tail_without_marked_slots_serves_nothing_and_lets_the_worker_sleep() {
     use std::sync::atomic::Ordering::Relaxed;
-    let f = serve(MIB, ServerOptions::default());
+    let (f, mut q) = served_queue_of_depth_4();
     let stats = f.server.as_ref().unwrap().stats();
-    let client = Client::connect(
-        &f.socket,
-        &ClientOptions {
-            depth: 4,
-            ..Default::default()
-        },
-    )
-    .unwrap();
-    let mut q = client.queue().unwrap();
     q.publish_raw_sq_tail(2);
     assert_worker_sleeps(stats);
     assert_eq!(stats.commands.load(Relaxed), 0, "served unmarked slots");
