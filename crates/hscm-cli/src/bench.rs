@@ -542,8 +542,8 @@ pub fn bench_volume(spec: &VolumeBenchSpec) -> Result<VolumeBenchResult> {
     Ok(result)
 }
 
-pub fn print_volume_result(r: &VolumeBenchResult) {
-    println!(
+pub fn print_volume_result(r: &VolumeBenchResult) -> anyhow::Result<()> {
+    outln!(
         "{} bs={} threads={} durability={} ({:.1} s each, {} working set{})",
         r.workload.name(),
         r.bs,
@@ -556,13 +556,18 @@ pub fn print_volume_result(r: &VolumeBenchResult) {
         } else {
             "; O_DIRECT refused: baselines ran buffered"
         }
-    );
-    println!(
+    )?;
+    outln!(
         "  {:<10} {:>12} {:>10} {:>10} {:>10} {:>10}",
-        "target", "IOPS", "MB/s", "p50 us", "p99 us", "ours/x"
-    );
+        "target",
+        "IOPS",
+        "MB/s",
+        "p50 us",
+        "p99 us",
+        "ours/x"
+    )?;
     let row = |name: &str, s: &Stats, ratio: Option<f64>| {
-        println!(
+        outln!(
             "  {:<10} {:>12.0} {:>10.1} {:>10.2} {:>10.2} {:>10}",
             name,
             s.iops,
@@ -570,14 +575,15 @@ pub fn print_volume_result(r: &VolumeBenchResult) {
             s.p50_us,
             s.p99_us,
             ratio.map_or("-".into(), |x| format!("{x:.2}x"))
-        );
+        )
     };
     if let Some(o) = &r.ours {
-        row("ours", o, None);
+        row("ours", o, None)?;
     }
     for (name, s) in &r.baselines {
-        row(name, s, r.ratios.get(name).copied());
+        row(name, s, r.ratios.get(name).copied())?;
     }
+    Ok(())
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -728,13 +734,13 @@ pub fn bench_restart(sizes: &[u64], dir: Option<&Path>, progress: bool) -> Resul
     Ok(out)
 }
 
-pub fn print_restart(r: &RestartResult) {
-    println!(
+pub fn print_restart(r: &RestartResult) -> anyhow::Result<()> {
+    outln!(
         "restart: backend sequential read {:.0} MB/s (O_DIRECT {})",
         r.backend_seq_read_mbps,
         if r.direct_io { "on" } else { "off" }
-    );
-    println!(
+    )?;
+    outln!(
         "  {:>10} {:>9} {:>14} {:>9} {:>10} {:>9} {:>7} {:>9} {:>12}",
         "size",
         "open ms",
@@ -745,9 +751,9 @@ pub fn print_restart(r: &RestartResult) {
         "of raw",
         "mem MB/s",
         "RAM extra %"
-    );
+    )?;
     for s in &r.sizes {
-        println!(
+        outln!(
             "  {:>10} {:>9.2} {:>14.2} {:>9.2} {:>10.0} {:>9.0} {:>6.0}% {:>9.0} {:>12.3}",
             human_bytes(s.bytes),
             s.open_ms,
@@ -758,6 +764,7 @@ pub fn print_restart(r: &RestartResult) {
             s.warm_mbps / s.raw_mbps * 100.0,
             s.fresh_memory_mbps,
             s.ram_overhead_pct
-        );
+        )?;
     }
+    Ok(())
 }

@@ -510,12 +510,12 @@ pub fn run(mode_name: &str, workload: &str, a: &KvRunArgs, quiet: bool) -> Resul
 pub fn bench(a: &KvBenchArgs) -> Result<()> {
     let r = run(&a.mode, &a.workload, &a.run, a.json)?;
     if a.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({ "runs": [r] }))?
-        );
+        )?;
     } else {
-        print_runs(&[r]);
+        print_runs(&[r])?;
     }
     Ok(())
 }
@@ -548,7 +548,7 @@ pub fn compare_runs(
             let mut group = Vec::new();
             for m in order {
                 if !quiet {
-                    eprintln!("[kv] workload {w}, mode {m}, repetition {}", rep + 1);
+                    note!("[kv] workload {w}, mode {m}, repetition {}", rep + 1);
                 }
                 let mut r = run(m, w, &args, quiet)?;
                 r.rep = rep;
@@ -568,17 +568,17 @@ pub fn compare_runs(
 pub fn compare(a: &KvCompareArgs) -> Result<()> {
     let runs = compare_runs(&a.workloads, &a.modes, &a.run, a.repeat as usize, a.json)?;
     if a.json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({ "runs": runs }))?
-        );
+        )?;
     } else {
-        print_runs(&runs);
-        print_medians(&runs);
-        println!("\nPaper (seed 002, Sprint-AEP on four Optane DIMMs, 20 GB): low density (-t): Sprint saves ~26% \
+        print_runs(&runs)?;
+        print_medians(&runs)?;
+        outln!("\nPaper (seed 002, Sprint-AEP on four Optane DIMMs, 20 GB): low density (-t): Sprint saves ~26% \
             equal-time energy with no throughput loss, idle-device reads -96% without prefetching and -99.99% with it, \
             one primary; high density: 7-17% saved, 3 primaries for A and B, 2 for 3; parallel sync/prefetch +30-68% \
-            write, +23.7-40% read throughput.");
+            write, +23.7-40% read throughput.")?;
     }
     Ok(())
 }
@@ -636,7 +636,7 @@ pub fn median(values: &mut [f64]) -> f64 {
 }
 
 /// Median energy saving and throughput of each Sprint mode against standard.
-fn print_medians(runs: &[KvRun]) {
+fn print_medians(runs: &[KvRun]) -> anyhow::Result<()> {
     let reps = runs.iter().map(|r| r.rep + 1).max().unwrap_or(0);
     let mut workloads: Vec<&str> = runs.iter().map(|r| r.workload.as_str()).collect();
     workloads.dedup();
@@ -644,22 +644,26 @@ fn print_medians(runs: &[KvRun]) {
     modes.sort();
     modes.dedup();
     if !modes.contains(&"standard") {
-        return;
+        return Ok(());
     }
-    println!("\nMedians over {reps} repetition(s), each against standard of the same repetition:");
-    println!(
+    outln!("\nMedians over {reps} repetition(s), each against standard of the same repetition:")?;
+    outln!(
         "{:>4} {:>17} {:>8} {:>11}",
-        "load", "mode", "saved", "throughput"
-    );
+        "load",
+        "mode",
+        "saved",
+        "throughput"
+    )?;
     for w in &workloads {
         for m in modes.iter().filter(|m| **m != "standard") {
             let saved = paired_median(runs, w, m, "standard", |r, s| Some(saving_vs(r, s)));
             let tput = paired_median(runs, w, m, "standard", |r, s| {
                 Some(r.ops_per_s / s.ops_per_s)
             });
-            println!("{w:>4} {m:>17} {:>7.1}% {:>10.3}x", saved * 100.0, tput);
+            outln!("{w:>4} {m:>17} {:>7.1}% {:>10.3}x", saved * 100.0, tput)?;
         }
     }
+    Ok(())
 }
 
 /// Reads of the devices `r` kept idle, in the standard run: the paper's Fig. 13 basis.
@@ -672,8 +676,8 @@ pub fn idle_read_reduction(standard: &KvRun, r: &KvRun) -> f64 {
     }
 }
 
-pub fn print_runs(runs: &[KvRun]) {
-    println!(
+pub fn print_runs(runs: &[KvRun]) -> anyhow::Result<()> {
+    outln!(
         "{:>4} {:>3} {:>17} {:>9} {:>8} {:>8} {:>9} {:>9} {:>7} {:>9} {:>8} {:>4}",
         "load",
         "rep",
@@ -687,11 +691,11 @@ pub fn print_runs(runs: &[KvRun]) {
         "EDP J*s",
         "idle rd",
         "prim"
-    );
+    )?;
     for r in runs {
         let saved =
             energy_saving(runs, r).map_or("-".to_string(), |e| format!("{:.1}%", e * 100.0));
-        println!(
+        outln!(
             "{:>4} {:>3} {:>17} {:>9.0} {:>8.0} {:>8.0} {:>9.2} {:>9.2} {:>7} {:>9.2e} {:>8} {:>4}",
             r.workload,
             r.rep + 1,
@@ -705,19 +709,20 @@ pub fn print_runs(runs: &[KvRun]) {
             r.edp,
             r.idle_device_reads,
             r.primaries
-        );
+        )?;
     }
-    println!("({ENERGY_NOTE}; latencies in us)");
+    outln!("({ENERGY_NOTE}; latencies in us)")?;
+    Ok(())
 }
 
 /// `hscm kv check DIR`.
 pub fn check(dir: &Path, json: bool) -> Result<()> {
     let report = hscm_store::kv::check(dir)?;
     if json {
-        println!("{}", serde_json::to_string_pretty(&report)?);
+        outln!("{}", serde_json::to_string_pretty(&report)?)?;
     } else {
         for f in &report.files {
-            println!(
+            outln!(
                 "{}: {} records, {} bytes valid{}",
                 f.path,
                 f.records,
@@ -730,7 +735,7 @@ pub fn check(dir: &Path, json: bool) -> Result<()> {
                 } else {
                     String::new()
                 }
-            );
+            )?;
         }
     }
     if let Some(e) = report.errors.first() {

@@ -1,5 +1,8 @@
 //! The `hscm` command. Thin: every capability lives in a library crate.
 
+#[macro_use]
+mod out;
+
 mod bench;
 mod crash;
 mod kv_cmd;
@@ -392,10 +395,18 @@ fn main() -> std::process::ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
+    // Read before parsing: a command given --json answers in JSON even when it fails.
+    let json_wanted = std::env::args_os().any(|a| a == "--json");
     match run(Cli::parse()) {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        // The reader went away (`hscm … | head -1`): what it wanted, it has.
+        Err(e) if out::is_closed_pipe(&e) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("hscm: error: {e:#}");
+            if json_wanted {
+                // Best effort: standard output may be what failed.
+                let _ = out::json(&out::error_json(&e));
+            }
+            note!("hscm: error: {}", out::render_error(&e));
             std::process::ExitCode::FAILURE
         }
     }
@@ -434,18 +445,18 @@ fn run(cli: Cli) -> Result<()> {
             };
             let r = bench::bench_volume(&spec)?;
             if a.json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
+                outln!("{}", serde_json::to_string_pretty(&r)?)?;
             } else {
-                bench::print_volume_result(&r);
+                bench::print_volume_result(&r)?;
             }
             Ok(())
         }
         Command::Bench(BenchCmd::Restart { size, path, json }) => {
             let r = bench::bench_restart(&bench::restart_sizes(size), path.as_deref(), !json)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
+                outln!("{}", serde_json::to_string_pretty(&r)?)?;
             } else {
-                bench::print_restart(&r);
+                bench::print_restart(&r)?;
             }
             Ok(())
         }
@@ -463,9 +474,9 @@ fn run(cli: Cli) -> Result<()> {
             };
             let out = sim_cmd::compare(&trace, format, &config, &policies, !json)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&out)?);
+                outln!("{}", serde_json::to_string_pretty(&out)?)?;
             } else {
-                sim_cmd::print_compare(&out);
+                sim_cmd::print_compare(&out)?;
             }
             Ok(())
         }
@@ -488,12 +499,12 @@ fn run(cli: Cli) -> Result<()> {
                 progress: !json,
             })?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
+                outln!("{}", serde_json::to_string_pretty(&r)?)?;
             } else {
-                println!(
+                outln!(
                     "{}: {} references written ({} instructions kept; {} read, {} skipped before the start address)",
                     r.output, r.written, r.instructions, r.input_references, r.skipped_references
-                );
+                )?;
             }
             Ok(())
         }
@@ -510,27 +521,27 @@ fn run(cli: Cli) -> Result<()> {
                     r["peak_rss_mb"] = serde_json::json!(peak);
                 }
                 if rows.len() == 1 {
-                    println!("{}", serde_json::to_string_pretty(&rows[0])?);
+                    outln!("{}", serde_json::to_string_pretty(&rows[0])?)?;
                 } else {
-                    println!("{}", serde_json::to_string_pretty(&rows)?);
+                    outln!("{}", serde_json::to_string_pretty(&rows)?)?;
                 }
             } else {
-                vm_cmd::print_cache(&rows, a.csv);
+                vm_cmd::print_cache(&rows, a.csv)?;
             }
             Ok(())
         }
         Command::Sim(SimCmd::Paging(a)) => {
             let out = vm_cmd::sim_paging(&a, !a.json && !a.csv)?;
             if a.json {
-                println!("{}", serde_json::to_string_pretty(&out)?);
+                outln!("{}", serde_json::to_string_pretty(&out)?)?;
             } else {
-                vm_cmd::print_paging(&out, a.csv);
+                vm_cmd::print_paging(&out, a.csv)?;
             }
             Ok(())
         }
         Command::Trace(TraceCmd::GenRequests(a)) => {
             let n = vm_cmd::gen_requests(vm_cmd::request_spec(&a)?, &a.output)?;
-            println!("{}: {n} requests", a.output.display());
+            outln!("{}: {n} requests", a.output.display())?;
             Ok(())
         }
         Command::Bench(BenchCmd::Cache {
@@ -540,30 +551,30 @@ fn run(cli: Cli) -> Result<()> {
         }) => {
             let r = vm_cmd::bench_cache(requests, objects, !json)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
+                outln!("{}", serde_json::to_string_pretty(&r)?)?;
             } else {
                 for run in &r.runs {
-                    println!(
+                    outln!(
                         "{:<8} {:>7.1} M requests/CPU-s  miss ratio {:.4}  CPU {:.2}x LRU",
                         run.policy,
                         run.requests_per_cpu_s / 1e6,
                         run.miss_ratio,
                         run.vs_lru
-                    );
+                    )?;
                 }
-                println!("peak RSS {:.1} MB", r.peak_rss_mb);
+                outln!("peak RSS {:.1} MB", r.peak_rss_mb)?;
             }
             Ok(())
         }
         Command::Trace(TraceCmd::Gen(a)) => {
             let n = sim_cmd::generate(sim_cmd::synth_spec(&a)?, &a.output)?;
-            println!("{}: {n} references", a.output.display());
+            outln!("{}: {n} references", a.output.display())?;
             Ok(())
         }
         Command::Serve(a) => ring_cmd::serve(&a),
         Command::Kv(KvCmd::Create { dir, devices }) => {
             hscm_store::kv::KvStore::create(&dir, devices, None)?;
-            println!("created a {devices}-device store in {}", dir.display());
+            outln!("created a {devices}-device store in {}", dir.display())?;
             Ok(())
         }
         Command::Kv(KvCmd::Check { dir, json }) => kv_cmd::check(&dir, json),
@@ -572,32 +583,32 @@ fn run(cli: Cli) -> Result<()> {
         Command::Bench(BenchCmd::Ring(a)) => {
             let r = ring_cmd::bench(&a)?;
             if a.json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
+                outln!("{}", serde_json::to_string_pretty(&r)?)?;
             } else {
-                ring_cmd::print(&r);
+                ring_cmd::print(&r)?;
             }
             Ok(())
         }
         Command::Bench(BenchCmd::Memsim { requests, json }) => {
             let r = sim_cmd::bench_memsim(requests, !json)?;
             if json {
-                println!("{}", serde_json::to_string_pretty(&r)?);
+                outln!("{}", serde_json::to_string_pretty(&r)?)?;
             } else {
                 for run in &r.runs {
-                    println!(
+                    outln!(
                         "{:<10} {:>8.2} M requests/CPU-s ({:.2} CPU-s for {} requests)",
                         run.policy,
                         run.requests_per_cpu_s / 1e6,
                         run.cpu_s,
                         r.requests
-                    );
+                    )?;
                 }
-                println!(
+                outln!(
                     "decode only {:.2} M/CPU-s; WARM/DRAM-only CPU ratio {:.2}; peak RSS {:.1} MB",
                     r.decode_only_per_cpu_s / 1e6,
                     r.warm_cpu_ratio,
                     r.peak_rss_mb
-                );
+                )?;
             }
             Ok(())
         }

@@ -347,10 +347,10 @@ pub fn reproduce(
         out.join("report.json"),
         serde_json::to_string_pretty(&report)?,
     )?;
-    println!(
+    outln!(
         "\n{passed} of {total} targets met. Report: {}",
         out.join("report.md").display()
-    );
+    )?;
     Ok(())
 }
 
@@ -363,12 +363,12 @@ fn volume_section(out: &Path, seconds: f64, restart_size: u64, quick: bool) -> R
     let exps = experiments(size, seconds);
     let mut results: Vec<(String, VolumeBenchResult)> = Vec::new();
     for (i, e) in exps.iter().enumerate() {
-        eprintln!("[{}/{}] volume: {}", i + 1, exps.len() + 1, e.title);
+        note!("[{}/{}] volume: {}", i + 1, exps.len() + 1, e.title);
         let r = bench::bench_volume(&e.spec)?;
-        bench::print_volume_result(&r);
+        bench::print_volume_result(&r)?;
         results.push((e.id.to_string(), r));
     }
-    eprintln!(
+    note!(
         "[{}/{}] volume: restart and warm-up ({})",
         exps.len() + 1,
         exps.len() + 1,
@@ -379,7 +379,7 @@ fn volume_section(out: &Path, seconds: f64, restart_size: u64, quick: bool) -> R
             .join(", ")
     );
     let restart = bench::bench_restart(&restart_sizes, None, true)?;
-    bench::print_restart(&restart);
+    bench::print_restart(&restart)?;
 
     let mut md = String::new();
     let mut js = Vec::new();

@@ -75,7 +75,7 @@ pub fn section(out: &Path, quick: bool) -> Result<Section> {
         dir: None,
         seed: 1,
     };
-    eprintln!("[kv] Sprint vs Standard on six YCSB workloads");
+    note!("[kv] Sprint vs Standard on six YCSB workloads");
     let workloads: Vec<String> = LOW.iter().chain(&HIGH).map(|s| s.to_string()).collect();
     let modes: Vec<String> = MODES.iter().map(|s| s.to_string()).collect();
     let runs = kv_cmd::compare_runs(&workloads, &modes, &args, repeat, false)?;

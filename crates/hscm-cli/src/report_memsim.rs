@@ -94,7 +94,7 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
         )?;
     }
     for (i, (name, path)) in found.iter().enumerate() {
-        eprintln!(
+        note!(
             "[memsim {}/{}] {name}: every policy",
             i + 1,
             found.len() + 2
@@ -123,7 +123,7 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
             256 << 20,
         ),
     ] {
-        eprintln!("[memsim {}/{}] {name}", runs.len() + 1, found.len() + 2);
+        note!("[memsim {}/{}] {name}", runs.len() + 1, found.len() + 2);
         let path = dir.path().join(format!("{}.hscm.zst", runs.len()));
         sim_cmd::generate(
             SynthSpec {
@@ -290,7 +290,7 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
 
     // Simulator speed.
     let bench_requests = if quick { 500_000 } else { 5_000_000 };
-    eprintln!(
+    note!(
         "[memsim {}/{}] simulator speed, {bench_requests} requests",
         found.len() + 2,
         found.len() + 2

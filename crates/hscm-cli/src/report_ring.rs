@@ -124,7 +124,7 @@ pub fn section(_out: &Path, quick: bool) -> Result<Section> {
         dir: None,
         json: true,
     };
-    eprintln!("[ring] shared-memory transport vs memcpy vs Unix socket");
+    note!("[ring] shared-memory transport vs memcpy vs Unix socket");
     let r = ring_cmd::bench(&args)?;
     let mut md = String::new();
     writeln!(md, "## Shared-memory queue transport (issue 5, seed 003)\n")?;

@@ -176,7 +176,7 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
     let shares = [1.0, 5.0, 10.0, 20.0, 50.0];
     let mut js = Vec::new();
     for (ti, (label, spec)) in traces_spec.iter().enumerate() {
-        eprintln!("[vmsim] file cache: {label}");
+        note!("[vmsim] file cache: {label}");
         let path = dir.path().join(format!("t{ti}.oracleGeneral.zst"));
         vm_cmd::gen_requests(spec.clone(), &path)?;
         let (_, footprint) = cache::footprint(hscm_trace::RequestReader::open(&path, None, 4096)?)?;
@@ -349,7 +349,7 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
             .unwrap_or("?")
             .trim_end_matches(".hscm.zst")
             .to_string();
-        eprintln!("[vmsim] paging: {name}");
+        note!("[vmsim] paging: {name}");
         let args = vm_cmd::PagingArgs {
             trace: path.clone(),
             format: None,
@@ -473,7 +473,7 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
     } else {
         (10_000_000, 1_000_000)
     };
-    eprintln!("[vmsim] cache simulator speed, {breq} requests");
+    note!("[vmsim] cache simulator speed, {breq} requests");
     let b = vm_cmd::bench_cache(breq, bobj, false)?;
     writeln!(md, "### Cache simulator speed\n")?;
     writeln!(md, "`hscm bench cache`: {breq} Zipf(1.0) requests over {bobj} objects from an oracleGeneral trace (plain; the last row reads it zstd-compressed), a cache of 10% of \
@@ -552,7 +552,7 @@ fn against_libcachesim(
         )?;
         return Ok(serde_json::Value::Null);
     };
-    eprintln!("[vmsim] against libCacheSim");
+    note!("[vmsim] against libCacheSim");
     let script = out.join("libcachesim_compare.py");
     std::fs::write(&script, SCRIPT)?;
     let json_path = out.join("libcachesim.json");

@@ -63,7 +63,7 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
     };
     let server = Server::bind(&path, volume.clone(), opts)?;
     let stats = server.stats();
-    eprintln!(
+    note!(
         "serving {} ({}) on {}; Ctrl-C to stop",
         a.volume.display(),
         human_bytes(volume.size()),
@@ -77,7 +77,7 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
     }
-    eprintln!(
+    note!(
         "stopping: {} clients served, {} commands, {} answered with an error",
         stats.clients.load(Ordering::Relaxed),
         stats.commands.load(Ordering::Relaxed),
@@ -285,7 +285,7 @@ impl RingRow {
     }
 
     fn progress(&self) {
-        eprintln!(
+        note!(
             "ring {:>7} qd{} {:<9} {:>8.0} MB/s (memcpy {:>8.0}) overhead {:>5.1}%  p50 {:.2} µs",
             human_bytes(self.chunk),
             self.qd,
@@ -827,7 +827,7 @@ pub fn bench(a: &RingBenchArgs) -> Result<RingReport> {
                 mbps: m.mbps(),
             };
             if progress {
-                eprintln!(
+                note!(
                     "uds  {:>7} qd{} {:>8.0} MB/s p50 {:.2} µs",
                     human_bytes(chunk),
                     qd,
@@ -866,7 +866,7 @@ pub fn bench(a: &RingBenchArgs) -> Result<RingReport> {
                     |(q, buf), rng| ring_read(q, buf.bytes(), rng, size),
                 )?;
                 if progress {
-                    eprintln!(
+                    note!(
                         "db sweep {:>7} db {:>7}: {:>8.0} MB/s",
                         human_bytes(chunk),
                         human_bytes(db),
@@ -896,13 +896,13 @@ pub fn bench(a: &RingBenchArgs) -> Result<RingReport> {
     })
 }
 
-pub fn print(r: &RingReport) {
-    println!(
+pub fn print(r: &RingReport) -> anyhow::Result<()> {
+    outln!(
         "shared-memory ring vs memcpy (interface) vs Unix socket; random reads over {}, split {}",
         human_bytes(r.volume_size),
         human_bytes(r.split)
-    );
-    println!(
+    )?;
+    outln!(
         "{:>8} {:>3} {:<9} {:>10} {:>10} {:>9} {:>8} {:>8} | {:>8} {:>8} {:>10}",
         "chunk",
         "qd",
@@ -915,13 +915,13 @@ pub fn print(r: &RingReport) {
         "uds p50",
         "uds p99",
         "uds ops/s"
-    );
+    )?;
     for row in &r.rows {
         let u = r
             .uds
             .iter()
             .find(|u| u.chunk == row.chunk && u.qd == row.qd);
-        println!(
+        outln!(
             "{:>8} {:>3} {:<9} {:>10.0} {:>10.0} {:>8.1}% {:>8.2} {:>8.2} | {:>8} {:>8} {:>10}",
             human_bytes(row.chunk),
             row.qd,
@@ -934,20 +934,21 @@ pub fn print(r: &RingReport) {
             u.map_or("-".into(), |u| format!("{:.2}", u.p50_us)),
             u.map_or("-".into(), |u| format!("{:.2}", u.p99_us)),
             u.map_or("-".into(), |u| format!("{:.0}", u.ops_per_s)),
-        );
+        )?;
     }
-    println!(
+    outln!(
         "bare core-to-core round trip (the QD1 floor): {:.0} ns before the rows, {:.0} ns after",
-        r.core_round_trip_ns[0], r.core_round_trip_ns[1]
-    );
+        r.core_round_trip_ns[0],
+        r.core_round_trip_ns[1]
+    )?;
     let parts: Vec<_> = r
         .rows
         .iter()
         .filter_map(|row| Some((row, row.overhead_parts()?)))
         .collect();
     if !parts.is_empty() {
-        println!("\nwhere a QD1 in-place read's time goes beyond its copy (ns; cached = same read and copy of a cache-resident range):");
-        println!(
+        outln!("\nwhere a QD1 in-place read's time goes beyond its copy (ns; cached = same read and copy of a cache-resident range):")?;
+        outln!(
             "{:>8} {:>8} {:>8} {:>8} {:>13} {:>11} {:>9} {:>15}",
             "chunk",
             "read",
@@ -957,10 +958,10 @@ pub fn print(r: &RingReport) {
             "round trip",
             "software",
             "exposed misses"
-        );
+        )?;
         for (row, p) in parts {
             let (read, copy) = row.read_and_copy_ns();
-            println!(
+            outln!(
                 "{:>8} {:>8.0} {:>8.0} {:>8.0} {:>13.0} {:>11.0} {:>9.0} {:>15.0}",
                 human_bytes(row.chunk),
                 read,
@@ -970,23 +971,24 @@ pub fn print(r: &RingReport) {
                 p.round_trip,
                 p.software(),
                 p.exposed_misses()
-            );
+            )?;
         }
     }
     if !r.db_sweep.is_empty() {
-        println!("\ndata-buffer size sweep, QD4 (MB/s):");
+        outln!("\ndata-buffer size sweep, QD4 (MB/s):")?;
         let (dbs, grid) = r.db_grid();
-        print!("{:>8}", "chunk");
+        out!("{:>8}", "chunk")?;
         for d in &dbs {
-            print!(" {:>9}", human_bytes(*d));
+            out!(" {:>9}", human_bytes(*d))?;
         }
-        println!();
+        outln!()?;
         for (c, mbps) in grid {
-            print!("{:>8}", human_bytes(c));
+            out!("{:>8}", human_bytes(c))?;
             for v in mbps {
-                print!(" {v:>9.0}");
+                out!(" {v:>9.0}")?;
             }
-            println!();
+            outln!()?;
         }
     }
+    Ok(())
 }

@@ -193,9 +193,9 @@ pub fn compare(
     })
 }
 
-pub fn print_compare(c: &CompareOutput) {
+pub fn print_compare(c: &CompareOutput) -> anyhow::Result<()> {
     let norm = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.3}"));
-    println!(
+    outln!(
         "trace {} ({}), DRAM {} + PCM {} ({} + {}), caches {}",
         c.trace,
         c.format,
@@ -208,8 +208,8 @@ pub fn print_compare(c: &CompareOutput) {
         } else {
             "none (post-cache trace)"
         }
-    );
-    println!(
+    )?;
+    outln!(
         "{:<10} {:>12} {:>6} {:>9} {:>9} {:>10} {:>8} {:>8} {:>8} {:>9} {:>8}",
         "policy",
         "cycles",
@@ -222,9 +222,9 @@ pub fn print_compare(c: &CompareOutput) {
         "EDP",
         "migr.",
         "PCM hit"
-    );
+    )?;
     for r in &c.policies {
-        println!(
+        outln!(
             "{:<10} {:>12} {:>6} {:>9.1} {:>9.1} {:>10.4} {:>8} {:>8} {:>8} {:>9} {:>8}",
             r.policy,
             r.cycles,
@@ -239,13 +239,14 @@ pub fn print_compare(c: &CompareOutput) {
             r.row_hit_rate
                 .get("pcm")
                 .map_or("-".into(), |v| format!("{:.1}%", v * 100.0)),
-        );
+        )?;
     }
-    println!("energy, perf and EDP are normalised to dram-only (perf = its runtime / ours).");
-    println!(
+    outln!("energy, perf and EDP are normalised to dram-only (perf = its runtime / ours).")?;
+    outln!(
         "Energy is modelled (seed paper's Table 2 per-bit energies, DDR3 datasheet standby and"
-    );
-    println!("refresh currents; PCM standby power is an assumption): see docs/memsim.md.");
+    )?;
+    outln!("refresh currents; PCM standby power is an assumption): see docs/memsim.md.")?;
+    Ok(())
 }
 
 /// `hscm trace convert`.

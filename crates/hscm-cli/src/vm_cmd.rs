@@ -223,11 +223,11 @@ pub fn sim_cache(a: &CacheArgs) -> Result<Vec<CacheResult>> {
         .collect()
 }
 
-pub fn print_cache(rows: &[CacheResult], csv: bool) {
+pub fn print_cache(rows: &[CacheResult], csv: bool) -> anyhow::Result<()> {
     if csv {
-        println!("trace,policy,cache_size,size_unit,requests,miss_ratio,byte_miss_ratio,inserted,bypassed,profile,with_cache_s,without_cache_s,requests_per_s");
+        outln!("trace,policy,cache_size,size_unit,requests,miss_ratio,byte_miss_ratio,inserted,bypassed,profile,with_cache_s,without_cache_s,requests_per_s")?;
         for r in rows {
-            println!(
+            outln!(
                 "{},{},{},{},{},{:.6},{:.6},{},{},{},{:.6},{:.6},{:.0}",
                 r.trace,
                 r.policy,
@@ -242,11 +242,11 @@ pub fn print_cache(rows: &[CacheResult], csv: bool) {
                 r.access_time.with_cache_s,
                 r.access_time.without_cache_s,
                 r.requests_per_s
-            );
+            )?;
         }
-        return;
+        return Ok(());
     }
-    println!(
+    outln!(
         "{:<8} {:>14} {:>10} {:>10} {:>10} {:>10} {:>22} {:>10}",
         "policy",
         "size",
@@ -256,14 +256,14 @@ pub fn print_cache(rows: &[CacheResult], csv: bool) {
         "bypassed",
         "time with / without",
         "gain"
-    );
+    )?;
     for r in rows {
         let size = if r.size_unit == "bytes" {
             units::human_bytes(r.cache_size)
         } else {
             format!("{} obj", r.cache_size)
         };
-        println!(
+        outln!(
             "{:<8} {:>14} {:>10.6} {:>10.6} {:>10} {:>10} {:>10.4} / {:<9.4} {:>9.1}%",
             r.policy,
             size,
@@ -274,13 +274,14 @@ pub fn print_cache(rows: &[CacheResult], csv: bool) {
             r.access_time.with_cache_s,
             r.access_time.without_cache_s,
             r.access_time.gain * 100.0
-        );
+        )?;
     }
     if let Some(r) = rows.first() {
         let p = StorageProfile::from_name(&r.access_time.profile).expect("known");
-        println!("access time on `{}` storage (t = {} µs per 4 KiB hit, T = {} µs, Tm = {} µs): caching pays for an item accessed more than {:.2} times (eq. 3).",
-            p.name, p.hit_us, p.storage_us, p.storage_insert_us, p.break_even());
+        outln!("access time on `{}` storage (t = {} µs per 4 KiB hit, T = {} µs, Tm = {} µs): caching pays for an item accessed more than {:.2} times (eq. 3).",
+            p.name, p.hit_us, p.storage_us, p.storage_insert_us, p.break_even())?;
     }
+    Ok(())
 }
 
 #[derive(Args)]
@@ -432,11 +433,11 @@ pub fn sim_paging(a: &PagingArgs, progress: bool) -> Result<PagingOutput> {
     })
 }
 
-pub fn print_paging(o: &PagingOutput, csv: bool) {
+pub fn print_paging(o: &PagingOutput, csv: bool) -> anyhow::Result<()> {
     if csv {
-        println!("page_size,latency_x,tlb_hit_rate,fault_rate,t_addr_ns,t_data_ns,t_total_ns");
+        outln!("page_size,latency_x,tlb_hit_rate,fault_rate,t_addr_ns,t_data_ns,t_total_ns")?;
         for r in &o.rows {
-            println!(
+            outln!(
                 "{},{},{:.6},{:.6},{:.3},{:.3},{:.3}",
                 r.page_size,
                 r.latency_x,
@@ -445,24 +446,30 @@ pub fn print_paging(o: &PagingOutput, csv: bool) {
                 r.t_addr_ns,
                 r.t_data_ns,
                 r.t_total_ns
-            );
+            )?;
         }
-        return;
+        return Ok(());
     }
-    println!(
+    outln!(
         "trace {}: footprint {}, memory {}, TLB {} entries",
         o.trace,
         o.footprint_bytes
             .map_or("not measured".into(), units::human_bytes),
         units::human_bytes(o.memory_bytes),
         o.config.tlb_entries
-    );
-    println!(
+    )?;
+    outln!(
         "{:>9} {:>8} {:>9} {:>10} {:>10} {:>10} {:>12}",
-        "page", "storage", "TLB hit", "faults", "T_ADDR ns", "T_DATA ns", "T_TOTAL ns"
-    );
+        "page",
+        "storage",
+        "TLB hit",
+        "faults",
+        "T_ADDR ns",
+        "T_DATA ns",
+        "T_TOTAL ns"
+    )?;
     for r in &o.rows {
-        println!(
+        outln!(
             "{:>9} {:>7}x {:>8.4}% {:>9.5}% {:>10.2} {:>10.2} {:>12.2}",
             units::human_bytes(r.page_size),
             r.latency_x,
@@ -471,11 +478,12 @@ pub fn print_paging(o: &PagingOutput, csv: bool) {
             r.t_addr_ns,
             r.t_data_ns,
             r.t_total_ns
-        );
+        )?;
     }
     for (x, p) in &o.best {
-        println!("best page size at {x}x: {}", units::human_bytes(*p));
+        outln!("best page size at {x}x: {}", units::human_bytes(*p))?;
     }
+    Ok(())
 }
 
 #[derive(Args)]
@@ -574,7 +582,7 @@ pub fn bench_cache(requests: u64, objects: u64, progress: bool) -> Result<CacheB
     let dir = tempfile::tempdir()?;
     let path = dir.path().join("zipf.oracleGeneral");
     if progress {
-        eprintln!("generating {requests} Zipf(1.0) requests over {objects} objects…");
+        note!("generating {requests} Zipf(1.0) requests over {objects} objects…");
     }
     gen_requests(RequestSynthSpec::zipf(requests, objects, 1.0), &path)?;
     // The same trace zstd-compressed, to show what decompression adds.
@@ -618,7 +626,7 @@ pub fn bench_cache(requests: u64, objects: u64, progress: bool) -> Result<CacheB
             policy.name().to_string()
         };
         if progress {
-            eprintln!(
+            note!(
                 "{label:<18} {:.1} M requests/CPU-s ({:.2} s wall)",
                 requests as f64 / cpu / 1e6,
                 w0.elapsed().as_secs_f64()

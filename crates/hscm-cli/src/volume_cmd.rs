@@ -32,7 +32,7 @@ pub fn create(
             journal_size: journal,
         },
     )?;
-    println!(
+    outln!(
         "created {}: {} volume, {} chunks of {}, durability {}, journal {}, uuid {}",
         path.display(),
         human_bytes(header.volume_size),
@@ -41,7 +41,7 @@ pub fn create(
         header.durability,
         journal_text(&header),
         header.uuid_string()
-    );
+    )?;
     Ok(())
 }
 
@@ -71,23 +71,23 @@ fn header_json(path: &Path, found: &Inspection) -> serde_json::Value {
     })
 }
 
-fn print_header(path: &Path, found: &Inspection) {
+fn print_header(path: &Path, found: &Inspection) -> anyhow::Result<()> {
     let (h, backing_len) = (&found.header, found.backing_len);
-    println!("volume        {}", path.display());
-    println!("uuid          {}", h.uuid_string());
-    println!("format        version {}", h.version);
-    println!(
+    outln!("volume        {}", path.display())?;
+    outln!("uuid          {}", h.uuid_string())?;
+    outln!("format        version {}", h.version)?;
+    outln!(
         "size          {} ({} bytes)",
         human_bytes(h.volume_size),
         h.volume_size
-    );
-    println!(
+    )?;
+    outln!(
         "chunks        {} of {}",
         h.chunk_count(),
         human_bytes(u64::from(h.chunk_size))
-    );
-    println!("durability    {}", h.durability);
-    println!("journal       {}", journal_text(h));
+    )?;
+    outln!("durability    {}", h.durability)?;
+    outln!("journal       {}", journal_text(h))?;
     let layout = if h.version == 1 {
         format!("header {HEADER_LEN} + data")
     } else {
@@ -96,13 +96,14 @@ fn print_header(path: &Path, found: &Inspection) {
             h.journal_len
         )
     };
-    println!("backing       {backing_len} bytes ({layout})");
+    outln!("backing       {backing_len} bytes ({layout})")?;
     if found.pending_batches > 0 {
-        println!(
+        outln!(
             "replay        {} journal batches left by a crash; the next writable open replays them",
             found.pending_batches
-        );
+        )?;
     }
+    Ok(())
 }
 
 /// Header and geometry; with `load`, also opens the volume and warms it, showing progress.
@@ -110,7 +111,7 @@ pub fn info(path: &Path, json_out: bool, load: bool) -> Result<()> {
     let found = Volume::inspect(path)?;
     let mut out = header_json(path, &found);
     if !json_out {
-        print_header(path, &found);
+        print_header(path, &found)?;
     }
     if load {
         let t0 = Instant::now();
@@ -133,18 +134,18 @@ pub fn info(path: &Path, json_out: bool, load: bool) -> Result<()> {
             "loaded_chunks": progress.loaded_chunks,
         });
         if !json_out {
-            println!(
+            outln!(
                 "warm-up       {} in {:.2} s ({:.0} MB/s; open took {:.2} ms; O_DIRECT {})",
                 human_bytes(progress.loaded_bytes),
                 secs,
                 mbps,
                 open_ms,
                 if vol.backend_is_direct() { "on" } else { "off" }
-            );
+            )?;
         }
     }
     if json_out {
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?)?;
     }
     Ok(())
 }
@@ -188,9 +189,9 @@ pub fn check(path: &Path, json_out: bool) -> Result<()> {
     if json_out {
         let mut out = header_json(path, &found);
         out["ok"] = json!(true);
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        outln!("{}", serde_json::to_string_pretty(&out)?)?;
     } else {
-        println!(
+        outln!(
             "{}: ok (hscm volume v{}, {} in {} chunks, header checksum valid, backing size matches, journal {}{})",
             path.display(),
             header.version,
@@ -202,7 +203,7 @@ pub fn check(path: &Path, json_out: bool) -> Result<()> {
             } else {
                 String::new()
             }
-        );
+        )?;
     }
     Ok(())
 }

@@ -10,13 +10,16 @@ use std::alloc::{self, Layout};
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::ops::{Deref, DerefMut};
-use std::os::unix::fs::{FileExt, FileTypeExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, FileTypeExt};
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use rustix::fs::OFlags;
 
 use crate::error::{Error, Result};
 use crate::header::SECTOR;
+use crate::lock::{self, Hold};
 
 pub trait Backend: Send + Sync {
     /// Size of the store in bytes.
@@ -213,47 +216,63 @@ impl Drop for AlignedBuf {
 
 /// A regular file or a block device, opened with O_DIRECT so the page cache keeps no
 /// second copy of what the volume already holds in RAM.
+///
+/// It holds an advisory lock for as long as it is open (docs/design.md, "One owner"):
+/// exclusive when writable, shared when read-only, so two processes can never both
+/// write one volume, nor one read a volume another is writing.
 pub struct FileBackend {
     file: File,
     path: PathBuf,
     len: u64,
-    direct: bool,
+    /// O_DIRECT is on. Cleared, once and for good, the first time the file system
+    /// refuses a direct I/O with EINVAL (some accept O_DIRECT at open, or for the first
+    /// read, and refuse it later).
+    direct: AtomicBool,
+    switching: parking_lot::Mutex<()>,
     block_device: bool,
 }
 
 impl FileBackend {
-    /// Opens an existing file or block device. Falls back to buffered I/O, with a
-    /// warning, where the file system refuses O_DIRECT (tmpfs, some FUSE mounts).
+    /// Opens an existing file or block device, locked against other openers (exclusive
+    /// when `writable`, shared otherwise). Falls back to buffered I/O, with a warning,
+    /// where the file system refuses O_DIRECT (tmpfs, some FUSE mounts).
     pub fn open(path: &Path, writable: bool) -> Result<FileBackend> {
         Self::open_with(path, writable, true)
     }
 
+    /// Opens read-only without a lock: for reading a header and journal while
+    /// another process may own the volume. Nothing read this way is trusted as data.
+    pub(crate) fn open_for_inspection(path: &Path) -> Result<FileBackend> {
+        let file = Self::open_file(path, false)?;
+        Self::from_file(file, path, true)
+    }
+
     /// `try_direct: false` skips O_DIRECT: the path every refusal falls back to.
     fn open_with(path: &Path, writable: bool, try_direct: bool) -> Result<FileBackend> {
-        let what = |verb: &str| format!("cannot {verb} {}", path.display());
-        let mut opts = OpenOptions::new();
-        opts.read(true).write(writable);
-        let direct_flag = rustix::fs::OFlags::DIRECT.bits() as i32;
-        let first_try = if try_direct {
-            opts.clone().custom_flags(direct_flag).open(path)
+        let file = Self::open_file(path, writable)?;
+        let hold = if writable {
+            Hold::Exclusive
         } else {
-            Err(io::Error::from_raw_os_error(
-                rustix::io::Errno::INVAL.raw_os_error(),
-            ))
+            Hold::Shared
         };
-        let (file, direct) = match first_try {
-            Ok(f) => (f, true),
-            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => (
-                opts.open(path).map_err(|e| Error::io(what("open"), e))?,
-                false,
-            ),
-            Err(e) => {
-                return Err(Error::io(
-                    what(if writable { "open for writing" } else { "open" }),
-                    e,
-                ))
-            }
-        };
+        lock::acquire(&file, path, hold)?;
+        Self::from_file(file, path, try_direct)
+    }
+
+    fn open_file(path: &Path, writable: bool) -> Result<File> {
+        OpenOptions::new()
+            .read(true)
+            .write(writable)
+            .open(path)
+            .map_err(|e| {
+                let verb = if writable { "open for writing" } else { "open" };
+                Error::io(format!("cannot {verb} {}", path.display()), e)
+            })
+    }
+
+    /// Sizes `file` and switches it to O_DIRECT where the file system takes it.
+    fn from_file(file: File, path: &Path, try_direct: bool) -> Result<FileBackend> {
+        let what = |verb: &str| format!("cannot {verb} {}", path.display());
         let meta = file.metadata().map_err(|e| Error::io(what("stat"), e))?;
         let block_device = meta.file_type().is_block_device();
         let len = if block_device {
@@ -267,66 +286,123 @@ impl FileBackend {
                 path.display()
             )));
         };
-        let mut backend = FileBackend {
+        let backend = FileBackend {
             file,
             path: path.to_path_buf(),
             len,
-            direct,
+            direct: AtomicBool::new(false),
+            switching: parking_lot::Mutex::new(()),
             block_device,
         };
-        if direct && len >= SECTOR {
-            // Some file systems accept O_DIRECT at open and refuse it at the first I/O.
-            let mut probe = AlignedBuf::zeroed(SECTOR as usize);
-            if let Err(e) = backend.file.read_exact_at(&mut probe, 0) {
-                if e.raw_os_error() != Some(rustix::io::Errno::INVAL.raw_os_error()) {
-                    return Err(Error::io(what("read"), e));
-                }
-                backend.file = opts.open(path).map_err(|e| Error::io(what("open"), e))?;
-                backend.direct = false;
-            }
+        if try_direct {
+            backend
+                .set_direct(true)
+                .map_err(|e| Error::io(what("configure"), e))?;
         }
-        if !backend.direct {
-            tracing::warn!(
-                path = %path.display(),
-                "O_DIRECT refused by this file system; using buffered I/O (the page cache will hold a second copy)"
-            );
+        if backend.is_direct() && len >= SECTOR {
+            // Some file systems accept O_DIRECT at open and refuse it at the first I/O;
+            // read_at falls back by itself, this makes it happen (and warn) at open.
+            let mut probe = AlignedBuf::zeroed(SECTOR as usize);
+            backend
+                .read_at(0, &mut probe)
+                .map_err(|e| Error::io(what("read"), e))?;
+        }
+        if !backend.is_direct() && try_direct {
+            Self::warn_buffered(path);
         }
         Ok(backend)
+    }
+
+    fn warn_buffered(path: &Path) {
+        tracing::warn!(
+            path = %path.display(),
+            "O_DIRECT refused by this file system; using buffered I/O with fdatasync (the page cache will hold a second copy)"
+        );
+    }
+
+    /// Turns O_DIRECT on or off for this open file. Turning it on where the file system
+    /// refuses it leaves it off and is not an error.
+    fn set_direct(&self, on: bool) -> io::Result<()> {
+        let flags = rustix::fs::fcntl_getfl(&self.file)?;
+        let wanted = if on {
+            flags | OFlags::DIRECT
+        } else {
+            flags - OFlags::DIRECT
+        };
+        match rustix::fs::fcntl_setfl(&self.file, wanted) {
+            Ok(()) => {
+                self.direct.store(on, Ordering::Release);
+                Ok(())
+            }
+            Err(e) if on && e == rustix::io::Errno::INVAL => Ok(()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Runs `op`; if a direct I/O is refused with EINVAL, switches this open to
+    /// buffered I/O for good and runs it once more. Every buffer the volume passes is
+    /// aligned, so EINVAL under O_DIRECT means the file system will not do direct I/O
+    /// here, not a bad request. Durability is unchanged: the volume syncs either way.
+    fn with_fallback<T>(&self, mut op: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+        let was_direct = self.is_direct();
+        match op() {
+            Err(e)
+                if was_direct
+                    && e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) =>
+            {
+                {
+                    // Threads refused at once all wait here until the flag is off.
+                    let _switch = self.switching.lock();
+                    if self.is_direct() {
+                        self.set_direct(false)?;
+                        Self::warn_buffered(&self.path);
+                    }
+                }
+                op()
+            }
+            r => r,
+        }
     }
 
     /// Creates (or, with `overwrite`, truncates) a regular file of `len` bytes with its
     /// blocks allocated, so later writes cannot fail for lack of space and syncs need
     /// no metadata update. A block device is used as it is, only with `overwrite`, and
-    /// only if it is large enough.
+    /// only if it is large enough. The exclusive lock is taken before anything is
+    /// truncated or written, so a volume in use is never formatted under its owner.
     pub fn create(path: &Path, len: u64, overwrite: bool) -> Result<FileBackend> {
         let what = |verb: &str| format!("cannot {verb} {}", path.display());
         let is_blockdev = std::fs::metadata(path)
             .map(|m| m.file_type().is_block_device())
             .unwrap_or(false);
         if is_blockdev && !overwrite {
-            return Err(Error::InvalidArgument(format!(
-                "{} is a block device: formatting it destroys what it holds (use --force to do so)",
-                path.display()
-            )));
+            return Err(Error::AlreadyExists {
+                path: path.display().to_string(),
+                kind: "a block device",
+            });
         }
+        let mut opts = OpenOptions::new();
+        opts.read(true).write(true);
         if !is_blockdev {
-            let mut opts = OpenOptions::new();
-            opts.read(true).write(true);
             if overwrite {
-                opts.create(true).truncate(true);
+                opts.create(true);
             } else {
                 opts.create_new(true);
             }
-            let file = opts.open(path).map_err(|e| {
-                if e.kind() == io::ErrorKind::AlreadyExists {
-                    Error::InvalidArgument(format!(
-                        "{} already exists (use --force to overwrite it)",
-                        path.display()
-                    ))
-                } else {
-                    Error::io(what("create"), e)
+        }
+        let file = opts.open(path).map_err(|e| {
+            if e.kind() == io::ErrorKind::AlreadyExists {
+                Error::AlreadyExists {
+                    path: path.display().to_string(),
+                    kind: "a file",
                 }
-            })?;
+            } else {
+                Error::io(what("create"), e)
+            }
+        })?;
+        lock::acquire(&file, path, Hold::Exclusive)?;
+        if !is_blockdev {
+            file.set_len(0)
+                .map_err(|e| Error::io(what("truncate"), e))?;
             if let Err(e) =
                 rustix::fs::fallocate(&file, rustix::fs::FallocateFlags::empty(), 0, len)
             {
@@ -342,7 +418,7 @@ impl FileBackend {
                 file.set_len(len).map_err(|e| Error::io(what("size"), e))?;
             }
         }
-        let backend = FileBackend::open(path, true)?;
+        let backend = Self::from_file(file, path, true)?;
         if backend.len < len {
             return Err(Error::InvalidArgument(format!(
                 "{} holds {} bytes, fewer than the {len} needed",
@@ -363,9 +439,33 @@ impl Backend for FileBackend {
         self.len
     }
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        self.file.read_exact_at(buf, offset)
+        self.with_fallback(|| self.file.read_exact_at(buf, offset))
     }
     fn read_vectored_at(&self, offset: u64, bufs: &mut [&mut [u8]]) -> io::Result<()> {
+        self.with_fallback(|| self.read_vectored_once(offset, bufs))
+    }
+    fn write_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        self.with_fallback(|| self.file.write_all_at(buf, offset))
+    }
+    fn write_many(&self, writes: &[(u64, &[u8])]) -> io::Result<()> {
+        self.with_fallback(|| self.write_many_once(writes))
+    }
+    fn sync(&self) -> io::Result<()> {
+        self.file.sync_data()
+    }
+    fn describe(&self) -> String {
+        self.path.display().to_string()
+    }
+    fn is_direct(&self) -> bool {
+        self.direct.load(Ordering::Acquire)
+    }
+    fn exact_len(&self) -> bool {
+        !self.block_device
+    }
+}
+
+impl FileBackend {
+    fn read_vectored_once(&self, offset: u64, bufs: &mut [&mut [u8]]) -> io::Result<()> {
         let mut slices: Vec<io::IoSliceMut<'_>> =
             bufs.iter_mut().map(|b| io::IoSliceMut::new(b)).collect();
         let total: usize = slices.iter().map(|s| s.len()).sum();
@@ -385,14 +485,12 @@ impl Backend for FileBackend {
         }
         Ok(())
     }
-    fn write_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
-        self.file.write_all_at(buf, offset)
-    }
-    fn write_many(&self, writes: &[(u64, &[u8])]) -> io::Result<()> {
+
+    fn write_many_once(&self, writes: &[(u64, &[u8])]) -> io::Result<()> {
         if writes.len() <= 1 {
             return writes
                 .iter()
-                .try_for_each(|(off, b)| self.write_at(*off, b));
+                .try_for_each(|(off, b)| self.file.write_all_at(b, *off));
         }
         match write_many_uring(&self.file, writes) {
             // No io_uring here (old kernel, or a sandbox that forbids it).
@@ -406,18 +504,6 @@ impl Backend for FileBackend {
             }
             r => r,
         }
-    }
-    fn sync(&self) -> io::Result<()> {
-        self.file.sync_data()
-    }
-    fn describe(&self) -> String {
-        self.path.display().to_string()
-    }
-    fn is_direct(&self) -> bool {
-        self.direct
-    }
-    fn exact_len(&self) -> bool {
-        !self.block_device
     }
 }
 
@@ -495,12 +581,11 @@ mod tests {
     fn write_many_reports_a_failed_piece() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("short");
-        let be = FileBackend::create(&p, 4 * SECTOR, false).unwrap();
+        drop(FileBackend::create(&p, 4 * SECTOR, false).unwrap());
+        // Opened read-only, every write fails with EBADF, in the middle of the batch.
+        let be = FileBackend::open(&p, false).unwrap();
         let b = AlignedBuf::zeroed(SECTOR as usize);
-        // A misaligned buffer under O_DIRECT fails with EINVAL, in the middle of good ones.
-        let odd = &b[1..1 + 512];
-        let writes = [(0, &b[..]), (SECTOR + 1, odd), (2 * SECTOR, &b[..])];
-        assert!(be.is_direct());
+        let writes = [(0, &b[..]), (SECTOR, &b[..]), (2 * SECTOR, &b[..])];
         assert!(be.write_many(&writes).is_err());
     }
 
@@ -515,6 +600,7 @@ mod tests {
         w[..5].copy_from_slice(b"plain");
         be.write_at(SECTOR, &w).unwrap();
         be.sync().unwrap();
+        drop(be);
         let direct = FileBackend::open(&p, false).unwrap();
         assert!(
             direct.is_direct(),
@@ -523,6 +609,39 @@ mod tests {
         let mut r = AlignedBuf::zeroed(SECTOR as usize);
         direct.read_at(SECTOR, &mut r).unwrap();
         assert_eq!(&r[..5], b"plain");
+    }
+
+    /// A file system that accepts O_DIRECT at open and for the probe, then refuses a
+    /// later direct I/O with EINVAL: that open turns buffered and the I/O succeeds.
+    /// A misaligned buffer draws the same EINVAL from ext4, so it stands in for the
+    /// refusal here.
+    #[test]
+    fn a_direct_io_refused_later_falls_back_to_buffered() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("b");
+        let be = FileBackend::create(&p, 4 * SECTOR, false).unwrap();
+        assert!(
+            be.is_direct(),
+            "the test directory refuses O_DIRECT; run it on ext4/xfs"
+        );
+        let buf = AlignedBuf::zeroed(2 * SECTOR as usize);
+        let mut payload = buf[1..1 + SECTOR as usize].to_vec();
+        payload[..4].copy_from_slice(b"late");
+        be.write_at(SECTOR, &payload).unwrap();
+        assert!(!be.is_direct(), "the refused write switched the open");
+        let mut back = vec![0u8; 4];
+        be.read_at(SECTOR, &mut back).unwrap();
+        assert_eq!(&back, b"late");
+        be.sync().unwrap();
+        // Reads and write_many go through the same switch.
+        let be2_path = dir.path().join("c");
+        let be2 = FileBackend::create(&be2_path, 4 * SECTOR, false).unwrap();
+        // Written first: a direct read of unwritten extents zero-fills without the check.
+        be2.write_at(0, &buf[..SECTOR as usize]).unwrap();
+        assert!(be2.is_direct());
+        let mut odd = vec![0u8; SECTOR as usize + 1];
+        be2.read_at(0, &mut odd[1..]).unwrap();
+        assert!(!be2.is_direct());
     }
 
     #[test]
@@ -534,6 +653,37 @@ mod tests {
             .err()
             .expect("must refuse");
         assert!(err.to_string().contains("exists"), "{err}");
+    }
+
+    #[test]
+    fn one_writer_per_store_and_no_reader_beside_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("v");
+        let writer = FileBackend::create(&p, SECTOR, false).unwrap();
+        for (writable, what) in [(true, "a second writer"), (false, "a reader")] {
+            let err = FileBackend::open(&p, writable).err().expect(what);
+            assert!(matches!(err, Error::Locked { .. }), "{what}: {err}");
+        }
+        // Formatting over it is refused before anything is truncated.
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .write_all_at(b"keep", 0)
+            .unwrap();
+        assert!(matches!(
+            FileBackend::create(&p, SECTOR, true),
+            Err(Error::Locked { .. })
+        ));
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), SECTOR);
+        assert_eq!(&std::fs::read(&p).unwrap()[..4], b"keep");
+        // Inspection takes no lock.
+        FileBackend::open_for_inspection(&p).unwrap();
+        drop(writer);
+        let r1 = FileBackend::open(&p, false).unwrap();
+        let _r2 = FileBackend::open(&p, false).unwrap();
+        assert!(FileBackend::open(&p, true).is_err());
+        drop(r1);
     }
 }
 
@@ -559,6 +709,15 @@ mod block_device_tests {
         let err = FileBackend::create(&dev, SECTOR, false)
             .err()
             .expect("must refuse");
-        assert!(err.to_string().contains("--force"), "{err}");
+        assert!(
+            matches!(
+                err,
+                Error::AlreadyExists {
+                    kind: "a block device",
+                    ..
+                }
+            ),
+            "{err}"
+        );
     }
 }

@@ -42,6 +42,19 @@ pub enum Error {
     OutOfRange { offset: u64, len: u64, size: u64 },
     #[error("volume is read-only: {reason}")]
     ReadOnly { reason: String },
+    /// Another opener holds the backing store (see docs/design.md, "One owner").
+    #[error("{path} is in use: {}", crate::lock::describe_holder(.holder, .read_write))]
+    Locked {
+        path: String,
+        holder: Option<crate::lock::LockHolder>,
+        /// What this opener asked for: read-write (true) or read-only.
+        read_write: bool,
+    },
+    /// Creating a volume where a file already exists, without asking to overwrite it.
+    #[error(
+        "{path} already exists as {kind}: creating a volume there would overwrite what it holds"
+    )]
+    AlreadyExists { path: String, kind: &'static str },
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
     #[error("{path}: corrupt record at byte {offset}: {reason}; valid records follow it, so this is damage, not a torn tail (acknowledged data may sit beyond it: restore the file or run `hscm kv check` to see all damage)")]

@@ -26,6 +26,7 @@ mod error;
 mod header;
 mod journal;
 pub mod kv;
+mod lock;
 mod ram;
 pub mod testing;
 mod volume;
@@ -34,6 +35,7 @@ pub use backend::{AlignedBuf, Backend, FileBackend};
 pub use error::{Error, Result};
 pub use header::{Header, FORMAT_VERSION, HEADER_LEN, MAGIC, SECTOR};
 pub use journal::{JOURNAL_OFFSET, MIN_JOURNAL};
+pub use lock::LockHolder;
 pub use volume::{
     CreateOptions, Inspection, JournalStats, LoadProgress, LoadState, OpenOptions, Volume,
     DEFAULT_CHUNK_SIZE,

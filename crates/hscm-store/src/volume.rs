@@ -369,7 +369,7 @@ impl Volume {
     /// header, backing size and (with a journal) the newest checkpoint record and the
     /// chain after it.
     pub fn inspect(path: &Path) -> Result<Inspection> {
-        let backend = FileBackend::open(path, false)?;
+        let backend = FileBackend::open_for_inspection(path)?;
         let header = read_header(&backend)?;
         check_backing_len(&backend, &header)?;
         let pending_batches = if header.journal_len == 0 {
@@ -463,10 +463,15 @@ impl Volume {
                 handles.push(handle);
             }
             let s = Arc::clone(&shared);
-            // Best effort: without it the loader still works, only slower.
-            let _ = std::thread::Builder::new()
+            // Best effort: without it the loader still works, only slower. Joined with
+            // the loaders, so that closing or dropping the volume releases the backend
+            // (and its lock) before it returns.
+            if let Ok(h) = std::thread::Builder::new()
                 .name("hscm-prefault".into())
-                .spawn(move || s.run_prefault());
+                .spawn(move || s.run_prefault())
+            {
+                handles.push(h);
+            }
             handles
         } else {
             Vec::new()

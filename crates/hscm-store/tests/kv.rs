@@ -350,3 +350,24 @@ fn a_failed_sync_turns_the_store_read_only() {
     );
     assert!(store.delete(b"before").is_err());
 }
+
+/// One owner per store: a second open while the first is alive is refused, naming
+/// the manifest and this process; dropping the first releases it.
+#[test]
+fn a_store_has_one_owner() {
+    let dir = tempfile::tempdir().unwrap();
+    KvStore::create(dir.path(), 2, None).unwrap();
+    let first = KvStore::open(dir.path(), small(Mode::Standard)).unwrap();
+    let err = KvStore::open(dir.path(), small(Mode::Standard))
+        .err()
+        .expect("a second owner");
+    let msg = err.to_string();
+    assert!(matches!(err, Error::Locked { .. }), "{msg}");
+    assert!(msg.contains("store.json"), "{msg}");
+    assert!(
+        msg.contains(&format!("process {}", std::process::id())),
+        "{msg}"
+    );
+    drop(first);
+    KvStore::open(dir.path(), small(Mode::Standard)).unwrap();
+}

@@ -450,3 +450,57 @@ fn a_regular_file_on_disk_uses_o_direct() {
     // ext4/xfs/btrfs all take O_DIRECT; if this fails, the target dir is on tmpfs.
     assert!(v.backend_is_direct());
 }
+
+/// One owner per volume: a second read-write open, a read-only open beside a writer,
+/// and formatting over a volume in use are refused, naming the path and this process
+/// (the holder); readers share; closing releases.
+#[test]
+fn a_volume_has_one_read_write_owner() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("owned.hscm");
+    Volume::create(&p, MIB, &small(64 << 10)).unwrap();
+    let owner = Volume::open(&p, &OpenOptions::default()).unwrap();
+    owner.write_at(0, b"mine").unwrap();
+    let read_only = OpenOptions {
+        read_only: true,
+        ..OpenOptions::default()
+    };
+    for (opts, what) in [
+        (OpenOptions::default(), "a second writer"),
+        (read_only.clone(), "a reader beside the writer"),
+    ] {
+        let err = Volume::open(&p, &opts).err().expect(what);
+        let msg = err.to_string();
+        assert!(matches!(err, Error::Locked { .. }), "{what}: {msg}");
+        assert!(msg.contains(&p.display().to_string()), "{msg}");
+        assert!(
+            msg.contains(&format!(
+                "process {} has it open read-write",
+                std::process::id()
+            )),
+            "{msg}"
+        );
+    }
+    let over = CreateOptions {
+        overwrite: true,
+        ..small(64 << 10)
+    };
+    assert!(matches!(
+        Volume::create(&p, MIB, &over),
+        Err(Error::Locked { .. })
+    ));
+    // Inspection reads the header without taking the volume.
+    assert_eq!(Volume::inspect(&p).unwrap().header.volume_size, MIB);
+    owner.close().unwrap();
+    let r1 = Volume::open(&p, &read_only).unwrap();
+    let r2 = Volume::open(&p, &read_only).unwrap();
+    let mut back = [0u8; 4];
+    r2.read_at(0, &mut back).unwrap();
+    assert_eq!(&back, b"mine");
+    assert!(matches!(
+        Volume::open(&p, &OpenOptions::default()),
+        Err(Error::Locked { .. })
+    ));
+    drop((r1, r2));
+    Volume::open(&p, &OpenOptions::default()).unwrap();
+}

@@ -244,6 +244,8 @@ struct Inner {
 pub struct KvStore {
     inner: Arc<Inner>,
     threads: Vec<JoinHandle<()>>,
+    /// Holds the store's lock until the store is dropped.
+    _owner: std::fs::File,
 }
 
 impl KvStore {
@@ -302,6 +304,12 @@ impl KvStore {
             ));
         }
         let manifest = Manifest::read(dir)?;
+        // One owner per store, as per volume (docs/design.md, "One owner"): the lock
+        // on the manifest lives as long as the store.
+        let manifest_path = dir.join(MANIFEST);
+        let owner = std::fs::File::open(&manifest_path)
+            .map_err(|e| Error::io(format!("cannot open {}", manifest_path.display()), e))?;
+        crate::lock::acquire(&owner, &manifest_path, crate::lock::Hold::Exclusive)?;
         let epoch = Instant::now();
         let mut devices = Vec::new();
         let mut max_seq = 0;
@@ -367,7 +375,11 @@ impl KvStore {
                 );
             }
         }
-        Ok(KvStore { inner, threads })
+        Ok(KvStore {
+            inner,
+            threads,
+            _owner: owner,
+        })
     }
 
     /// True once primary trials are over (always, unless Sprint with `Auto`).

@@ -1,0 +1,166 @@
+//! Everything the binary prints goes through here, so that no write can panic.
+//!
+//! `outln!`/`out!` write to standard output and return an error the caller passes on
+//! with `?`: a closed pipe (`hscm … | head -1`) then ends the command quietly, a full
+//! disk with a clear error. `note!` writes a line to standard error and ignores a failure
+//! there (nowhere is left to report it). `render_error` turns an error chain into one
+//! message for people, `error_json` into one object for scripts.
+
+use std::fmt;
+use std::io::{self, Write};
+
+/// Writes formatted text to standard output; `?` passes a failure on.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::out::write_stdout(format_args!($($arg)*), false)
+    };
+}
+
+/// Writes a formatted line to standard output; `?` passes a failure on.
+macro_rules! outln {
+    () => {
+        $crate::out::write_stdout(format_args!(""), true)
+    };
+    ($($arg:tt)*) => {
+        $crate::out::write_stdout(format_args!($($arg)*), true)
+    };
+}
+
+/// Writes a line to standard error, for progress and notes; never fails.
+macro_rules! note {
+    ($($arg:tt)*) => {
+        $crate::out::write_stderr(format_args!($($arg)*))
+    };
+}
+
+/// Standard output could not be written (closed, or its disk is full).
+#[derive(Debug)]
+pub struct StdoutError(pub io::Error);
+
+impl fmt::Display for StdoutError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "cannot write to standard output: {}", self.0)
+    }
+}
+
+impl std::error::Error for StdoutError {}
+
+pub fn write_stdout(args: fmt::Arguments<'_>, newline: bool) -> Result<(), StdoutError> {
+    let mut o = io::stdout().lock();
+    o.write_fmt(args)
+        .and_then(|()| if newline { o.write_all(b"\n") } else { Ok(()) })
+        // Flushed per line, so a full disk or a closed pipe shows up at the line that
+        // met it, not at exit (where Rust would swallow it).
+        .and_then(|()| o.flush())
+        .map_err(StdoutError)
+}
+
+pub fn write_stderr(args: fmt::Arguments<'_>) {
+    let mut e = io::stderr().lock();
+    let _ = e.write_fmt(args).and_then(|()| e.write_all(b"\n"));
+}
+
+/// Prints `value` as pretty JSON on standard output.
+pub fn json(value: &impl serde::Serialize) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(value)?;
+    outln!("{text}")?;
+    Ok(())
+}
+
+/// True when the command failed only because its reader went away: it ends quietly.
+pub fn is_closed_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        c.downcast_ref::<StdoutError>()
+            .is_some_and(|s| s.0.kind() == io::ErrorKind::BrokenPipe)
+    })
+}
+
+/// One line for people: each cause once (a library error that already prints its
+/// source is not followed by that source again), then the hint a cause calls for.
+pub fn render_error(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let part = escape_for_terminal(&cause.to_string(), 2000);
+        if text.contains(&part) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&part);
+    }
+    if let Some(h) = hint(e) {
+        text.push_str(&format!(" ({h})"));
+    }
+    text
+}
+
+/// What the user can do about an error the libraries describe without naming flags.
+fn hint(e: &anyhow::Error) -> Option<&'static str> {
+    e.chain()
+        .find_map(|c| match c.downcast_ref::<hscm_store::Error>()? {
+            hscm_store::Error::AlreadyExists { .. } => Some("use --force to overwrite it"),
+            hscm_store::Error::Locked { .. } => {
+                Some("stop the process that has it open, or wait for it to close the volume")
+            }
+            hscm_store::Error::ValueTooLarge { .. } => Some("see --max-value"),
+            _ => None,
+        })
+}
+
+/// The error as one JSON object, for commands run with `--json`.
+pub fn error_json(e: &anyhow::Error) -> serde_json::Value {
+    serde_json::json!({ "ok": false, "error": render_error(e) })
+}
+
+/// Makes text from untrusted input safe to print: control characters and invalid UTF-8
+/// shown escaped (`\x1b`, `\u{fffd}`), and at most `max` characters kept.
+pub fn escape_for_terminal(s: &str, max: usize) -> String {
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i >= max {
+            out.push('…');
+            break;
+        }
+        if c.is_control() && c != '\n' && c != '\t' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_cause_is_printed_once() {
+        let os = io::Error::from_raw_os_error(2);
+        let lib = hscm_store::Error::Io {
+            what: "cannot open v.hscm".into(),
+            source: os,
+        };
+        let e = anyhow::Error::new(lib).context("check of v.hscm failed");
+        let text = render_error(&e);
+        assert_eq!(text.matches("os error 2").count(), 1, "{text}");
+        assert!(text.starts_with("check of v.hscm failed: cannot open v.hscm"));
+    }
+
+    #[test]
+    fn control_bytes_are_escaped_and_long_text_cut() {
+        assert_eq!(escape_for_terminal("a\u{1b}[2Jb", 100), "a\\u{1b}[2Jb");
+        assert_eq!(escape_for_terminal("abcdef", 3), "abc…");
+    }
+
+    #[test]
+    fn hints_name_the_flag_the_library_does_not() {
+        let e = anyhow::Error::new(hscm_store::Error::AlreadyExists {
+            path: "v".into(),
+            kind: "a file",
+        });
+        assert!(render_error(&e).ends_with("(use --force to overwrite it)"));
+        assert_eq!(error_json(&e)["ok"], false);
+    }
+}
