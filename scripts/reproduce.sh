@@ -13,4 +13,10 @@ HSCM_LIBCACHESIM_PYTHON=$(bash scripts/libcachesim-env.sh) || {
   HSCM_LIBCACHESIM_PYTHON=""
 }
 export HSCM_LIBCACHESIM_PYTHON
+# The key-value section replays real YCSB 0.17 traces, recorded here by the reference
+# implementation (a Java run of a few seconds) unless they are already there.
+if [ ! -f target/ycsb-traces/ycsb-3-run.txt ]; then
+  bash scripts/ycsb-traces.sh target/ycsb-traces ||
+    echo "reproduce: could not record YCSB traces; the key-value replay rows are skipped" >&2
+fi
 exec ./target/release/hscm reproduce --out report "$@"

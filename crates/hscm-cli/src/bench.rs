@@ -394,13 +394,10 @@ fn progress_bar(enabled: bool, len: u64, label: &str) -> Option<indicatif::Progr
     })
 }
 
-/// A scratch directory on the disk under test, removed afterwards.
-pub fn scratch_dir(dir: Option<&Path>) -> Result<tempfile::TempDir> {
-    let parent = dir.unwrap_or(Path::new("."));
-    tempfile::Builder::new()
-        .prefix(".hscm-bench-")
-        .tempdir_in(parent)
-        .with_context(|| format!("cannot make a scratch directory in {}", parent.display()))
+/// A scratch directory on the disk under test (default: the system temporary
+/// directory), removed afterwards, also on error and Ctrl-C.
+pub fn scratch_dir(dir: Option<&Path>) -> Result<crate::scratch::Scratch> {
+    crate::scratch::Scratch::new("bench", dir)
 }
 
 pub fn bench_volume(spec: &VolumeBenchSpec) -> Result<VolumeBenchResult> {

@@ -15,18 +15,29 @@ use serde::Serialize;
 
 use crate::units::parse_size;
 
+/// Operations in a generated run phase when --ops is not given.
+pub const DEFAULT_OPS: u64 = 120_000;
+
 pub const ENERGY_NOTE: &str =
     "energy is modelled from each device's measured busy/idle timeline with the power profile's \
     states; it is not metered";
 
 #[derive(clap::Args, Clone)]
 pub struct KvRunArgs {
-    /// Records loaded before the run (the paper used 20 GB of 1 KB records).
+    /// Records loaded before the run (the paper used 20 GB of 1 KB records). May be 0
+    /// with --trace: the store then starts empty (give a YCSB load phase as
+    /// --load-trace).
     #[arg(long, default_value_t = 20_000)]
     pub records: u64,
-    /// Operations in the measured run phase (all client threads together).
-    #[arg(long, default_value_t = 120_000)]
-    pub ops: u64,
+    /// Operations in the measured run phase (all client threads together). Default:
+    /// 120000 for a generated workload, the whole trace for --trace (a smaller count
+    /// replays the trace's first operations).
+    #[arg(long)]
+    pub ops: Option<u64>,
+    /// Pause after each request of each client thread, in µs. Default: the
+    /// workload's (50 for a-t, b-t and 3-t, else 0); 0 for --trace.
+    #[arg(long)]
+    pub gap_us: Option<u64>,
     /// Unmeasured operations of the same workload in the same mode before the
     /// measured phase (repeated until primary trials are over), so access counts,
     /// caches and primaries reach a steady state, as on a store in service.
@@ -70,10 +81,18 @@ pub struct KvRunArgs {
     /// device holds, as a 128 GB primary AEP could cache its idle devices' data).
     #[arg(long, value_parser = parse_size)]
     pub cache: Option<u64>,
-    /// Replay this operation trace (`READ|UPDATE|INSERT|DELETE KEY [NBYTES]` per
-    /// line) as the run phase instead of a generated workload; --records still loads.
+    /// Replay this operation trace as the measured run phase instead of a generated
+    /// workload: one `READ|UPDATE|INSERT|DELETE KEY [NBYTES]` per line, or the lines
+    /// YCSB's BasicDB binding prints (`READ usertable user123 [ <all fields>]`; writes
+    /// without NBYTES are --value-len bytes). --records still loads first; the run is
+    /// labelled with the trace's file name, and reads of keys never loaded are counted
+    /// (`reads_not_found`).
     #[arg(long)]
     pub trace: Option<PathBuf>,
+    /// Replay this trace (unmeasured) after loading --records and before the run: a
+    /// YCSB load phase (`ycsb load … -db site.ycsb.BasicDB`).
+    #[arg(long)]
+    pub load_trace: Option<PathBuf>,
     /// Where the devices go (a scratch directory under it, removed afterwards).
     #[arg(long)]
     pub dir: Option<PathBuf>,
@@ -148,6 +167,18 @@ pub struct KvRun {
     /// Seconds the equal-time energy covers.
     pub equal_time_s: f64,
     pub idle_device_reads: u64,
+    /// The replayed trace (--trace), else null.
+    pub trace: Option<String>,
+    /// Reads in the measured phase: found + not found.
+    pub reads: u64,
+    /// Reads of keys the store does not hold (never loaded, or deleted).
+    pub reads_not_found: u64,
+    pub updates: u64,
+    pub inserts: u64,
+    pub deletes: u64,
+    /// Distinct keys the replayed trace reads, updates or deletes that neither
+    /// --records, --load-trace nor an earlier insert of the trace put in the store.
+    pub keys_never_loaded: u64,
     pub device_reads: Vec<u64>,
     pub device_busy_fraction: Vec<f64>,
     /// Primary devices at the end of the run.
@@ -206,7 +237,9 @@ fn mode(name: &str) -> Result<Mode> {
     })
 }
 
-fn options(mode: Mode, a: &KvRunArgs) -> Result<KvOptions> {
+/// Store options for a run; `records` is how many records the store holds after
+/// loading (--records, plus what a --load-trace inserts), which sizes the caches.
+fn options(mode: Mode, a: &KvRunArgs, records: u64) -> Result<KvOptions> {
     let primaries = match a.primaries.as_str() {
         "auto" => Primaries::Auto,
         n => Primaries::Fixed(
@@ -216,7 +249,7 @@ fn options(mode: Mode, a: &KvRunArgs) -> Result<KvOptions> {
                 .with_context(|| format!("--primaries {n:?}: use auto or a count >= 1"))?,
         ),
     };
-    let per_device = a.records * (a.value_len as u64 + 40) / a.devices.max(1) as u64;
+    let per_device = records * (a.value_len as u64 + 40) / a.devices.max(1) as u64;
     Ok(KvOptions {
         mode,
         max_value: (a.value_len * 4).max(1 << 20),
@@ -241,6 +274,27 @@ fn value_for(key: &str, len: usize, round: u64) -> Vec<u8> {
 struct Latencies {
     read: Histogram<u64>,
     write: Histogram<u64>,
+    /// Operations by kind, and reads that found nothing.
+    counts: OpCounts,
+}
+
+#[derive(Default, Clone, Copy)]
+struct OpCounts {
+    reads: u64,
+    reads_not_found: u64,
+    updates: u64,
+    inserts: u64,
+    deletes: u64,
+}
+
+impl OpCounts {
+    fn add(&mut self, o: &OpCounts) {
+        self.reads += o.reads;
+        self.reads_not_found += o.reads_not_found;
+        self.updates += o.updates;
+        self.inserts += o.inserts;
+        self.deletes += o.deletes;
+    }
 }
 
 impl Latencies {
@@ -248,6 +302,7 @@ impl Latencies {
         Latencies {
             read: Histogram::new(3).expect("valid precision"),
             write: Histogram::new(3).expect("valid precision"),
+            counts: OpCounts::default(),
         }
     }
 }
@@ -271,16 +326,26 @@ fn drive(
                     let mut lat = Latencies::new();
                     for op in mine {
                         let t = Instant::now();
+                        let c = &mut lat.counts;
                         let is_read = match op {
                             KvOp::Read(k) => {
-                                store.get(k.as_bytes())?;
+                                c.reads += 1;
+                                if store.get(k.as_bytes())?.is_none() {
+                                    c.reads_not_found += 1;
+                                }
                                 true
                             }
                             KvOp::Update(k, n) | KvOp::Insert(k, n) => {
+                                if matches!(op, KvOp::Insert(..)) {
+                                    c.inserts += 1;
+                                } else {
+                                    c.updates += 1;
+                                }
                                 store.put(k.as_bytes(), &value_for(k, *n, round))?;
                                 false
                             }
                             KvOp::Delete(k) => {
+                                c.deletes += 1;
                                 store.delete(k.as_bytes())?;
                                 false
                             }
@@ -309,7 +374,10 @@ fn drive(
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().expect("client thread panicked"))
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a client thread panicked")))
+            })
             .collect()
     });
     let mut all = Latencies::new();
@@ -317,6 +385,7 @@ fn drive(
         let r = r?;
         all.read.add(&r.read)?;
         all.write.add(&r.write)?;
+        all.counts.add(&r.counts);
     }
     Ok(all)
 }
@@ -352,26 +421,151 @@ fn split(ops: Vec<KvOp>, threads: usize) -> Vec<Vec<KvOp>> {
     parts
 }
 
+/// The operations a run replays, read before anything is created so a bad trace
+/// leaves nothing behind.
+struct Replay {
+    /// Label of the run: the trace's file name.
+    label: String,
+    path: String,
+    load: Vec<KvOp>,
+    run: Vec<KvOp>,
+    keys_never_loaded: u64,
+    /// Distinct keys the load trace writes.
+    load_inserts: u64,
+}
+
+fn read_trace(path: &Path, value_len: usize) -> Result<Vec<KvOp>> {
+    let ops = hscm_trace::read_op_trace(path, value_len)?;
+    anyhow::ensure!(
+        !ops.is_empty(),
+        "{} holds no operations (only blank lines and comments)",
+        path.display()
+    );
+    Ok(ops)
+}
+
+fn op_key(op: &KvOp) -> &str {
+    match op {
+        KvOp::Read(k) | KvOp::Update(k, _) | KvOp::Insert(k, _) | KvOp::Delete(k) => k,
+    }
+}
+
+impl Replay {
+    fn read(a: &KvRunArgs, path: &Path) -> Result<Replay> {
+        let load = match &a.load_trace {
+            Some(p) => read_trace(p, a.value_len)?,
+            None => Vec::new(),
+        };
+        let mut run = read_trace(path, a.value_len)?;
+        if let Some(n) = a.ops {
+            run.truncate(usize::try_from(n).unwrap_or(usize::MAX));
+        }
+        // Which keys the store holds when each operation comes, in trace order.
+        let mut held: std::collections::HashSet<&str> = load
+            .iter()
+            .filter(|op| matches!(op, KvOp::Insert(..) | KvOp::Update(..)))
+            .map(op_key)
+            .collect();
+        let load_inserts = held.len() as u64;
+        let loaded: Vec<String> = (0..a.records).map(ycsb_key).collect();
+        held.extend(loaded.iter().map(String::as_str));
+        let mut never = std::collections::HashSet::new();
+        for op in &run {
+            match op {
+                KvOp::Insert(k, _) => {
+                    held.insert(k);
+                }
+                other if !held.contains(op_key(other)) => {
+                    never.insert(op_key(other));
+                }
+                _ => {}
+            }
+        }
+        let keys_never_loaded = never.len() as u64;
+        let label = path
+            .file_name()
+            .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+        Ok(Replay {
+            label,
+            path: path.display().to_string(),
+            load,
+            run,
+            keys_never_loaded,
+            load_inserts,
+        })
+    }
+
+    fn largest_value(&self) -> usize {
+        self.load
+            .iter()
+            .chain(&self.run)
+            .map(|op| match op {
+                KvOp::Update(_, n) | KvOp::Insert(_, n) => *n,
+                _ => 0,
+            })
+            .max()
+            .unwrap_or(0)
+    }
+}
+
 /// Load, warm up (standard mode), then the measured run in `mode`.
 pub fn run(mode_name: &str, workload: &str, a: &KvRunArgs, quiet: bool) -> Result<KvRun> {
     let mode = mode(mode_name)?;
     let profile = power_profile(&a.power)?;
     anyhow::ensure!(a.devices >= 1, "--devices must be at least 1");
-    anyhow::ensure!(a.records >= 1, "--records must be at least 1");
-    let spec = YcsbSpec::named(workload, a.records, a.ops)
+    anyhow::ensure!(
+        a.records >= 1 || a.trace.is_some(),
+        "--records must be at least 1 (0 only with --trace, to start from an empty store)"
+    );
+    anyhow::ensure!(
+        a.load_trace.is_none() || a.trace.is_some(),
+        "--load-trace goes with --trace"
+    );
+    let replay = a
+        .trace
+        .as_deref()
+        .map(|p| Replay::read(a, p))
+        .transpose()?;
+    let spec = YcsbSpec::named(workload, a.records, a.ops.unwrap_or(DEFAULT_OPS))
         .with_context(|| format!("unknown workload {workload:?}; use a, b, 3, a-t, b-t or 3-t"))?;
     let spec = YcsbSpec {
         value_len: a.value_len,
         seed: a.seed,
         ..spec
     };
-    let scratch = crate::bench::scratch_dir(a.dir.as_deref())?;
+    // A replay follows its trace's own timing: none, unless asked.
+    let gap = Duration::from_micros(a.gap_us.unwrap_or(if replay.is_some() {
+        0
+    } else {
+        spec.gap_us
+    }));
+    let loaded = a.records + replay.as_ref().map_or(0, |r| r.load_inserts);
+    let mut store_opts = options(mode, a, loaded)?;
+    if let Some(r) = &replay {
+        store_opts.max_value = store_opts
+            .max_value
+            .max(r.largest_value())
+            .min(hscm_store::kv::MAX_VALUE_LIMIT);
+        if r.keys_never_loaded > 0 && !quiet {
+            note!(
+                "note: {} reads, updates or deletes {} distinct keys that --records {}{} did not load; its reads of them are counted as not found",
+                r.label,
+                r.keys_never_loaded,
+                a.records,
+                if a.load_trace.is_some() { " and --load-trace" } else { "" }
+            );
+        }
+    }
+    let scratch = crate::scratch::Scratch::new("kv", a.dir.as_deref())?;
     let dir = scratch.path().join("kv");
     KvStore::create(&dir, a.devices, None)?;
 
     // Load in standard mode: the dataset every mode starts from.
     {
-        let store = KvStore::open(&dir, options(Mode::Standard, a)?)?;
+        let store = KvStore::open(&dir, KvOptions {
+            mode: Mode::Standard,
+            ..store_opts.clone()
+        })?;
         let keys: Vec<String> = (0..a.records).map(ycsb_key).collect();
         let values: Vec<Vec<u8>> = keys.iter().map(|k| value_for(k, a.value_len, 0)).collect();
         store.load(
@@ -379,13 +573,16 @@ pub fn run(mode_name: &str, workload: &str, a: &KvRunArgs, quiet: bool) -> Resul
                 .zip(&values)
                 .map(|(k, v)| (k.as_bytes(), v.as_slice())),
         )?;
+        if let Some(r) = replay.as_ref().filter(|r| !r.load.is_empty()) {
+            drive(&store, &split(r.load.clone(), a.threads), Duration::ZERO, 0, None)?;
+        }
         store.close()?;
     }
-    let store = KvStore::open(&dir, options(mode, a)?)?;
+    let store = KvStore::open(&dir, store_opts)?;
     // Warm up in the mode under test (unmeasured): access counts, caches and the
     // primary trials reach a steady state, as in a store in service. Warm-up goes on
     // past --warmup-ops until the trials are over (at most 60 s).
-    if a.warmup_ops > 0 && a.trace.is_none() {
+    if a.warmup_ops > 0 && replay.is_none() {
         let began = Instant::now();
         for round in 0u64.. {
             let warm = YcsbSpec {
@@ -394,7 +591,7 @@ pub fn run(mode_name: &str, workload: &str, a: &KvRunArgs, quiet: bool) -> Resul
                 ..spec.clone()
             };
             let per = split(YcsbGen::new(warm, 0).collect(), a.threads);
-            drive(&store, &per, Duration::from_micros(spec.gap_us), 1, None)?;
+            drive(&store, &per, gap, 1, None)?;
             if store.primaries_settled() || began.elapsed() > Duration::from_secs(60) {
                 break;
             }
@@ -406,18 +603,19 @@ pub fn run(mode_name: &str, workload: &str, a: &KvRunArgs, quiet: bool) -> Resul
     rustix::fs::syncfs(&fs).context("syncfs before the measured phase")?;
     let before = store.stats();
 
-    let ops: Vec<Vec<KvOp>> = match &a.trace {
-        Some(path) => split(hscm_trace::read_op_trace(path, a.value_len)?, a.threads),
+    let ops: Vec<Vec<KvOp>> = match &replay {
+        Some(r) => split(r.run.clone(), a.threads),
         None => (0..a.threads.max(1) as u64)
             .map(|t| {
                 let part = YcsbSpec {
-                    operations: a.ops / a.threads.max(1) as u64,
+                    operations: spec.operations / a.threads.max(1) as u64,
                     ..spec.clone()
                 };
                 YcsbGen::new(part, t + 1).collect()
             })
             .collect(),
     };
+    let workload = replay.as_ref().map_or(workload, |r| r.label.as_str());
     let total: u64 = ops.iter().map(|o| o.len() as u64).sum();
     let progress = (!quiet && std::io::stderr().is_terminal()).then(|| {
         let pb = indicatif::ProgressBar::new(total);
@@ -430,13 +628,7 @@ pub fn run(mode_name: &str, workload: &str, a: &KvRunArgs, quiet: bool) -> Resul
         pb
     });
     let start = store.now_ns();
-    let lat = drive(
-        &store,
-        &ops,
-        Duration::from_micros(spec.gap_us),
-        2,
-        progress.as_ref(),
-    )?;
+    let lat = drive(&store, &ops, gap, 2, progress.as_ref())?;
     let end = store.now_ns();
     if let Some(p) = progress {
         p.finish_and_clear();
@@ -480,6 +672,13 @@ pub fn run(mode_name: &str, workload: &str, a: &KvRunArgs, quiet: bool) -> Resul
         edp: 0.0,
         equal_time_s: seconds,
         idle_device_reads,
+        trace: replay.as_ref().map(|r| r.path.clone()),
+        reads: lat.counts.reads,
+        reads_not_found: lat.counts.reads_not_found,
+        updates: lat.counts.updates,
+        inserts: lat.counts.inserts,
+        deletes: lat.counts.deletes,
+        keys_never_loaded: replay.as_ref().map_or(0, |r| r.keys_never_loaded),
         device_reads: stats.device_reads.clone(),
         device_busy_fraction: timelines
             .iter()

@@ -13,6 +13,7 @@ mod report_memsim;
 mod report_ring;
 mod report_vmsim;
 mod ring_cmd;
+mod scratch;
 mod sim_cmd;
 mod units;
 mod vm_cmd;
@@ -347,6 +348,11 @@ struct ReproduceArgs {
     /// Directory of the memory traces the memsim section runs (shipped in the repo).
     #[arg(long, default_value = "traces")]
     traces: PathBuf,
+    /// Directory of real YCSB 0.17 operation traces the key-value section replays
+    /// (ycsb-{a,b,3}-{load,run}.txt, recorded by scripts/ycsb-traces.sh; the main job
+    /// records them). Without them the section says how to make them.
+    #[arg(long, default_value = "target/ycsb-traces")]
+    ycsb_traces: PathBuf,
 }
 
 // The variant names are the subcommand names the crash tests call.
@@ -619,6 +625,7 @@ fn run(cli: Cli) -> Result<()> {
             a.quick,
             &a.only,
             &a.traces,
+            &a.ycsb_traces,
         ),
         Command::Debug(DebugCmd::CrashWriter {
             path,

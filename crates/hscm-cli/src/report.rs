@@ -288,6 +288,7 @@ pub fn reproduce(
     quick: bool,
     only: &[SectionName],
     traces: &Path,
+    ycsb_traces: &Path,
 ) -> Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     let want = |s: SectionName| only.is_empty() || only.contains(&s);
@@ -323,7 +324,7 @@ pub fn reproduce(
         sections.insert("ring".into(), s.json);
     }
     if want(SectionName::Kv) {
-        let s = crate::report_kv::section(out, quick)?;
+        let s = crate::report_kv::section(out, quick, Some(ycsb_traces))?;
         md.push_str(&s.md);
         passed += s.passed;
         total += s.total;
@@ -337,15 +338,15 @@ pub fn reproduce(
         sections.insert("volume".into(), s.json);
     }
     writeln!(md, "\n**{passed} of {total} targets met.**")?;
-    std::fs::write(out.join("report.md"), &md)?;
+    crate::scratch::write_output(&out.join("report.md"), md.as_bytes())?;
     let mut report = json!({"quick": quick, "machine": {"cpu": cpu_model(), "cores": std::thread::available_parallelism().map_or(0, |n| n.get())},
         "targets": {"passed": passed, "total": total}});
     for (k, v) in sections {
         report[k] = v;
     }
-    std::fs::write(
-        out.join("report.json"),
-        serde_json::to_string_pretty(&report)?,
+    crate::scratch::write_output(
+        &out.join("report.json"),
+        serde_json::to_string_pretty(&report)?.as_bytes(),
     )?;
     outln!(
         "\n{passed} of {total} targets met. Report: {}",

@@ -106,7 +106,7 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
     }
     let n_real = runs.len();
     // The paper's Figure 4 patterns, where memory traffic matters.
-    let dir = tempfile::tempdir()?;
+    let dir = crate::scratch::Scratch::new("memsim", None)?;
     let requests = if quick { 100_000 } else { 1_000_000 };
     for (name, kind, footprint) in [
         (

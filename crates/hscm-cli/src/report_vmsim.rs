@@ -150,7 +150,7 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
         storage access (our assumption; docs/vmsim.md).\n")?;
 
     // File caching on two synthetic request traces.
-    let dir = tempfile::tempdir()?;
+    let dir = crate::scratch::Scratch::new("vmsim", None)?;
     let (requests, objects) = if quick {
         (100_000, 10_000)
     } else {

@@ -634,7 +634,7 @@ pub fn bench(a: &RingBenchArgs) -> Result<RingReport> {
     let dir: &Path = match &a.dir {
         Some(d) => d,
         None => {
-            tmp = tempfile::tempdir().context("creating a temporary directory")?;
+            tmp = crate::scratch::Scratch::new("ring", None)?;
             tmp.path()
         }
     };

@@ -17,6 +17,7 @@ use hscm_trace::{
 use indicatif::{ProgressBar, ProgressStyle};
 use serde::Serialize;
 
+use crate::scratch::OutputFile;
 use crate::units;
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -269,20 +270,37 @@ pub struct ConvertReport {
     pub output: String,
 }
 
-fn trace_writer(
-    path: &Path,
-    timing: Timing,
-    post_cache: bool,
-) -> Result<TraceWriter<zstd::Encoder<'static, BufWriter<File>>>> {
-    let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
-    let enc = zstd::Encoder::new(BufWriter::new(file), 9)?;
-    Ok(TraceWriter::new(enc, timing, post_cache)?)
+/// A trace being written: nothing appears at its path until [`finish_writer`].
+struct PendingTrace {
+    writer: TraceWriter<zstd::Encoder<'static, BufWriter<File>>>,
+    output: OutputFile,
+    path: std::path::PathBuf,
 }
 
-fn finish_writer(w: TraceWriter<zstd::Encoder<'static, BufWriter<File>>>) -> Result<()> {
-    let enc = w.finish()?;
-    enc.finish()?.flush()?;
-    Ok(())
+impl PendingTrace {
+    fn write(&mut self, m: &hscm_trace::MemRef) -> Result<()> {
+        self.writer
+            .write(m)
+            .with_context(|| format!("cannot write {}", self.path.display()))
+    }
+}
+
+fn trace_writer(path: &Path, timing: Timing, post_cache: bool) -> Result<PendingTrace> {
+    let output = OutputFile::create(path)?;
+    let enc = zstd::Encoder::new(BufWriter::new(output.file()?), 9)?;
+    Ok(PendingTrace {
+        writer: TraceWriter::new(enc, timing, post_cache)
+            .with_context(|| format!("cannot write {}", path.display()))?,
+        output,
+        path: path.to_path_buf(),
+    })
+}
+
+fn finish_writer(w: PendingTrace) -> Result<()> {
+    let what = || format!("cannot write {}", w.path.display());
+    let enc = w.writer.finish().with_context(what)?;
+    enc.finish().with_context(what)?.flush().with_context(what)?;
+    w.output.commit()
 }
 
 pub fn convert(spec: &ConvertSpec) -> Result<ConvertReport> {
@@ -360,7 +378,7 @@ pub fn convert(spec: &ConvertSpec) -> Result<ConvertReport> {
             spec.input.display()
         );
     }
-    let written = w.records();
+    let written = w.writer.records();
     finish_writer(w)?;
     Ok(ConvertReport {
         input_references: seen,
@@ -448,7 +466,7 @@ pub fn generate(spec: SynthSpec, output: &Path) -> Result<u64> {
     for r in Synthesizer::new(spec) {
         w.write(&r)?;
     }
-    let n = w.records();
+    let n = w.writer.records();
     finish_writer(w)?;
     Ok(n)
 }
@@ -496,7 +514,7 @@ pub fn peak_rss_mb() -> f64 {
 }
 
 pub fn bench_memsim(requests: u64, progress: bool) -> Result<MemsimBench> {
-    let dir = tempfile::tempdir()?;
+    let dir = crate::scratch::Scratch::new("memsim", None)?;
     let path = dir.path().join("bench.hscm.zst");
     generate(SynthSpec::benchmark_mix(requests), &path)?;
     let reader = TraceReader::open(&path, None)?;

@@ -543,18 +543,31 @@ pub fn request_spec(a: &GenRequestsArgs) -> Result<RequestSynthSpec> {
 pub fn gen_requests(spec: RequestSynthSpec, output: &Path) -> Result<u64> {
     let reqs: Vec<hscm_trace::Request> = RequestSynth::new(spec).collect();
     let next = cache::next_uses(&reqs);
-    let file =
-        std::fs::File::create(output).with_context(|| format!("creating {}", output.display()))?;
-    let mut w: Box<dyn Write> = if output.extension().is_some_and(|e| e == "zst") {
-        Box::new(zstd::Encoder::new(std::io::BufWriter::new(file), 3)?.auto_finish())
+    let out = crate::scratch::OutputFile::create(output)?;
+    let what = || format!("cannot write {}", output.display());
+    let file = std::io::BufWriter::new(out.file()?);
+    if output.extension().is_some_and(|e| e == "zst") {
+        let mut w = zstd::Encoder::new(file, 3).with_context(what)?;
+        write_requests(&mut w, &reqs, &next).with_context(what)?;
+        w.finish().with_context(what)?.flush().with_context(what)?;
     } else {
-        Box::new(std::io::BufWriter::new(file))
-    };
-    for (r, n) in reqs.iter().zip(&next) {
-        hscm_trace::write_oracle_general(&mut w, r.time as u32, r.key, r.size, Some(*n))?;
+        let mut w = file;
+        write_requests(&mut w, &reqs, &next).with_context(what)?;
+        w.flush().with_context(what)?;
     }
-    w.flush()?;
+    out.commit()?;
     Ok(reqs.len() as u64)
+}
+
+fn write_requests(
+    w: &mut impl Write,
+    reqs: &[hscm_trace::Request],
+    next: &[u64],
+) -> std::io::Result<()> {
+    for (r, n) in reqs.iter().zip(next) {
+        hscm_trace::write_oracle_general(w, r.time as u32, r.key, r.size, Some(*n))?;
+    }
+    Ok(())
 }
 
 #[derive(Serialize)]
@@ -579,7 +592,7 @@ pub struct CacheBenchRun {
 }
 
 pub fn bench_cache(requests: u64, objects: u64, progress: bool) -> Result<CacheBench> {
-    let dir = tempfile::tempdir()?;
+    let dir = crate::scratch::Scratch::new("cache", None)?;
     let path = dir.path().join("zipf.oracleGeneral");
     if progress {
         note!("generating {requests} Zipf(1.0) requests over {objects} objects…");

@@ -69,7 +69,10 @@ impl YcsbSpec {
 
 /// The key of the `index`-th inserted record.
 pub fn ycsb_key(index: u64) -> String {
-    format!("user{}", fnv1a(index))
+    // YCSB's CoreWorkload names a record "user" + Math.abs(fnvhash64(n)) of a signed
+    // long (site.ycsb.Utils): the same names, so replays of real YCSB traces find the
+    // records --records loaded. wrapping_abs keeps i64::MIN negative, as Java does.
+    format!("user{}", (fnv1a(index) as i64).wrapping_abs())
 }
 
 fn fnv1a(v: u64) -> u64 {
@@ -161,6 +164,10 @@ impl Iterator for YcsbGen {
     }
 }
 
+/// The largest value an operation trace may ask for (NBYTES), 64 MiB: a bound, so a
+/// typo cannot ask a replay to allocate gigabytes.
+pub const MAX_OP_BYTES: usize = 64 << 20;
+
 /// Reads a recorded operation trace: one `READ|UPDATE|INSERT|DELETE KEY [NBYTES]` per
 /// line (case-insensitive verb; `#` comments and blank lines skipped). A YCSB basic
 /// binding line such as `READ usertable user123 [ <all fields>]` also parses: a table
@@ -210,7 +217,13 @@ pub fn parse_op_trace(
         let len = match len {
             Some(n) => n
                 .parse::<usize>()
-                .map_err(|_| err(format!("NBYTES {n:?} is not a byte count")))?,
+                .ok()
+                .filter(|&n| n <= MAX_OP_BYTES)
+                .ok_or_else(|| {
+                    err(format!(
+                        "NBYTES {n:?} is not a byte count from 0 to {MAX_OP_BYTES}"
+                    ))
+                })?,
             None => default_len,
         };
         let key = key.to_string();
@@ -271,6 +284,13 @@ mod tests {
         }
     }
 
+    /// The first records YCSB 0.17's load phase inserts (`ycsb load basic`).
+    #[test]
+    fn keys_are_the_ones_ycsb_inserts() {
+        assert_eq!(ycsb_key(0), "user6284781860667377211");
+        assert!((0..1000).all(|i| !ycsb_key(i).contains('-')));
+    }
+
     #[test]
     fn op_traces_parse_and_errors_name_the_line() {
         let text = "# recorded\nREAD user1\nupdate user2 512\nINSERT usertable user3 [ field0=x ]\n\nDELETE user4\nREAD usertable user5 [ <all fields>]\n";
@@ -293,6 +313,10 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("t:1:"), "{err}");
+        let err = parse_op_trace("t", "READ a\nUPDATE user2 99999999999\n".as_bytes(), 1)
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("t:2:") && err.contains("99999999999"), "{err}");
         let err = parse_op_trace("t", "READ\n".as_bytes(), 1)
             .unwrap_err()
             .to_string();
