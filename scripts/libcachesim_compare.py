@@ -79,7 +79,7 @@ def run_hscm(hscm, path, policy, size):
     ).stdout
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    r = json.loads(out)
+    r = json.loads(out)[0]  # one row per policy and size: here exactly one
     return r["miss_ratio"], r["byte_miss_ratio"], cpu, r["requests"], r["cache_size"]
 
 

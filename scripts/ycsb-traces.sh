@@ -6,7 +6,8 @@
 #   bash scripts/ycsb-traces.sh OUT_DIR [RECORDS] [OPERATIONS]
 #
 # Writes OUT_DIR/ycsb-{a,b,3}-load.txt (the load phase: RECORDS inserts) and
-# OUT_DIR/ycsb-{a,b,3}-run.txt (OPERATIONS zipfian requests: a = 50% reads / 50%
+# OUT_DIR/ycsb-{a,b,3}-run.txt (OPERATIONS zipfian requests, by default 160000: the
+# report warms up on the first 40000 and measures the next 120000; a = 50% reads / 50%
 # updates, b = 95/5, 3 = 33/67, as the paper's workloads A, B and 3). Each line is
 # `VERB usertable KEY`: the field values BasicDB prints are cut, since the store writes
 # values of --value-len bytes (YCSB's default record is 10 fields of 100 bytes).
@@ -14,7 +15,7 @@
 set -euo pipefail
 out=${1:?usage: ycsb-traces.sh OUT_DIR [RECORDS] [OPERATIONS]}
 records=${2:-20000}
-operations=${3:-120000}
+operations=${3:-160000}
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 

@@ -386,7 +386,7 @@ fn progress_bar(enabled: bool, len: u64, label: &str) -> Option<indicatif::Progr
         let pb = indicatif::ProgressBar::new(len);
         pb.set_style(
             indicatif::ProgressStyle::with_template(&format!(
-                "{label:>10} {{bar:40}} {{bytes}}/{{total_bytes}} {{bytes_per_sec}}"
+                "{label:>10} {{bar:40}} {{decimal_bytes}}/{{decimal_total_bytes}} {{decimal_bytes_per_sec}}"
             ))
             .expect("valid template"),
         );
@@ -559,8 +559,8 @@ pub fn print_volume_result(r: &VolumeBenchResult) -> anyhow::Result<()> {
         "target",
         "IOPS",
         "MB/s",
-        "p50 us",
-        "p99 us",
+        "p50 µs",
+        "p99 µs",
         "ours/x"
     )?;
     let row = |name: &str, s: &Stats, ratio: Option<f64>| {

@@ -17,6 +17,8 @@ use crate::units::parse_size;
 
 /// Operations in a generated run phase when --ops is not given.
 pub const DEFAULT_OPS: u64 = 120_000;
+/// Warm-up operations of a generated workload when --warmup-ops is not given.
+pub const DEFAULT_WARMUP_OPS: u64 = 40_000;
 
 pub const ENERGY_NOTE: &str =
     "energy is modelled from each device's measured busy/idle timeline with the power profile's \
@@ -40,9 +42,11 @@ pub struct KvRunArgs {
     pub gap_us: Option<u64>,
     /// Unmeasured operations of the same workload in the same mode before the
     /// measured phase (repeated until primary trials are over), so access counts,
-    /// caches and primaries reach a steady state, as on a store in service.
-    #[arg(long, default_value_t = 40_000)]
-    pub warmup_ops: u64,
+    /// caches and primaries reach a steady state, as on a store in service. Default
+    /// 40000. With --trace: the trace's first operations, replayed once (default 0),
+    /// and the measured phase replays the ones after them.
+    #[arg(long)]
+    pub warmup_ops: Option<u64>,
     /// Client threads (the paper used 20 on 96 cores; this default suits 2 cores).
     #[arg(long, default_value_t = 4)]
     pub threads: usize,
@@ -70,16 +74,16 @@ pub struct KvRunArgs {
     #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=10))]
     pub trial_rounds: u64,
     /// Buffer log capacity per idle device.
-    #[arg(long, default_value = "4M", value_parser = parse_size)]
+    #[arg(long, default_value = "4M", value_parser = parse_size, allow_hyphen_values = true)]
     pub buffer: u64,
     /// A log sync writes home in runs of at most this many bytes, each fdatasync'ed
     /// before the next, so clients' own syncs do not queue behind one large append
     /// (use a size above the buffer for one append per log, as before).
-    #[arg(long, default_value = "256K", value_parser = parse_size)]
+    #[arg(long, default_value = "256K", value_parser = parse_size, allow_hyphen_values = true)]
     pub sync_piece: u64,
     /// Cache capacity per idle device (default: the share of the dataset each idle
     /// device holds, as a 128 GB primary AEP could cache its idle devices' data).
-    #[arg(long, value_parser = parse_size)]
+    #[arg(long, value_parser = parse_size, allow_hyphen_values = true)]
     pub cache: Option<u64>,
     /// Replay this operation trace as the measured run phase instead of a generated
     /// workload: one `READ|UPDATE|INSERT|DELETE KEY [NBYTES]` per line, or the lines
@@ -93,8 +97,9 @@ pub struct KvRunArgs {
     /// YCSB load phase (`ycsb load … -db site.ycsb.BasicDB`).
     #[arg(long)]
     pub load_trace: Option<PathBuf>,
-    /// Where the devices go (a scratch directory under it, removed afterwards).
-    #[arg(long)]
+    /// Where the devices go: a scratch directory under it (default: the system
+    /// temporary directory, $TMPDIR or /tmp), removed afterwards, also on error or Ctrl-C.
+    #[arg(long, alias = "path")]
     pub dir: Option<PathBuf>,
     /// Workload seed.
     #[arg(long, default_value_t = 1)]
@@ -106,11 +111,12 @@ pub struct KvBenchArgs {
     /// standard | sprint | sprint-nopre | sprint-noparallel
     #[arg(long, default_value = "sprint")]
     pub mode: String,
-    /// a | b | 3 (50/95/33 % reads, no gap) or a-t | b-t | 3-t (a 50 us gap)
+    /// a | b | 3 (50/95/33 % reads, no gap) or a-t | b-t | 3-t (a 50 µs gap)
     #[arg(long, default_value = "a-t")]
     pub workload: String,
     #[command(flatten)]
     pub run: KvRunArgs,
+    /// Print one JSON object (a stable contract: {"runs": [...]}) instead of the table; a failure prints {"ok": false, "error": ...}.
     #[arg(long)]
     pub json: bool,
 }
@@ -135,6 +141,7 @@ pub struct KvCompareArgs {
     pub repeat: u64,
     #[command(flatten)]
     pub run: KvRunArgs,
+    /// Print one JSON object (a stable contract: {"runs": [...]}) instead of the table; a failure prints {"ok": false, "error": ...}.
     #[arg(long)]
     pub json: bool,
 }
@@ -428,6 +435,8 @@ struct Replay {
     label: String,
     path: String,
     load: Vec<KvOp>,
+    /// The trace's first --warmup-ops operations, replayed unmeasured.
+    warmup: Vec<KvOp>,
     run: Vec<KvOp>,
     keys_never_loaded: u64,
     /// Distinct keys the load trace writes.
@@ -457,6 +466,14 @@ impl Replay {
             None => Vec::new(),
         };
         let mut run = read_trace(path, a.value_len)?;
+        let warm_len = usize::try_from(a.warmup_ops.unwrap_or(0)).unwrap_or(usize::MAX);
+        anyhow::ensure!(
+            warm_len < run.len(),
+            "{} holds {} operations, none left to measure after --warmup-ops {warm_len}",
+            path.display(),
+            run.len()
+        );
+        let warmup: Vec<KvOp> = run.drain(..warm_len).collect();
         if let Some(n) = a.ops {
             run.truncate(usize::try_from(n).unwrap_or(usize::MAX));
         }
@@ -470,7 +487,7 @@ impl Replay {
         let loaded: Vec<String> = (0..a.records).map(ycsb_key).collect();
         held.extend(loaded.iter().map(String::as_str));
         let mut never = std::collections::HashSet::new();
-        for op in &run {
+        for op in warmup.iter().chain(&run) {
             match op {
                 KvOp::Insert(k, _) => {
                     held.insert(k);
@@ -482,13 +499,15 @@ impl Replay {
             }
         }
         let keys_never_loaded = never.len() as u64;
-        let label = path
-            .file_name()
-            .map_or_else(|| path.display().to_string(), |n| n.to_string_lossy().into_owned());
+        let label = path.file_name().map_or_else(
+            || path.display().to_string(),
+            |n| n.to_string_lossy().into_owned(),
+        );
         Ok(Replay {
             label,
             path: path.display().to_string(),
             load,
+            warmup,
             run,
             keys_never_loaded,
             load_inserts,
@@ -521,11 +540,7 @@ pub fn run(mode_name: &str, workload: &str, a: &KvRunArgs, quiet: bool) -> Resul
         a.load_trace.is_none() || a.trace.is_some(),
         "--load-trace goes with --trace"
     );
-    let replay = a
-        .trace
-        .as_deref()
-        .map(|p| Replay::read(a, p))
-        .transpose()?;
+    let replay = a.trace.as_deref().map(|p| Replay::read(a, p)).transpose()?;
     let spec = YcsbSpec::named(workload, a.records, a.ops.unwrap_or(DEFAULT_OPS))
         .with_context(|| format!("unknown workload {workload:?}; use a, b, 3, a-t, b-t or 3-t"))?;
     let spec = YcsbSpec {
@@ -534,11 +549,11 @@ pub fn run(mode_name: &str, workload: &str, a: &KvRunArgs, quiet: bool) -> Resul
         ..spec
     };
     // A replay follows its trace's own timing: none, unless asked.
-    let gap = Duration::from_micros(a.gap_us.unwrap_or(if replay.is_some() {
-        0
-    } else {
-        spec.gap_us
-    }));
+    let gap =
+        Duration::from_micros(
+            a.gap_us
+                .unwrap_or(if replay.is_some() { 0 } else { spec.gap_us }),
+        );
     let loaded = a.records + replay.as_ref().map_or(0, |r| r.load_inserts);
     let mut store_opts = options(mode, a, loaded)?;
     if let Some(r) = &replay {
@@ -562,10 +577,13 @@ pub fn run(mode_name: &str, workload: &str, a: &KvRunArgs, quiet: bool) -> Resul
 
     // Load in standard mode: the dataset every mode starts from.
     {
-        let store = KvStore::open(&dir, KvOptions {
-            mode: Mode::Standard,
-            ..store_opts.clone()
-        })?;
+        let store = KvStore::open(
+            &dir,
+            KvOptions {
+                mode: Mode::Standard,
+                ..store_opts.clone()
+            },
+        )?;
         let keys: Vec<String> = (0..a.records).map(ycsb_key).collect();
         let values: Vec<Vec<u8>> = keys.iter().map(|k| value_for(k, a.value_len, 0)).collect();
         store.load(
@@ -574,7 +592,13 @@ pub fn run(mode_name: &str, workload: &str, a: &KvRunArgs, quiet: bool) -> Resul
                 .map(|(k, v)| (k.as_bytes(), v.as_slice())),
         )?;
         if let Some(r) = replay.as_ref().filter(|r| !r.load.is_empty()) {
-            drive(&store, &split(r.load.clone(), a.threads), Duration::ZERO, 0, None)?;
+            drive(
+                &store,
+                &split(r.load.clone(), a.threads),
+                Duration::ZERO,
+                0,
+                None,
+            )?;
         }
         store.close()?;
     }
@@ -582,11 +606,15 @@ pub fn run(mode_name: &str, workload: &str, a: &KvRunArgs, quiet: bool) -> Resul
     // Warm up in the mode under test (unmeasured): access counts, caches and the
     // primary trials reach a steady state, as in a store in service. Warm-up goes on
     // past --warmup-ops until the trials are over (at most 60 s).
-    if a.warmup_ops > 0 && replay.is_none() {
+    if let Some(r) = replay.as_ref().filter(|r| !r.warmup.is_empty()) {
+        drive(&store, &split(r.warmup.clone(), a.threads), gap, 1, None)?;
+    }
+    let warmup_ops = a.warmup_ops.unwrap_or(DEFAULT_WARMUP_OPS);
+    if warmup_ops > 0 && replay.is_none() {
         let began = Instant::now();
         for round in 0u64.. {
             let warm = YcsbSpec {
-                operations: a.warmup_ops,
+                operations: warmup_ops,
                 seed: a.seed ^ 0x5eed ^ round,
                 ..spec.clone()
             };
@@ -910,7 +938,7 @@ pub fn print_runs(runs: &[KvRun]) -> anyhow::Result<()> {
             r.primaries
         )?;
     }
-    outln!("({ENERGY_NOTE}; latencies in us)")?;
+    outln!("({ENERGY_NOTE}; latencies in µs)")?;
     Ok(())
 }
 

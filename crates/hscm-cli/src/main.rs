@@ -21,8 +21,8 @@ mod volume_cmd;
 
 use std::path::PathBuf;
 
-use anyhow::Result;
-use clap::{Args, Parser, Subcommand};
+use anyhow::{Context, Result};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 use hscm_store::Durability;
 
 use crate::bench::{TargetKind, Workload};
@@ -66,6 +66,20 @@ enum Command {
     /// Run every implemented experiment and write a report (Markdown, JSON, SVG plots)
     /// with the published figure beside ours.
     Reproduce(ReproduceArgs),
+    /// Print a shell completion script: `hscm completions bash > /etc/bash_completion.d/hscm`
+    /// (bash, zsh, fish, elvish, powershell).
+    Completions {
+        /// The shell to complete in.
+        shell: clap_complete::Shell,
+    },
+    /// Print the manual page (roff), or with --dir write one page per command there.
+    ///
+    /// Example: hscm man | man -l -     or     hscm man --dir /usr/local/share/man/man1
+    Man {
+        /// Write hscm.1 and hscm-COMMAND.1 for every command into this directory.
+        #[arg(long)]
+        dir: Option<PathBuf>,
+    },
     /// Helpers for the test suite (not a stable interface).
     #[command(subcommand, hide = true)]
     Debug(DebugCmd),
@@ -78,12 +92,13 @@ enum VolumeCmd {
     ///
     /// Example: hscm volume create /var/lib/app.hscm --size 4G --chunk 1M
     Create {
+        /// File to create (or, with --force, a block device to format).
         path: PathBuf,
         /// Data area size (e.g. 512M, 4G); a multiple of 4 KiB.
-        #[arg(long, value_parser = units::parse_size)]
+        #[arg(long, value_parser = units::parse_size, allow_hyphen_values = true)]
         size: u64,
         /// Unit of warm-up and locking after a restart (e.g. 256k, 1M, 4M).
-        #[arg(long, default_value = "1M", value_parser = units::parse_size)]
+        #[arg(long, default_value = "1M", value_parser = units::parse_size, allow_hyphen_values = true)]
         chunk: u64,
         /// Default durability: `immediate` (a write returns once it survives power
         /// loss) or `on-flush` (block-device semantics: durable after a flush).
@@ -96,25 +111,33 @@ enum VolumeCmd {
         /// about as large as the data they touch (the hot set); smaller, it costs more
         /// than it saves (docs/design.md). At least 256K. After a crash, opening
         /// replays at most one journal's worth.
-        #[arg(long, default_value = "0", value_parser = units::parse_size)]
+        #[arg(long, default_value = "0", value_parser = units::parse_size, allow_hyphen_values = true)]
         journal: u64,
-        /// Overwrite an existing file at PATH.
+        /// Overwrite an existing file at PATH (never one another process has open).
         #[arg(long)]
         force: bool,
+        /// Create it even though it is larger than this machine's memory and swap (for
+        /// another machine: the whole volume lives in RAM, so it cannot open here).
+        #[arg(long)]
+        larger_than_ram: bool,
     },
     /// Show a volume's header and geometry; with --load, open it and time the warm-up.
     Info {
+        /// The volume's file or block device.
         path: PathBuf,
         /// Open the volume read-only and warm it into RAM, with a progress bar.
         #[arg(long)]
         load: bool,
+        /// Print JSON (a stable contract) instead of text; a failure prints {"ok": false, "error": ...}.
         #[arg(long)]
         json: bool,
     },
     /// Validate header (magic, version, checksum) and geometry against the backing
     /// store. Exits non-zero with the reason on any problem.
     Check {
+        /// The volume's file or block device.
         path: PathBuf,
+        /// Print JSON (a stable contract) instead of text; a failure prints {"ok": false, "error": ...}.
         #[arg(long)]
         json: bool,
     },
@@ -126,14 +149,18 @@ enum KvCmd {
     ///
     /// Example: hscm kv create /srv/kv --devices 4
     Create {
+        /// Directory of the new store (created if absent).
         dir: PathBuf,
+        /// Devices: one directory each, holding that device's logs.
         #[arg(long, default_value_t = 4)]
         devices: usize,
     },
     /// Read every log of a store (home logs and buffer logs) without changing it;
     /// exits non-zero naming file and byte of any damaged record.
     Check {
+        /// The store's directory.
         dir: PathBuf,
+        /// Print JSON (a stable contract) instead of text; a failure prints {"ok": false, "error": ...}.
         #[arg(long)]
         json: bool,
     },
@@ -186,7 +213,7 @@ enum MemoryCmd {
         #[arg(long, value_parser = sim_cmd::parse_format)]
         format: Option<hscm_trace::Format>,
         /// Policies to run, comma-separated (default: all five).
-        #[arg(long, value_delimiter = ',', value_parser = sim_cmd::parse_policy)]
+        #[arg(long, alias = "policy", value_delimiter = ',', value_parser = sim_cmd::parse_policy)]
         policies: Vec<hscm_memsim::PolicyKind>,
         #[command(flatten)]
         config: sim_cmd::MemConfigArgs,
@@ -206,9 +233,12 @@ enum TraceCmd {
     Convert {
         /// Input trace, or - for standard input.
         input: PathBuf,
-        #[arg(long, value_parser = sim_cmd::parse_format)]
+        /// Input format: lackey, ramulator, dramsim3, nvmain, dramsys or hscm;
+        /// detected from the content when omitted.
+        #[arg(long, visible_alias = "format", value_parser = sim_cmd::parse_format)]
         from: Option<hscm_trace::Format>,
-        #[arg(short, long)]
+        /// Output trace (hscm binary format, zstd-compressed).
+        #[arg(short, long, alias = "out")]
         output: PathBuf,
         /// Skip everything before the first fetch of this instruction address (hex),
         /// e.g. main() or the hot function, past dynamic linking.
@@ -221,6 +251,7 @@ enum TraceCmd {
         /// the memory requests: L2 misses and dirty evictions.
         #[arg(long)]
         post_cache: bool,
+        /// Print JSON (a stable contract) instead of text; a failure prints {"ok": false, "error": ...}.
         #[arg(long)]
         json: bool,
     },
@@ -241,8 +272,10 @@ enum BenchCmd {
     /// 28% writes) through DRAM-only DDR3-1600 and through hybrid WARM, single thread,
     /// in requests per CPU-second, beside the cost of just decoding the trace.
     Memsim {
+        /// Requests in the generated trace (e.g. 5M).
         #[arg(long, default_value = "5M", value_parser = units::parse_count)]
         requests: u64,
+        /// Print JSON (a stable contract) instead of text; a failure prints {"ok": false, "error": ...}.
         #[arg(long)]
         json: bool,
     },
@@ -250,10 +283,13 @@ enum BenchCmd {
     /// oracleGeneral trace (plain, then LRU again from the zstd-compressed copy), a
     /// cache of 10% of the objects, every online policy, single thread.
     Cache {
+        /// Requests in the generated trace (e.g. 10M).
         #[arg(long, default_value = "10M", value_parser = units::parse_count)]
         requests: u64,
+        /// Distinct objects the requests draw from (e.g. 1M).
         #[arg(long, default_value = "1M", value_parser = units::parse_count)]
         objects: u64,
+        /// Print JSON (a stable contract) instead of text; a failure prints {"ok": false, "error": ...}.
         #[arg(long)]
         json: bool,
     },
@@ -283,11 +319,13 @@ enum BenchCmd {
     /// backend's raw sequential read speed.
     Restart {
         /// Largest size measured (smaller ones, 256M and 1G, run first).
-        #[arg(long, default_value = "8G", value_parser = units::parse_size)]
+        #[arg(long, default_value = "8G", value_parser = units::parse_size, allow_hyphen_values = true)]
         size: u64,
-        /// Directory on the disk to measure (default: the current directory).
-        #[arg(long)]
+        /// Directory on the disk to measure (default: the system temporary directory,
+        /// $TMPDIR or /tmp); a scratch directory under it is removed afterwards.
+        #[arg(long = "dir", alias = "path")]
         path: Option<PathBuf>,
+        /// Print JSON (a stable contract) instead of text; a failure prints {"ok": false, "error": ...}.
         #[arg(long)]
         json: bool,
     },
@@ -295,10 +333,11 @@ enum BenchCmd {
 
 #[derive(Args)]
 struct VolumeBenchArgs {
+    /// What each client thread issues.
     #[arg(long, value_enum, default_value = "randread")]
     workload: Workload,
     /// Request size; any size works (1000 exercises unaligned I/O).
-    #[arg(long, default_value = "4k", value_parser = units::parse_size)]
+    #[arg(long, default_value = "4k", value_parser = units::parse_size, allow_hyphen_values = true)]
     bs: u64,
     /// Concurrent client threads, each issuing one request at a time.
     #[arg(long, default_value_t = 1)]
@@ -306,19 +345,22 @@ struct VolumeBenchArgs {
     /// Measured time per target (after setup and warm-up).
     #[arg(long, default_value_t = 5.0)]
     seconds: f64,
-    /// `immediate`: each write is durable when it returns (baselines add O_DSYNC /
-    /// fdatasync); `on-flush`: writes reach the device, nobody syncs.
-    #[arg(long, default_value = "on-flush")]
+    /// `immediate` (the default, as for volumes): each write is durable when it
+    /// returns (baselines add O_DSYNC / fdatasync); `on-flush`: writes reach the
+    /// device, nobody syncs.
+    #[arg(long, default_value = "immediate")]
     durability: Durability,
     /// Working-set size (volume and baseline files).
-    #[arg(long, default_value = "1G", value_parser = units::parse_size)]
+    #[arg(long, default_value = "1G", value_parser = units::parse_size, allow_hyphen_values = true)]
     size: u64,
     /// Our volume's journal size (0, the default: writes go straight home, as the
     /// paper's design; see `hscm volume create --help`).
-    #[arg(long, default_value = "0", value_parser = units::parse_size)]
+    #[arg(long, default_value = "0", value_parser = units::parse_size, allow_hyphen_values = true)]
     journal: u64,
-    /// Directory on the disk to measure (default: the current directory).
-    #[arg(long)]
+    /// Directory on the disk to measure (default: the system temporary directory,
+    /// $TMPDIR or /tmp); a scratch directory under it is removed afterwards, also on
+    /// error or Ctrl-C.
+    #[arg(long = "dir", alias = "path")]
     path: Option<PathBuf>,
     /// Which targets to run, comma-separated (default: all four).
     #[arg(long, value_enum, value_delimiter = ',')]
@@ -331,13 +373,13 @@ struct VolumeBenchArgs {
 #[derive(Args)]
 struct ReproduceArgs {
     /// Where the report goes.
-    #[arg(long, default_value = "report")]
+    #[arg(short = 'o', long, alias = "output", default_value = "report")]
     out: PathBuf,
     /// Seconds per benchmark point.
     #[arg(long, default_value_t = 3.0)]
     seconds: f64,
     /// Largest volume in the restart experiment.
-    #[arg(long, default_value = "8G", value_parser = units::parse_size)]
+    #[arg(long, default_value = "8G", value_parser = units::parse_size, allow_hyphen_values = true)]
     restart_size: u64,
     /// Small sizes and short runs: a smoke test of the whole pipeline in seconds.
     #[arg(long)]
@@ -388,6 +430,31 @@ enum DebugCmd {
     },
 }
 
+/// The manual: one page to standard output, or every command's page into `dir`.
+fn man_pages(dir: Option<&std::path::Path>) -> Result<()> {
+    let cmd = Cli::command();
+    let Some(dir) = dir else {
+        let mut page = Vec::new();
+        clap_mangen::Man::new(cmd).render(&mut page)?;
+        out!("{}", String::from_utf8_lossy(&page))?;
+        return Ok(());
+    };
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    fn write_all(cmd: clap::Command, name: String, dir: &std::path::Path) -> Result<usize> {
+        let mut page = Vec::new();
+        clap_mangen::Man::new(cmd.clone().name(name.clone())).render(&mut page)?;
+        scratch::write_output(&dir.join(format!("{name}.1")), &page)?;
+        let mut n = 1;
+        for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+            n += write_all(sub.clone(), format!("{name}-{}", sub.get_name()), dir)?;
+        }
+        Ok(n)
+    }
+    let n = write_all(cmd, "hscm".into(), dir)?;
+    outln!("{n} manual pages in {}", dir.display())?;
+    Ok(())
+}
+
 fn parse_hex(s: &str) -> Result<u64, String> {
     let d = s.strip_prefix("0x").unwrap_or(s);
     u64::from_str_radix(d, 16).map_err(|_| format!("{s:?} is not a hex address"))
@@ -427,7 +494,14 @@ fn run(cli: Cli) -> Result<()> {
             durability,
             journal,
             force,
-        }) => volume_cmd::create(&path, size, chunk, durability, journal, force),
+            larger_than_ram,
+        }) => {
+            if !larger_than_ram {
+                hscm_store::check_fits_in_memory(&path.display().to_string(), size)
+                    .context("refusing to create a volume that cannot open on this machine (--larger-than-ram creates it anyway)")?;
+            }
+            volume_cmd::create(&path, size, chunk, durability, journal, force)
+        }
         Command::Volume(VolumeCmd::Info { path, load, json }) => {
             volume_cmd::info(&path, json, load)
         }
@@ -526,11 +600,8 @@ fn run(cli: Cli) -> Result<()> {
                 for r in &mut rows {
                     r["peak_rss_mb"] = serde_json::json!(peak);
                 }
-                if rows.len() == 1 {
-                    outln!("{}", serde_json::to_string_pretty(&rows[0])?)?;
-                } else {
-                    outln!("{}", serde_json::to_string_pretty(&rows)?)?;
-                }
+                // Always an array of rows, one per policy and size, a single run too.
+                out::json(&rows)?;
             } else {
                 vm_cmd::print_cache(&rows, a.csv)?;
             }
@@ -578,6 +649,13 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Serve(a) => ring_cmd::serve(&a),
+        Command::Completions { shell } => {
+            let mut buf = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "hscm", &mut buf);
+            out!("{}", String::from_utf8_lossy(&buf))?;
+            Ok(())
+        }
+        Command::Man { dir } => man_pages(dir.as_deref()),
         Command::Kv(KvCmd::Create { dir, devices }) => {
             hscm_store::kv::KvStore::create(&dir, devices, None)?;
             outln!("created a {devices}-device store in {}", dir.display())?;
@@ -641,5 +719,35 @@ fn run(cli: Cli) -> Result<()> {
             seed,
             block,
         }) => crash::ring_writer(&socket, seed, block),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every flag and argument of every command, hidden ones aside, says what it is for.
+    #[test]
+    fn every_argument_has_help() {
+        fn walk(cmd: &clap::Command, path: &str, missing: &mut Vec<String>) {
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if arg.is_hide_set() || id == "help" || id == "version" {
+                    continue;
+                }
+                if arg.get_help().is_none() && arg.get_long_help().is_none() {
+                    missing.push(format!("{path} {id}"));
+                }
+            }
+            for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {
+                if sub.get_about().is_none() && sub.get_name() != "help" {
+                    missing.push(format!("{path} {} (the command)", sub.get_name()));
+                }
+                walk(sub, &format!("{path} {}", sub.get_name()), missing);
+            }
+        }
+        let mut missing = Vec::new();
+        walk(&Cli::command(), "hscm", &mut missing);
+        assert!(missing.is_empty(), "no help text:\n{}", missing.join("\n"));
     }
 }

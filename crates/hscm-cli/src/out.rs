@@ -80,7 +80,7 @@ pub fn is_closed_pipe(e: &anyhow::Error) -> bool {
 pub fn render_error(e: &anyhow::Error) -> String {
     let mut text = String::new();
     for cause in e.chain() {
-        let part = escape_for_terminal(&cause.to_string(), 2000);
+        let part = escape_for_terminal(&cause.to_string(), 500);
         if text.contains(&part) {
             continue;
         }

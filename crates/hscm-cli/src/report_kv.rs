@@ -64,8 +64,11 @@ fn replay_ycsb(
     base: &KvRunArgs,
     repeat: usize,
 ) -> Result<Vec<KvRun>> {
-    writeln!(md, "### Replayed YCSB 0.17 traces
-")?;
+    writeln!(
+        md,
+        "### Replayed YCSB 0.17 traces
+"
+    )?;
     let found: Vec<(&str, std::path::PathBuf, std::path::PathBuf)> = YCSB_TRACES
         .iter()
         .filter_map(|w| {
@@ -92,13 +95,20 @@ fn replay_ycsb(
             gap_us: Some(50),
             ..base.clone()
         };
-        runs.extend(kv_cmd::compare_runs(&[w.to_string()], &modes, &args, repeat, false)?);
+        runs.extend(kv_cmd::compare_runs(
+            &[w.to_string()],
+            &modes,
+            &args,
+            repeat,
+            false,
+        )?);
     }
     writeln!(md, "Each trace pair was recorded by the reference YCSB 0.17.0 (`site.ycsb.Client` with the BasicDB binding, \
-        zipfian requests; scripts/ycsb-traces.sh): the load phase is replayed (unmeasured) into an empty store, then the \
-        first {} operations of the run phase are measured, with a 50 µs pause after each request of each of {} clients \
-        (low density, as the -t workloads). Every read is counted: found plus not found.\n",
-        base.ops.unwrap_or(kv_cmd::DEFAULT_OPS), base.threads)?;
+        zipfian requests; scripts/ycsb-traces.sh): the load phase is replayed (unmeasured) into an empty store, the \
+        run phase's first {} operations warm the store up (unmeasured, in the mode under test), and the {} after them are \
+        measured, with a 50 µs pause after each request of each of {} clients (low density, as the -t workloads). Every \
+        read is counted: found plus not found.\n",
+        base.warmup_ops.unwrap_or(0), base.ops.unwrap_or(kv_cmd::DEFAULT_OPS), base.threads)?;
     writeln!(md, "| trace | rep | mode | ops/s | reads | not found | updates | keys never loaded | idle-device reads | reduced vs standard | energy saved |")?;
     writeln!(md, "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")?;
     for r in &runs {
@@ -140,7 +150,7 @@ pub fn section(out: &Path, quick: bool, ycsb: Option<&Path>) -> Result<Section> 
         records: if quick { 4_000 } else { 20_000 },
         ops: Some(if quick { 16_000 } else { 120_000 }),
         gap_us: None,
-        warmup_ops: if quick { 4_000 } else { 40_000 },
+        warmup_ops: Some(if quick { 4_000 } else { 40_000 }),
         threads: 4,
         value_len: 1000,
         devices: 4,
@@ -178,7 +188,7 @@ pub fn section(out: &Path, quick: bool, ycsb: Option<&Path>) -> Result<Section> 
         time(s) with its own seed and the mode order reversed every other time; figures below are medians over those \
         repetitions of each comparison made within one repetition. A primary trial measures k, k+1, k, k+1, k primaries \
         for {} ms each and keeps k+1 only if every k+1 window beats both neighbours by alpha.\n",
-        args.records, args.value_len, args.warmup_ops, args.ops.unwrap_or(kv_cmd::DEFAULT_OPS), args.threads, repeat, args.trial_ms)?;
+        args.records, args.value_len, args.warmup_ops.unwrap_or(kv_cmd::DEFAULT_WARMUP_OPS), args.ops.unwrap_or(kv_cmd::DEFAULT_OPS), args.threads, repeat, args.trial_ms)?;
     writeln!(md, "**Energy is modelled, not metered**: each device's busy intervals (time inside a system call on its files) are \
         recorded, and the Optane DC PMM power states of the paper's Table II and Fig. 2 are integrated over them: 3.64 W while \
         busy, 2.8 W for 0.8 ms after a request, then a linear fall to 1.91 W idle over 0.8 ms. Equal-time energy covers the \
@@ -377,7 +387,11 @@ pub fn section(out: &Path, quick: bool, ycsb: Option<&Path>) -> Result<Section> 
             .collect();
         let worst_reduction = labels
             .iter()
-            .map(|w| vs_standard(&replays, w, "sprint", |r, s| kv_cmd::idle_read_reduction(s, r)))
+            .map(|w| {
+                vs_standard(&replays, w, "sprint", |r, s| {
+                    kv_cmd::idle_read_reduction(s, r)
+                })
+            })
             .fold(f64::INFINITY, f64::min);
         checks.push((
             "YCSB 0.17 replay".into(),

@@ -34,19 +34,18 @@ fn floor_note(md: &mut String, x: &ring_cmd::RingRow, round_trip_ns: [f64; 2]) -
         round_trip_ns[1]
     )?;
     if let Some(parts) = x.overhead_parts() {
-        writeln!(md, "{}\n", explain(&parts, copy / 3.0))?;
+        writeln!(md, "{}\n", explain(&parts, copy / 3.0, read))?;
     }
     Ok(())
 }
 
 /// The split in words, and what it means for a budget of `budget` ns.
-fn explain(parts: &ring_cmd::OverheadParts, budget: f64) -> String {
-    if parts.software() < 0.0 {
+/// `read` is the whole read's mean, ns.
+fn explain(parts: &ring_cmd::OverheadParts, budget: f64, read: f64) -> String {
+    if let Some(why) = parts.unmeasurable(read) {
         return format!(
-            "The same read from a cache-resident source cost {:.0} ns more than that source's copy, less than the {:.0} ns \
-            round trip timed before these rows: the host moved the vCPUs between the two measurements, so this run \
-            cannot say how the overhead splits.",
-            parts.cached_over, parts.round_trip
+            "Not measurable in this run: {why}. The host moved or stopped a vCPU between the measurements, so this run \
+            cannot say how the overhead splits."
         );
     }
     let floor = parts.round_trip + parts.exposed_misses().max(0.0);
@@ -351,20 +350,32 @@ mod tests {
     #[test]
     fn the_overhead_verdict_follows_the_figures() {
         // Round trip over budget.
-        let v = explain(&ring_cmd::OverheadParts::split(300.0, 280.0, 200.0), 150.0);
+        let v = explain(
+            &ring_cmd::OverheadParts::split(300.0, 280.0, 200.0),
+            150.0,
+            1000.0,
+        );
         assert!(
             v.contains("The round trip alone is more than the 150 ns budget"),
             "{v}"
         );
         // Round trip fits, with misses it does not.
-        let v = explain(&ring_cmd::OverheadParts::split(300.0, 180.0, 100.0), 150.0);
+        let v = explain(
+            &ring_cmd::OverheadParts::split(300.0, 180.0, 100.0),
+            150.0,
+            1000.0,
+        );
         assert!(
             v.contains("together (220 ns) are more than the 150 ns budget"),
             "{v}"
         );
         // Both fit: the software is what is left to cut. Negative misses (noise) count
         // as none.
-        let v = explain(&ring_cmd::OverheadParts::split(170.0, 180.0, 100.0), 150.0);
+        let v = explain(
+            &ring_cmd::OverheadParts::split(170.0, 180.0, 100.0),
+            150.0,
+            1000.0,
+        );
         assert!(v.contains("needs the software to shrink to 50 ns"), "{v}");
         assert!(
             v.contains("80 ns of protocol software")
@@ -372,11 +383,27 @@ mod tests {
             "{v}"
         );
         // A round trip longer than the whole cached cost was timed in another placement.
-        let v = explain(&ring_cmd::OverheadParts::split(300.0, 200.0, 550.0), 150.0);
+        let v = explain(
+            &ring_cmd::OverheadParts::split(300.0, 200.0, 550.0),
+            150.0,
+            1000.0,
+        );
         assert!(
             v.contains("cannot say how the overhead splits") && !v.contains("budget"),
             "{v}"
         );
+        // A round trip longer than the whole read: a vCPU was stopped while it was timed.
+        let v = explain(
+            &ring_cmd::OverheadParts::split(300.0, 280.0, 8_123_990.0),
+            150.0,
+            1000.0,
+        );
+        assert!(
+            v.starts_with("Not measurable in this run: the bare round trip (8123990 ns)"),
+            "{v}"
+        );
+        assert!(ring_cmd::round_trip_unmeasurable(8_123_990.0, Some(900.0)).is_some());
+        assert!(ring_cmd::round_trip_unmeasurable(120.0, Some(900.0)).is_none());
     }
 
     #[test]

@@ -123,6 +123,7 @@ pub struct RingBenchArgs {
     /// Directory for the volume file (default: a temporary directory).
     #[arg(long)]
     pub dir: Option<PathBuf>,
+    /// Print JSON (a stable contract) instead of text; a failure prints {"ok": false, "error": ...}.
     #[arg(long)]
     pub json: bool,
 }
@@ -241,6 +242,37 @@ impl OverheadParts {
     pub fn exposed_misses(&self) -> f64 {
         self.over - self.cached_over
     }
+
+    /// Why this run's parts cannot be trusted, if they cannot: parts that do not add up
+    /// mean the host moved or stopped a vCPU between the measurements. `read_ns` is the
+    /// whole read the parts belong to.
+    pub fn unmeasurable(&self, read_ns: f64) -> Option<String> {
+        if self.round_trip > read_ns {
+            Some(format!(
+                "the bare round trip ({:.0} ns) took longer than the whole read ({read_ns:.0} ns)",
+                self.round_trip
+            ))
+        } else if self.software() < 0.0 {
+            Some(format!(
+                "the cached read cost {:.0} ns beyond its copy, less than the bare round trip ({:.0} ns)",
+                self.cached_over, self.round_trip
+            ))
+        } else {
+            None
+        }
+    }
+}
+
+/// Why a bare round trip of `round_trip` ns is not a figure: no request can be faster
+/// than the round trip under it, so one longer than the fastest whole request
+/// (`fastest_read` ns) was timed while a vCPU was descheduled.
+pub fn round_trip_unmeasurable(round_trip: f64, fastest_read: Option<f64>) -> Option<String> {
+    let fastest = fastest_read?;
+    (round_trip > fastest).then(|| {
+        format!(
+            "not measurable in this run ({round_trip:.0} ns, longer than the fastest whole request, {fastest:.0} ns: a vCPU was descheduled while it was timed)"
+        )
+    })
 }
 
 impl RingRow {
@@ -936,10 +968,20 @@ pub fn print(r: &RingReport) -> anyhow::Result<()> {
             u.map_or("-".into(), |u| format!("{:.0}", u.ops_per_s)),
         )?;
     }
+    let fastest_read = r
+        .rows
+        .iter()
+        .filter(|row| row.qd == 1)
+        .map(|row| row.read_and_copy_ns().0)
+        .filter(|ns| ns.is_finite())
+        .reduce(f64::min);
+    let trip_text = |ns: f64| {
+        round_trip_unmeasurable(ns, fastest_read).unwrap_or_else(|| format!("{ns:.0} ns"))
+    };
     outln!(
-        "bare core-to-core round trip (the QD1 floor): {:.0} ns before the rows, {:.0} ns after",
-        r.core_round_trip_ns[0],
-        r.core_round_trip_ns[1]
+        "bare core-to-core round trip (the QD1 floor): {} before the rows, {} after",
+        trip_text(r.core_round_trip_ns[0]),
+        trip_text(r.core_round_trip_ns[1])
     )?;
     let parts: Vec<_> = r
         .rows
@@ -961,6 +1003,16 @@ pub fn print(r: &RingReport) -> anyhow::Result<()> {
         )?;
         for (row, p) in parts {
             let (read, copy) = row.read_and_copy_ns();
+            if let Some(why) = p.unmeasurable(read) {
+                outln!(
+                    "{:>8} {:>8.0} {:>8.0} {:>8.0}  not measurable in this run: {why}",
+                    human_bytes(row.chunk),
+                    read,
+                    copy,
+                    p.over
+                )?;
+                continue;
+            }
             outln!(
                 "{:>8} {:>8.0} {:>8.0} {:>8.0} {:>13.0} {:>11.0} {:>9.0} {:>15.0}",
                 human_bytes(row.chunk),

@@ -45,21 +45,28 @@ pub struct MemConfigArgs {
     /// Slow device preset (same names).
     #[arg(long, default_value = "paper-pcm")]
     pub pcm: String,
-    #[arg(long, default_value = "1G", value_parser = units::parse_size)]
+    /// DRAM capacity (e.g. 1G).
+    #[arg(long, default_value = "1G", value_parser = units::parse_size, allow_hyphen_values = true)]
     pub dram_size: u64,
-    #[arg(long, default_value = "3G", value_parser = units::parse_size)]
+    /// Slow-device (PCM) capacity (e.g. 3G).
+    #[arg(long, default_value = "3G", value_parser = units::parse_size, allow_hyphen_values = true)]
     pub pcm_size: u64,
+    /// Memory channels per device.
     #[arg(long, default_value_t = 1)]
     pub channels: u32,
+    /// Ranks per channel.
     #[arg(long, default_value_t = 1)]
     pub ranks: u32,
+    /// Banks per rank.
     #[arg(long, default_value_t = 8)]
     pub banks: u32,
-    #[arg(long, default_value = "4k", value_parser = units::parse_size)]
+    /// Row (page) size per rank, bytes (e.g. 4k).
+    #[arg(long, default_value = "4k", value_parser = units::parse_size, allow_hyphen_values = true)]
     pub row: u64,
     /// Address mapping, most significant field first.
     #[arg(long, default_value = "ro-ra-ba-ch-co")]
     pub mapping: String,
+    /// Core caches: auto (only for traces that are not already post-cache), on or off.
     #[arg(long, value_enum, default_value = "auto")]
     pub caches: CachesMode,
     /// Where a page lands on first touch.
@@ -78,16 +85,19 @@ pub struct MemConfigArgs {
     /// WARM migration threshold (the paper: 1).
     #[arg(long, default_value_t = 1)]
     pub warm_threshold: u32,
-    /// WARM counter table and remap table budgets in bytes (the paper: 4096, 16384).
+    /// WARM counter table budget in bytes (the paper: 4096).
     #[arg(long, default_value_t = 4096)]
     pub warm_counter_bytes: usize,
+    /// WARM remap table budget in bytes (the paper: 16384).
     #[arg(long, default_value_t = 16384)]
     pub warm_remap_bytes: usize,
-    /// RaPP: MQ queue at which a PCM page migrates, and its lifetime in accesses.
+    /// RaPP: the MQ queue at which a PCM page migrates.
     #[arg(long, default_value_t = 5)]
     pub rapp_threshold: usize,
+    /// RaPP: the lifetime of a page's MQ entry, in accesses.
     #[arg(long, default_value_t = 10_000)]
     pub rapp_lifetime: u64,
+    /// Seed of the random first-touch placement.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
 }
@@ -299,7 +309,10 @@ fn trace_writer(path: &Path, timing: Timing, post_cache: bool) -> Result<Pending
 fn finish_writer(w: PendingTrace) -> Result<()> {
     let what = || format!("cannot write {}", w.path.display());
     let enc = w.writer.finish().with_context(what)?;
-    enc.finish().with_context(what)?.flush().with_context(what)?;
+    enc.finish()
+        .with_context(what)?
+        .flush()
+        .with_context(what)?;
     w.output.commit()
 }
 
@@ -404,9 +417,11 @@ pub struct GenArgs {
     /// hot-writes (writes concentrated on a few rows, the paper's Figure 4c-d).
     #[arg(long, value_enum, default_value = "mix")]
     pub kind: SynthArg,
+    /// Requests to generate (e.g. 1M, 5M).
     #[arg(long, default_value = "1M", value_parser = units::parse_count)]
     pub requests: u64,
-    #[arg(long, default_value = "256M", value_parser = units::parse_size)]
+    /// Bytes of memory the requests range over (e.g. 256M).
+    #[arg(long, default_value = "256M", value_parser = units::parse_size, allow_hyphen_values = true)]
     pub footprint: u64,
     /// Share of writes.
     #[arg(long, default_value_t = 0.28)]
@@ -420,9 +435,11 @@ pub struct GenArgs {
     /// stream: number of streams; stride: bytes; hot-writes: hot rows; zipf: s × 100.
     #[arg(long, default_value_t = 4)]
     pub param: u64,
+    /// Seed of the random first-touch placement.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    #[arg(short, long)]
+    /// Output trace (hscm binary format, zstd-compressed).
+    #[arg(short, long, alias = "out")]
     pub output: PathBuf,
 }
 

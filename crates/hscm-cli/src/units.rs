@@ -2,11 +2,14 @@
 
 pub fn parse_size(s: &str) -> Result<u64, String> {
     let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    if t.starts_with('-') {
+        return Err(format!("{s:?}: a size cannot be negative"));
+    }
+    let split = t
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size (examples: 1000, 4k, 1M, 8G)"))?;
+    let not_a_size = || format!("{s:?} is not a size (examples: 1000, 4k, 1M, 1.5G, 8G)");
     let shift = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 0,
         "k" | "kb" | "kib" => 10,
@@ -19,8 +22,27 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
             ))
         }
     };
-    n.checked_mul(1 << shift)
-        .ok_or_else(|| format!("{s:?} is too large"))
+    let too_large = || format!("{s:?} is too large");
+    match num.split_once('.') {
+        None => num
+            .parse::<u64>()
+            .map_err(|_| not_a_size())?
+            .checked_mul(1 << shift)
+            .ok_or_else(too_large),
+        // A fraction (1.5G) must come to a whole number of bytes.
+        Some((whole, frac)) => {
+            if frac.is_empty() || frac.contains('.') || (whole.is_empty() && frac.is_empty()) {
+                return Err(not_a_size());
+            }
+            let scale = 10u128.pow(u32::try_from(frac.len()).map_err(|_| not_a_size())?);
+            let digits: u128 = format!("{whole}{frac}").parse().map_err(|_| not_a_size())?;
+            let bytes = digits.checked_mul(1u128 << shift).ok_or_else(too_large)?;
+            if bytes % scale != 0 {
+                return Err(format!("{s:?} is not a whole number of bytes"));
+            }
+            u64::try_from(bytes / scale).map_err(|_| too_large())
+        }
+    }
 }
 
 pub fn human_bytes(n: u64) -> String {
@@ -53,6 +75,11 @@ mod tests {
         assert_eq!(parse_size("2GiB"), Ok(2 << 30));
         assert!(parse_size("G").unwrap_err().contains("not a size"));
         assert!(parse_size("4X").unwrap_err().contains("unknown unit"));
+        assert_eq!(parse_size("1.5G"), Ok(3 << 29));
+        assert_eq!(parse_size("0.5k"), Ok(512));
+        assert!(parse_size("1.5").unwrap_err().contains("whole number"));
+        assert!(parse_size("-5G").unwrap_err().contains("negative"));
+        assert!(parse_size("1..5G").is_err());
         assert!(parse_size("99999999999T")
             .unwrap_err()
             .contains("too large"));

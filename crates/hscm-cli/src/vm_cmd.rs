@@ -37,13 +37,17 @@ pub fn parse_cache_size(s: &str) -> Result<SizeArg, String> {
         }
         return Ok(SizeArg::Percent(v));
     }
-    if t.chars().all(|c| c.is_ascii_digit()) {
-        return t
-            .parse()
+    let size = if t.chars().all(|c| c.is_ascii_digit()) {
+        t.parse()
             .map(SizeArg::Objects)
-            .map_err(|_| format!("{s:?}: not a count"));
+            .map_err(|_| format!("{s:?}: not a count"))?
+    } else {
+        units::parse_size(t).map(SizeArg::Bytes)?
+    };
+    if matches!(size, SizeArg::Objects(0) | SizeArg::Bytes(0)) {
+        return Err(format!("{s:?}: a cache holds at least one object"));
     }
-    units::parse_size(t).map(SizeArg::Bytes)
+    Ok(size)
 }
 
 pub fn parse_request_format(s: &str) -> Result<RequestFormat, String> {
@@ -81,7 +85,7 @@ pub struct CacheArgs {
     #[arg(long, value_parser = parse_request_format)]
     pub format: Option<RequestFormat>,
     /// Policies, comma-separated: lru, ac-lru, clock, fifo, arc, s3fifo, sieve, belady.
-    #[arg(long, value_delimiter = ',', value_parser = parse_policy, default_value = "lru")]
+    #[arg(long, alias = "policies", value_delimiter = ',', value_parser = parse_policy, default_value = "lru")]
     pub policy: Vec<PolicyName>,
     /// Cache sizes, comma-separated: 10000 (objects), 64MiB (bytes), 10% (of the
     /// trace's footprint, in bytes; in objects with --objects).
@@ -91,7 +95,7 @@ pub struct CacheArgs {
     #[arg(long)]
     pub objects: bool,
     /// Block size that offset/size traces (lis, spc, msr, lackey) are split into.
-    #[arg(long, default_value = "4k", value_parser = units::parse_size)]
+    #[arg(long, default_value = "4k", value_parser = units::parse_size, allow_hyphen_values = true)]
     pub block: u64,
     /// LRU only: every size from one pass over the trace (stack distances) instead of
     /// one pass per size. In bytes, every object must fit the smallest size.
@@ -104,7 +108,8 @@ pub struct CacheArgs {
     /// (all four are in `access_times`).
     #[arg(long, value_parser = parse_profile, default_value = "scm")]
     pub profile: StorageProfile,
-    /// JSON: one object for one run, an array for a sweep.
+    /// JSON: an array with one object per policy and size, whatever their number
+    /// (docs/vmsim.md lists the fields); a failure prints {"ok": false, "error": ...}.
     #[arg(long)]
     pub json: bool,
     /// CSV rows instead of the table.
@@ -247,14 +252,14 @@ pub fn print_cache(rows: &[CacheResult], csv: bool) -> anyhow::Result<()> {
         return Ok(());
     }
     outln!(
-        "{:<8} {:>14} {:>10} {:>10} {:>10} {:>10} {:>22} {:>10}",
+        "{:<8} {:>14} {:>10} {:>10} {:>10} {:>10} {:>23} {:>10}",
         "policy",
         "size",
         "miss",
         "byte miss",
         "inserted",
         "bypassed",
-        "time with / without",
+        "time (s) with / without",
         "gain"
     )?;
     for r in rows {
@@ -264,7 +269,7 @@ pub fn print_cache(rows: &[CacheResult], csv: bool) -> anyhow::Result<()> {
             format!("{} obj", r.cache_size)
         };
         outln!(
-            "{:<8} {:>14} {:>10.6} {:>10.6} {:>10} {:>10} {:>10.4} / {:<9.4} {:>9.1}%",
+            "{:<8} {:>14} {:>10.6} {:>10.6} {:>10} {:>10} {:>11.4} / {:<9.4} {:>9.1}%",
             r.policy,
             size,
             r.miss_ratio,
@@ -290,6 +295,7 @@ pub struct PagingArgs {
     /// hscm reads.
     #[arg(long)]
     pub trace: PathBuf,
+    /// lackey, ramulator, dramsim3, nvmain, dramsys or hscm; detected when omitted.
     #[arg(long, value_parser = crate::sim_cmd::parse_format)]
     pub format: Option<Format>,
     /// Page sizes, comma-separated.
@@ -301,14 +307,16 @@ pub struct PagingArgs {
     /// Physical memory: a size (e.g. 4M) or a share of the trace's footprint (e.g. 50%).
     #[arg(long, default_value = "50%")]
     pub memory: String,
+    /// TLB entries.
     #[arg(long, default_value_t = 64)]
     pub tlb: usize,
     /// TLB ways per set (0: fully associative).
     #[arg(long, default_value_t = 4)]
     pub tlb_ways: usize,
-    /// t_e, a TLB access, and t_r, a memory access, in ns.
+    /// t_e, one TLB access, in ns.
     #[arg(long, default_value_t = 1.0)]
     pub t_e_ns: f64,
+    /// t_r, one memory access, in ns.
     #[arg(long, default_value_t = 100.0)]
     pub t_r_ns: f64,
     /// Added to every page fault (a disk's seek); 0 for SCM.
@@ -326,8 +334,10 @@ pub struct PagingArgs {
     /// Count data references only (no instruction fetches).
     #[arg(long)]
     pub data_only: bool,
+    /// Print JSON (a stable contract) instead of text; a failure prints {"ok": false, "error": ...}.
     #[arg(long)]
     pub json: bool,
+    /// CSV rows instead of the table.
     #[arg(long, conflicts_with = "json")]
     pub csv: bool,
 }
@@ -367,6 +377,11 @@ pub fn sim_paging(a: &PagingArgs, progress: bool) -> Result<PagingOutput> {
                 .trim()
                 .parse()
                 .map_err(|_| anyhow::anyhow!("--memory {:?}: not a percentage", a.memory))?;
+            anyhow::ensure!(
+                v > 0.0 && v <= 100.0,
+                "--memory {:?}: a share of the footprint must be in (0, 100]%",
+                a.memory
+            );
             let f = footprint()?;
             (((f as f64 * v / 100.0) as u64).max(512), Some(f))
         }
@@ -375,6 +390,16 @@ pub fn sim_paging(a: &PagingArgs, progress: bool) -> Result<PagingOutput> {
             None,
         ),
     };
+    let smallest_page = a.page_sizes.iter().copied().min().unwrap_or(0);
+    anyhow::ensure!(
+        smallest_page > 0,
+        "--page-sizes: every page size must be positive"
+    );
+    anyhow::ensure!(
+        memory_bytes >= smallest_page,
+        "--memory {}: physical memory must hold at least one page ({smallest_page} bytes)",
+        a.memory
+    );
     let cfg = PagingConfig {
         page_sizes: a.page_sizes.clone(),
         tlb_entries: a.tlb,
@@ -488,8 +513,10 @@ pub fn print_paging(o: &PagingOutput, csv: bool) -> anyhow::Result<()> {
 
 #[derive(Args)]
 pub struct GenRequestsArgs {
+    /// Requests to generate (e.g. 10M).
     #[arg(long, default_value = "10M", value_parser = units::parse_count)]
     pub requests: u64,
+    /// Distinct objects the requests draw from (e.g. 1M).
     #[arg(long, default_value = "1M", value_parser = units::parse_count)]
     pub objects: u64,
     /// Zipf exponent (0: uniform).
@@ -498,19 +525,23 @@ pub struct GenRequestsArgs {
     /// Share of requests for objects never requested again.
     #[arg(long, default_value_t = 0.0)]
     pub one_time: f64,
-    /// Share of requests from a sequential scan, and from a loop over --loop-len objects.
+    /// Share of requests from a sequential scan.
     #[arg(long, default_value_t = 0.0)]
     pub scan: f64,
+    /// Share of requests from a loop over --loop-len objects.
     #[arg(long = "loop", default_value_t = 0.0)]
     pub loop_share: f64,
+    /// Objects in the loop (--loop).
     #[arg(long, default_value_t = 1000)]
     pub loop_len: u64,
-    #[arg(long, default_value = "4k", value_parser = units::parse_size)]
+    /// Size of every object (e.g. 4k).
+    #[arg(long, default_value = "4k", value_parser = units::parse_size, allow_hyphen_values = true)]
     pub object_size: u64,
+    /// Seed of the random draws.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
     /// Output (libCacheSim oracleGeneral; zstd-compressed when the name ends in .zst).
-    #[arg(short, long)]
+    #[arg(short, long, alias = "out")]
     pub output: PathBuf,
 }
 

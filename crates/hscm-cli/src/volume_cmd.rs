@@ -156,7 +156,7 @@ pub fn watch_warmup(vol: &Volume, bar: bool) -> Result<hscm_store::LoadProgress>
         let pb = indicatif::ProgressBar::new(vol.size());
         pb.set_style(
             indicatif::ProgressStyle::with_template(
-                "warming {bar:40.cyan/blue} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+                "warming {bar:40.cyan/blue} {decimal_bytes}/{decimal_total_bytes} {decimal_bytes_per_sec} eta {eta}",
             )
             .expect("static template"),
         );

@@ -180,7 +180,8 @@ fn bench_volume_json_contract() {
     assert_eq!(j["workload"], "mixed");
     assert_eq!(j["bs"], 1000);
     assert_eq!(j["threads"], 2);
-    assert_eq!(j["durability"], "on-flush");
+    // The default, as for volumes.
+    assert_eq!(j["durability"], "immediate");
     for k in ["iops", "mbps", "p50_us", "p99_us"] {
         assert!(j["ours"][k].as_f64().unwrap() > 0.0, "ours.{k}");
     }

@@ -291,7 +291,7 @@ fn sim_cache_json_contract_and_sweeps() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v = ok_json(&[
+    let one = ok_json(&[
         "sim",
         "cache",
         "--trace",
@@ -302,6 +302,9 @@ fn sim_cache_json_contract_and_sweeps() {
         "500",
         "--json",
     ]);
+    // One shape for every call: an array of rows, here of one.
+    assert_eq!(one.as_array().map(Vec::len), Some(1), "{one}");
+    let v = &one[0];
     for f in [
         "trace",
         "policy",

@@ -55,6 +55,13 @@ pub enum Error {
         "{path} already exists as {kind}: creating a volume there would overwrite what it holds"
     )]
     AlreadyExists { path: String, kind: &'static str },
+    /// The whole volume lives in RAM: it cannot open where memory is smaller.
+    #[error("{path}: the volume holds {:.1} GiB and keeps all of it in RAM, but this machine has {:.1} GiB of memory and swap", gib(*.volume_size), gib(*.memory))]
+    TooLargeForMemory {
+        path: String,
+        volume_size: u64,
+        memory: u64,
+    },
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
     #[error("{path}: corrupt record at byte {offset}: {reason}; valid records follow it, so this is damage, not a torn tail (acknowledged data may sit beyond it: restore the file or run `hscm kv check` to see all damage)")]
@@ -69,6 +76,10 @@ pub enum Error {
     ValueTooLarge { len: usize, max: usize },
     #[error("{path}: device missing: {reason}")]
     MissingDevice { path: String, reason: String },
+}
+
+fn gib(bytes: u64) -> f64 {
+    bytes as f64 / (1u64 << 30) as f64
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

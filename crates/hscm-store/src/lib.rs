@@ -36,6 +36,7 @@ pub use error::{Error, Result};
 pub use header::{Header, FORMAT_VERSION, HEADER_LEN, MAGIC, SECTOR};
 pub use journal::{JOURNAL_OFFSET, MIN_JOURNAL};
 pub use lock::LockHolder;
+pub use ram::{check_fits_in_memory, memory_available_for_volumes};
 pub use volume::{
     CreateOptions, Inspection, JournalStats, LoadProgress, LoadState, OpenOptions, Volume,
     DEFAULT_CHUNK_SIZE,

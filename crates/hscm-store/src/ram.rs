@@ -114,6 +114,30 @@ impl RamImage {
     }
 }
 
+/// Physical memory plus swap, from /proc/meminfo: what a volume's working copy can
+/// occupy at the most. None where it cannot be read.
+pub fn memory_available_for_volumes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let field = |name: &str| -> Option<u64> {
+        let line = text.lines().find(|l| l.starts_with(name))?;
+        let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+        Some(kib * 1024)
+    };
+    Some(field("MemTotal:")? + field("SwapTotal:").unwrap_or(0))
+}
+
+/// Refuses a volume whose working copy cannot fit in this machine's memory.
+pub fn check_fits_in_memory(name: &str, volume_size: u64) -> crate::Result<()> {
+    match memory_available_for_volumes() {
+        Some(memory) if volume_size > memory => Err(crate::Error::TooLargeForMemory {
+            path: name.to_string(),
+            volume_size,
+            memory,
+        }),
+        _ => Ok(()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

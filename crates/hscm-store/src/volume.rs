@@ -40,7 +40,7 @@ use crate::header::{
 #[cfg(doc)]
 use crate::journal::MIN_JOURNAL;
 use crate::journal::{self, Checkpoint, JOURNAL_OFFSET};
-use crate::ram::RamImage;
+use crate::ram::{check_fits_in_memory, RamImage};
 use crate::Durability;
 
 const UNLOADED: u8 = 0;
@@ -117,6 +117,17 @@ impl CreateOptions {
     fn validate(&self, volume_size: u64, name: &str) -> Result<()> {
         validate_geometry(volume_size, self.chunk_size)
             .and_then(|()| validate_journal(self.journal_size))
+            .and_then(|()| {
+                // Only new volumes: one made before this rule still opens.
+                if u64::from(self.chunk_size) > volume_size {
+                    Err(format!(
+                        "chunk size {} is larger than the volume ({volume_size} bytes)",
+                        self.chunk_size
+                    ))
+                } else {
+                    Ok(())
+                }
+            })
             .map_err(|reason| Error::BadGeometry {
                 path: name.to_string(),
                 reason,
@@ -397,6 +408,7 @@ impl Volume {
         let size = usize::try_from(header.volume_size).map_err(|_| {
             Error::InvalidArgument(format!("{name}: volume too large for this address space"))
         })?;
+        check_fits_in_memory(&name, header.volume_size)?;
         let ram = RamImage::new(size)
             .map_err(|e| Error::io(format!("cannot map {size} bytes of RAM for {name}"), e))?;
         let chunks = (0..header.chunk_count())

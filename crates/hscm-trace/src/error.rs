@@ -16,8 +16,13 @@ pub enum TraceError {
         line: u64,
         message: String,
     },
-    #[error("{name}: cannot tell the trace format from its first line {sample:?}; pass --format (lackey, ramulator, dramsim3, nvmain, dramsys, hscm)")]
-    UnknownFormat { name: String, sample: String },
+    /// `sample` is the first line, at most 80 bytes, printed escaped.
+    #[error("{name}: cannot tell the trace format from its first line {sample:?}; name it (one of: {known})")]
+    UnknownFormat {
+        name: String,
+        sample: String,
+        known: &'static str,
+    },
     #[error("{name}: byte {offset}: {message}")]
     Binary {
         name: String,

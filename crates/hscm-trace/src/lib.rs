@@ -134,7 +134,7 @@ impl TraceReader {
         let (stream, head) = open_stream(input, name)?;
         let format = match format {
             Some(f) => f,
-            None => detect(&head).ok_or_else(|| unknown_format(name, &head))?,
+            None => detect(&head).ok_or_else(|| unknown_format(name, &head, MEMORY_FORMATS))?,
         };
         let (inner, timing, post_cache) = if format == Format::Hscm {
             let r = binary::BinaryReader::new(stream, name)?;
@@ -203,8 +203,13 @@ pub(crate) fn open_stream(
     Ok((stream, head))
 }
 
-pub(crate) fn unknown_format(name: &str, head: &[u8]) -> TraceError {
+/// The memory-trace formats, as `--format` spells them.
+pub const MEMORY_FORMATS: &str = "lackey, ramulator, dramsim3, nvmain, dramsys, hscm";
+
+/// `known` lists the formats the caller reads, as its `--format` spells them.
+pub(crate) fn unknown_format(name: &str, head: &[u8], known: &'static str) -> TraceError {
     TraceError::UnknownFormat {
+        known,
         name: name.to_string(),
         sample: String::from_utf8_lossy(&head[..head.len().min(80)])
             .lines()

@@ -33,6 +33,8 @@ pub enum RequestFormat {
 impl RequestFormat {
     pub const NAMES: &'static [&'static str] =
         &["oracle-general", "csv", "lis", "spc", "msr", "lackey"];
+    /// [`Self::NAMES`] as one phrase, for messages.
+    pub const NAMES_TEXT: &'static str = "oracle-general, csv, lis, spc, msr, lackey";
 
     pub fn from_name(s: &str) -> Option<Self> {
         Some(match s {
@@ -99,9 +101,8 @@ impl RequestReader {
         let (stream, head) = crate::open_stream(Box::new(file), &name)?;
         let format = match format {
             Some(f) => f,
-            None => {
-                detect_requests(&name, &head).ok_or_else(|| crate::unknown_format(&name, &head))?
-            }
+            None => detect_requests(&name, &head)
+                .ok_or_else(|| crate::unknown_format(&name, &head, RequestFormat::NAMES_TEXT))?,
         };
         let block = block.max(1);
         let inner: Box<dyn Iterator<Item = Result<Request, TraceError>> + Send> = match format {

@@ -164,6 +164,14 @@ impl Iterator for YcsbGen {
     }
 }
 
+/// At most 60 characters of a bad line, for a message ({:?} then escapes the rest).
+fn excerpt(s: &str) -> String {
+    match s.char_indices().nth(60) {
+        Some((at, _)) => format!("{}…", &s[..at]),
+        None => s.to_string(),
+    }
+}
+
 /// The largest value an operation trace may ask for (NBYTES), 64 MiB: a bound, so a
 /// typo cannot ask a replay to allocate gigabytes.
 pub const MAX_OP_BYTES: usize = 64 << 20;
@@ -187,7 +195,7 @@ pub fn parse_op_trace(
     default_len: usize,
 ) -> Result<Vec<KvOp>, TraceError> {
     let mut ops = Vec::new();
-    for (i, line) in reader.lines().enumerate() {
+    for (i, line) in reader.split(b'\n').enumerate() {
         let line_no = i as u64 + 1;
         let line = line.map_err(|e| TraceError::Io {
             name: name.to_string(),
@@ -197,6 +205,12 @@ pub fn parse_op_trace(
             name: name.to_string(),
             line: line_no,
             message,
+        };
+        let Ok(line) = String::from_utf8(line) else {
+            return Err(err(
+                "not text (invalid UTF-8): an operation trace has one `VERB KEY [NBYTES]` per line"
+                    .into(),
+            ));
         };
         let text = line.trim();
         if text.is_empty() || text.starts_with('#') {
@@ -211,8 +225,13 @@ pub fn parse_op_trace(
             [a, b] if b.parse::<usize>().is_ok() => (*a, Some(*b)),
             [_, key] => (*key, None),
             [_, key, n] => (*key, Some(*n)),
-            [] => return Err(err(format!("{verb}: missing key"))),
-            _ => return Err(err(format!("expected `VERB KEY [NBYTES]`, got {text:?}"))),
+            [] => return Err(err(format!("{:?}: missing key", excerpt(&verb)))),
+            _ => {
+                return Err(err(format!(
+                    "expected `VERB KEY [NBYTES]`, got {:?}",
+                    excerpt(text)
+                )))
+            }
         };
         let len = match len {
             Some(n) => n
@@ -235,7 +254,8 @@ pub fn parse_op_trace(
             "SCAN" => return Err(err("SCAN is not supported by the key-value store".into())),
             v => {
                 return Err(err(format!(
-                    "unknown operation {v:?}: use READ, UPDATE, INSERT or DELETE"
+                    "unknown operation {:?}: use READ, UPDATE, INSERT or DELETE",
+                    excerpt(v)
                 )))
             }
         });
@@ -316,10 +336,22 @@ mod tests {
         let err = parse_op_trace("t", "READ a\nUPDATE user2 99999999999\n".as_bytes(), 1)
             .unwrap_err()
             .to_string();
-        assert!(err.starts_with("t:2:") && err.contains("99999999999"), "{err}");
+        assert!(
+            err.starts_with("t:2:") && err.contains("99999999999"),
+            "{err}"
+        );
         let err = parse_op_trace("t", "READ\n".as_bytes(), 1)
             .unwrap_err()
             .to_string();
         assert!(err.contains("missing key"), "{err}");
+        let err = parse_op_trace("t", &b"READ a\n\xff\x1b[2J\n"[..], 1)
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("t:2:") && err.contains("not text"), "{err}");
+        let long = format!("FROB\u{1b}{}\n", "x".repeat(500));
+        let err = parse_op_trace("t", long.as_bytes(), 1)
+            .unwrap_err()
+            .to_string();
+        assert!(err.len() < 200 && !err.contains('\u{1b}'), "{err}");
     }
 }
