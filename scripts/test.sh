@@ -10,6 +10,9 @@ echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo build (the C interface test links the shared library it makes)"
 cargo build --workspace --locked
+echo "== the C library where the documented build line finds it (scripts/build-c.sh)"
+bash scripts/build-c.sh --debug target/c-debug
+cc -O2 -Wall -Werror -Itarget/c-debug/include crates/hscm-ring/c/example.c -Ltarget/c-debug/lib -lhscm_ring -o target/c-debug/ring-example
 echo "== cargo test"
 cargo test --workspace --locked
 echo "== loom: the ring protocol under every interleaving"

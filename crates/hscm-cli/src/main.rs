@@ -22,6 +22,7 @@ mod volume_cmd;
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
+use clap::builder::TypedValueParser as _;
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use hscm_store::Durability;
 
@@ -53,14 +54,14 @@ enum Command {
     ///
     /// Example: hscm serve data.hscm --shm data   (clients connect to "data")
     Serve(ring_cmd::ServeArgs),
-    /// Energy-aware key-value store over several devices (seed 002): Standard
+    /// Energy-aware key-value store over several devices (after the Sprint-AEP paper): Standard
     /// (every device active) against Sprint (a few primaries absorb the rest).
     #[command(subcommand)]
     Kv(KvCmd),
     /// Simulators for memory nobody can buy (`hscm sim memory compare --help`).
     #[command(subcommand)]
     Sim(SimCmd),
-    /// Convert, capture and generate memory traces.
+    /// Convert and generate traces (scripts/capture-traces.sh captures real programs with valgrind).
     #[command(subcommand)]
     Trace(TraceCmd),
     /// Run every implemented experiment and write a report (Markdown, JSON, SVG plots)
@@ -180,7 +181,7 @@ enum KvCmd {
 enum SimCmd {
     /// File cache over storage: hit ratios of LRU, AC-LRU (admit on second access),
     /// CLOCK, FIFO, ARC, S3-FIFO, SIEVE and Belady, and the access time with and without
-    /// the cache on HDD, SSD, SCM or DRAM storage (seed 004, eq. 1-3).
+    /// the cache on HDD, SSD, SCM or DRAM storage (Park & Bahn 2020, eq. 1-3).
     ///
     /// Example: hscm trace gen-requests --one-time 0.3 -o t.oracleGeneral.zst &&
     ///          hscm sim cache --trace t.oracleGeneral.zst --policy lru,ac-lru --size 1%,5%,10%
@@ -200,7 +201,7 @@ enum SimCmd {
 enum MemoryCmd {
     /// Run every policy (dram-only, pcm-only, static, warm, rapp) on one trace and
     /// print energy, performance and energy-delay product normalised to DRAM-only, as
-    /// the seed paper's Figures 8-10.
+    /// Sun et al. 2020's Figures 8-10.
     ///
     /// Example: hscm sim memory compare --trace traces/cjpeg.hscm.zst
     /// Example: hscm trace gen --kind hot-writes -o hot.hscm.zst && hscm sim memory compare --trace hot.hscm.zst --json
@@ -339,8 +340,8 @@ struct VolumeBenchArgs {
     /// Request size; any size works (1000 exercises unaligned I/O).
     #[arg(long, default_value = "4k", value_parser = units::parse_size, allow_hyphen_values = true)]
     bs: u64,
-    /// Concurrent client threads, each issuing one request at a time.
-    #[arg(long, default_value_t = 1)]
+    /// Concurrent client threads, each issuing one request at a time (at most 1024).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=1024).map(|n| n as usize))]
     threads: usize,
     /// Measured time per target (after setup and warm-up).
     #[arg(long, default_value_t = 5.0)]
@@ -381,7 +382,7 @@ struct ReproduceArgs {
     /// Largest volume in the restart experiment.
     #[arg(long, default_value = "8G", value_parser = units::parse_size, allow_hyphen_values = true)]
     restart_size: u64,
-    /// Small sizes and short runs: a smoke test of the whole pipeline in seconds.
+    /// Small sizes and short runs: a smoke test of the whole pipeline (about two minutes here; the key-value and volume sections take most of it).
     #[arg(long)]
     quick: bool,
     /// Run only these sections, comma-separated (default: all): volume, memsim, vmsim, ring, kv.
@@ -749,5 +750,31 @@ mod tests {
         let mut missing = Vec::new();
         walk(&Cli::command(), "hscm", &mut missing);
         assert!(missing.is_empty(), "no help text:\n{}", missing.join("\n"));
+    }
+
+    /// Help speaks of papers by name, not by our tracker's or seed files' numbers.
+    #[test]
+    fn help_names_papers_not_our_tracker() {
+        fn walk(cmd: &mut clap::Command, bad: &mut Vec<String>) {
+            let help = cmd.render_long_help().to_string();
+            for word in [
+                "seed 0",
+                "seed paper",
+                "issue tracker",
+                "(issue ",
+                "issue 1",
+                "issue 2",
+            ] {
+                if help.contains(word) {
+                    bad.push(format!("{}: {word:?}", cmd.get_name()));
+                }
+            }
+            for sub in cmd.get_subcommands_mut() {
+                walk(sub, bad);
+            }
+        }
+        let mut bad = Vec::new();
+        walk(&mut Cli::command(), &mut bad);
+        assert!(bad.is_empty(), "{}", bad.join("\n"));
     }
 }

@@ -386,9 +386,9 @@ fn volume_section(out: &Path, seconds: f64, restart_size: u64, quick: bool) -> R
     let mut js = Vec::new();
     let mut passed = 0;
     let mut total = 0;
-    writeln!(md, "## Durable hybrid RAM volume (issue 2, seed 001)\n")?;
+    writeln!(md, "## Durable hybrid RAM volume (Baek & Park 2020)\n")?;
     writeln!(md, "Every figure in this section was measured in this run; baselines ran on the same disk, with the same access \
-        pattern and timer. Paper figures are from Baek & Park 2020 (seed 001); they were measured on different hardware \
+        pattern and timer. Paper figures are from Baek & Park 2020 (*A Durable Hybrid RAM Disk with a Rapid Resilience*); they were measured on different hardware \
         (two SATA SSDs in RAID-0), so ratios, not absolute numbers, are what compare.\n")?;
     if quick {
         writeln!(md, "> Quick mode: 64 MiB working sets and 0.3 s runs.\n")?;
@@ -466,7 +466,7 @@ fn volume_section(out: &Path, seconds: f64, restart_size: u64, quick: bool) -> R
         )?;
     }
 
-    writeln!(md, "\n### Targets (issue 2)\n")?;
+    writeln!(md, "\n### Targets\n")?;
     writeln!(md, "| experiment | check | target | ours | verdict |")?;
     writeln!(md, "|---|---|---:|---:|---|")?;
     for (e, (id, r)) in exps.iter().zip(&results) {

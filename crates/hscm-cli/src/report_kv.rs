@@ -175,9 +175,9 @@ pub fn section(out: &Path, quick: bool, ycsb: Option<&Path>) -> Result<Section> 
     let mut md = String::new();
     writeln!(
         md,
-        "## Energy-aware multi-device key-value store (issue 6, seed 002)\n"
+        "## Energy-aware multi-device key-value store (Sprint-AEP)\n"
     )?;
-    writeln!(md, "Sprint-AEP (seed 002) keeps only a few *primary* devices active: they absorb the writes meant for the idle \
+    writeln!(md, "Sprint-AEP (*Disperse Access Considered Energy Inefficient in Intel Optane DC Persistent Memory Servers*) keeps only a few *primary* devices active: they absorb the writes meant for the idle \
         devices in durable buffer logs, sync each log home in one compact burst when the buffer reaches 80%, and cache the idle \
         devices' values, prefetching their hottest keys (hot/cold range lists, at most 1/20 of the cache per prefetch). A trial \
         keeps one more primary when it raises write+read throughput by 10% or more. Here each device is a directory of \

@@ -126,8 +126,8 @@ pub fn section(_out: &Path, quick: bool) -> Result<Section> {
     note!("[ring] shared-memory transport vs memcpy vs Unix socket");
     let r = ring_cmd::bench(&args)?;
     let mut md = String::new();
-    writeln!(md, "## Shared-memory queue transport (issue 5, seed 003)\n")?;
-    writeln!(md, "Seo et al. 2016 (seed 003) run a storage protocol over the DRAM interface: submission and completion queues and a \
+    writeln!(md, "## Shared-memory queue transport (Seo et al. 2016)\n")?;
+    writeln!(md, "Seo et al. 2016 (*Design and Implementation of a Mobile Storage Leveraging the DRAM Interface*) run a storage protocol over the DRAM interface: submission and completion queues and a \
         data buffer in shared memory, a doorbell, completion by interrupt or polling, split I/O. They define protocol overhead \
         as 1 - protocol bandwidth / interface bandwidth, measured at QD1 with the device answering at once. Here the device \
         is an hscm volume in RAM served by `hscm serve`'s worker, the client a thread of this process through its own memfd \
@@ -261,7 +261,7 @@ pub fn section(_out: &Path, quick: bool) -> Result<Section> {
             ),
         ));
     }
-    let passed = targets_table(&mut md, "Targets (issue 5)", &checks)?;
+    let passed = targets_table(&mut md, "Targets", &checks)?;
     writeln!(md)?;
     if let Some(x) = one_copy(4096) {
         floor_note(&mut md, x, r.core_round_trip_ns)?;

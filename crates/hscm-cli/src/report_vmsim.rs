@@ -140,9 +140,9 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
     let mut checks: Vec<(String, Check)> = Vec::new();
     writeln!(
         md,
-        "## File caching and paging over SCM storage (issue 4, seed 004)\n"
+        "## File caching and paging over SCM storage (Park & Bahn 2020)\n"
     )?;
-    writeln!(md, "Park & Bahn 2020 (seed 004) replay web- and proxy-server file traces through an LRU file cache over a hard disk \
+    writeln!(md, "Park & Bahn 2020 (*Issues in File Caching and Virtual Memory Paging with Fast SCM Storage*) replay web- and proxy-server file traces through an LRU file cache over a hard disk \
         and over SCM, add admission control (cache a block only on its second use), derive when caching pays (eq. 1-3), and \
         simulate paging with a TLB and second-chance replacement for page sizes 512 B-64 KiB and storage 1x-1000x slower than \
         memory (eq. 4-6). Their traces are not public; ours are named below. Latencies per 4 KiB: a cache hit t = 1 µs, SCM \
@@ -520,7 +520,7 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
     let python = std::env::var_os("HSCM_LIBCACHESIM_PYTHON").filter(|p| !p.is_empty());
     let lcs = against_libcachesim(&mut md, out, quick, python, &mut checks)?;
 
-    let passed = targets_table(&mut md, "Targets (issue 4)", &checks)?;
+    let passed = targets_table(&mut md, "Targets", &checks)?;
     writeln!(md)?;
     let json = json!({"cache": js, "paging": pjs, "bench": b, "libcachesim": lcs,
         "checks": named_checks_json(&checks)});

@@ -35,7 +35,7 @@ pub enum PlacementArg {
     Identity,
 }
 
-/// The memory system: everything has the seed paper's value by default.
+/// The memory system: everything has Sun et al. 2020's value by default.
 #[derive(Args, Clone)]
 pub struct MemConfigArgs {
     /// DRAM device preset (paper-dram, paper-pcm, ddr3-1600k, ddr4-2400, optane-like,
@@ -254,7 +254,7 @@ pub fn print_compare(c: &CompareOutput) -> anyhow::Result<()> {
     }
     outln!("energy, perf and EDP are normalised to dram-only (perf = its runtime / ours).")?;
     outln!(
-        "Energy is modelled (seed paper's Table 2 per-bit energies, DDR3 datasheet standby and"
+        "Energy is modelled (Sun et al. 2020's Table 2 per-bit energies, DDR3 datasheet standby and"
     )?;
     outln!("refresh currents; PCM standby power is an assumption): see docs/memsim.md.")?;
     Ok(())

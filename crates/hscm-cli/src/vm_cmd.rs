@@ -572,6 +572,11 @@ pub fn request_spec(a: &GenRequestsArgs) -> Result<RequestSynthSpec> {
 
 /// Writes a synthetic trace as oracleGeneral with next-access indices filled in.
 pub fn gen_requests(spec: RequestSynthSpec, output: &Path) -> Result<u64> {
+    // Every request and its next-use index are held until written (about 48 bytes).
+    units::ensure_fits_in_memory(
+        &format!("generating {} requests", spec.requests),
+        u128::from(spec.requests) * 48,
+    )?;
     let reqs: Vec<hscm_trace::Request> = RequestSynth::new(spec).collect();
     let next = cache::next_uses(&reqs);
     let out = crate::scratch::OutputFile::create(output)?;
@@ -709,7 +714,8 @@ pub fn bench_cache(requests: u64, objects: u64, progress: bool) -> Result<CacheB
         );
     }
     let v: serde_json::Value = serde_json::from_slice(&child.stdout)?;
-    let peak_rss_mb = v["peak_rss_mb"]
+    // One row: the one policy at the one size.
+    let peak_rss_mb = v[0]["peak_rss_mb"]
         .as_f64()
         .context("peak_rss_mb in `hscm sim cache --json`")?;
     Ok(CacheBench {

@@ -1,21 +1,8 @@
 //! The `hscm` command as a user meets it: exit codes and messages.
 
-use std::process::{Command, Output};
+mod util;
 
-fn hscm(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hscm"))
-        .args(args)
-        .output()
-        .expect("run hscm")
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
+use util::{run as hscm, text};
 
 #[test]
 fn create_info_check_round_trip() {

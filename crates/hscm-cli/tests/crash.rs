@@ -4,9 +4,11 @@
 //! are killed mid-flight too. Run on a volume without a journal and on one with a
 //! small journal (1 MiB for 8 MiB: it wraps and checkpoints within a round).
 
+mod util;
+
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use hscm_store::testing::check_restarted_block;
@@ -37,7 +39,7 @@ fn run_rounds(durability: Durability, rounds: u64, journal_size: u64) {
     let mut rng = rand::rngs::SmallRng::seed_from_u64(durability as u64 + 11);
     let mut total_acks = 0;
     for round in 1..=rounds {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hscm"))
+        let mut child = util::hscm()
             .args(["debug", "crash-writer"])
             .arg(&path)
             .args([

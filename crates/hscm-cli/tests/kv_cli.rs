@@ -1,14 +1,9 @@
 //! `hscm kv`: the JSON contract of bench, check on a healthy and a damaged store, and
 //! clear errors for bad arguments.
 
-use std::process::Command;
+mod util;
 
-fn hscm(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_hscm"))
-        .args(args)
-        .output()
-        .expect("run hscm")
-}
+use util::run as hscm;
 
 /// `hscm kv bench ARGS --json --dir DIR`, which must succeed; its JSON.
 fn bench_json(args: &[&str], dir: &std::path::Path) -> serde_json::Value {
@@ -125,6 +120,8 @@ fn check_passes_a_healthy_store_and_names_damage() {
         err.contains("dev0/data.log") && err.contains("corrupt record at byte 0"),
         "{err}"
     );
+    // The check it is does not tell the user to run itself.
+    assert!(!err.contains("run `hscm kv check`"), "{err}");
 }
 
 #[test]

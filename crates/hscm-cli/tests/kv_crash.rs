@@ -2,8 +2,10 @@
 //! after every kill the reopened store holds every acknowledged put and delete.
 
 use std::collections::HashMap;
+mod util;
+
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use hscm_store::kv::{KvOptions, KvStore};
@@ -29,7 +31,7 @@ fn rounds(mode: &str, rounds: u64) {
     let mut rng = rand::rngs::SmallRng::seed_from_u64(rounds + mode.len() as u64);
     let (mut total_acks, mut replayed) = (0, 0);
     for round in 1..=rounds {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_hscm"))
+        let mut child = util::hscm()
             .args(["debug", "kv-writer"])
             .arg(dir.path())
             .args(["--seed", &round.to_string(), "--mode", mode])

@@ -1,27 +1,12 @@
 //! The memory simulator's command-line contract: JSON fields scripts rely on, format
 //! detection, and clear errors for bad input.
 
+mod util;
+
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::Value;
-
-fn hscm(args: &[&str]) -> std::process::Output {
-    Command::new(env!("CARGO_BIN_EXE_hscm"))
-        .args(args)
-        .output()
-        .expect("runs")
-}
-
-fn ok_json(args: &[&str]) -> Value {
-    let out = hscm(args);
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
-}
+use util::{ok_json, run as hscm};
 
 fn gen(dir: &Path, kind: &str) -> String {
     let p = dir.join(format!("{kind}.hscm.zst")).display().to_string();

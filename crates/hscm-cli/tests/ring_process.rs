@@ -3,19 +3,18 @@
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::{Child, Stdio};
+use std::time::Duration;
+
+mod util;
 
 use hscm_ring::{Client, ClientOptions};
 use hscm_store::testing::check_restarted_block;
 use hscm_store::{CreateOptions, OpenOptions, Volume};
+use util::{hscm, wait_until};
 
 const BLOCK: u64 = 4096;
 const SIZE: u64 = 4 << 20;
-
-fn hscm() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_hscm"))
-}
 
 fn start_server(volume: &Path, socket: &Path) -> Child {
     let child = hscm()
@@ -68,17 +67,6 @@ fn record(lines: &[String], acked: &mut [u64], attempted: &mut [u64]) -> usize {
         }
     }
     acks
-}
-
-fn wait_until(deadline: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let t0 = Instant::now();
-    while t0.elapsed() < deadline {
-        if f() {
-            return true;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    false
 }
 
 fn new_volume(dir: &Path) -> std::path::PathBuf {
@@ -179,10 +167,7 @@ fn killed_clients_leave_the_server_serving() {
 }
 
 fn rustix_kill(child: &Child) {
-    let _ = Command::new("kill")
-        .arg("-TERM")
-        .arg(child.id().to_string())
-        .status();
+    util::signal(child.id(), 15);
 }
 
 #[test]
@@ -194,16 +179,22 @@ fn the_socket_is_private_and_a_second_server_is_refused() {
     let mut server = start_server(&volume, &socket);
     let mode = std::fs::metadata(&socket).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600);
-    let out = hscm()
-        .arg("serve")
-        .arg(&volume)
-        .arg("--shm")
-        .arg(&socket)
-        .output()
-        .unwrap();
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("already"), "{err}");
+    // The same volume: its owner's lock refuses it. Another volume on the same
+    // socket: the socket refuses it.
+    let other_dir = tempfile::tempdir().unwrap();
+    let other = new_volume(other_dir.path());
+    for (vol, says) in [(&volume, "is in use"), (&other, "already")] {
+        let out = hscm()
+            .arg("serve")
+            .arg(vol)
+            .arg("--shm")
+            .arg(&socket)
+            .output()
+            .unwrap();
+        assert!(!out.status.success());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{err}");
+    }
     server.kill().unwrap();
     server.wait().unwrap();
 }

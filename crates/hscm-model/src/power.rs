@@ -38,9 +38,10 @@ impl PowerProfile {
         let p = match name {
             "optane-aep" => PowerProfile {
                 name: name.into(),
-                source: "seed 002 Table II (idle 1.91 W, peak 3.64 W), §IV-B (2.8 W under \
+                source:
+                    "Sprint-AEP paper, Table II (idle 1.91 W, peak 3.64 W), §IV-B (2.8 W under \
                          50 us-gap requests), Fig. 2 (plateau to 0.8 ms, near idle by 1.6 ms)"
-                    .into(),
+                        .into(),
                 idle_w: 1.91,
                 active_w: 2.8,
                 peak_w: 3.64,

@@ -1,6 +1,9 @@
 /* Writes, reads back and checks through a running `hscm serve`, with both APIs.
- * Build: cc -O2 -Iinclude c/example.c -Ltarget/release -lhscm_ring -o ring-example
- * Run:   ./ring-example NAME      (exit status 0 when every check passed) */
+ * Build, from the repository's root (scripts/build-c.sh puts the library and header
+ * under target/c):
+ *   bash scripts/build-c.sh
+ *   cc -O2 -Itarget/c/include crates/hscm-ring/c/example.c -Ltarget/c/lib -lhscm_ring -o ring-example
+ * Run:   LD_LIBRARY_PATH=target/c/lib ./ring-example NAME   (exit 0 when every check passed) */
 #include <stdio.h>
 #include <string.h>
 #include "hscm_ring.h"

@@ -64,7 +64,10 @@ pub enum Error {
     },
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
-    #[error("{path}: corrupt record at byte {offset}: {reason}; valid records follow it, so this is damage, not a torn tail (acknowledged data may sit beyond it: restore the file or run `hscm kv check` to see all damage)")]
+    /// Both checkpoint records are damaged: the journal has no trusted starting point.
+    #[error("{path}: neither checkpoint slot holds a valid record (offsets 4096 and 8192): the checkpoint area is corrupt, so the journal cannot be replayed")]
+    CorruptCheckpoint { path: String },
+    #[error("{path}: corrupt record at byte {offset}: {reason}; valid records follow it, so this is damage, not a torn tail (acknowledged data may sit beyond it)")]
     CorruptRecord {
         path: String,
         offset: u64,

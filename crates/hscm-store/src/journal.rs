@@ -223,9 +223,8 @@ pub(crate) fn read_checkpoint(backend: &dyn Backend, header: &Header) -> Result<
             }
         }
     }
-    best.ok_or_else(|| Error::BadGeometry {
+    best.ok_or_else(|| Error::CorruptCheckpoint {
         path: backend.describe(),
-        reason: "neither checkpoint slot holds a valid record (offsets 4096 and 8192); the journal cannot be replayed".into(),
     })
 }
 

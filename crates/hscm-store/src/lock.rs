@@ -11,6 +11,7 @@
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::time::{Duration, Instant};
 
 use rustix::fs::FlockOperation;
 
@@ -25,23 +26,63 @@ pub(crate) enum Hold {
     Shared,
 }
 
+/// How long an opener waits for a lock whose holder has already exited.
+const EXITED_HOLDER_WAIT: Duration = Duration::from_secs(5);
+
 /// Takes `hold` on `file` (opened from `path`) or explains who has it.
+///
+/// A holder that has exited can keep the lock a little longer: after a `kill -9` in the
+/// middle of io_uring writes, the kernel finishes them and tears the ring down after
+/// the process is gone, and the ring holds the file until then. So while no running
+/// process holds the lock (as far as `/proc/locks` tells), this waits, up to 5 s,
+/// rather than refusing a restart after a crash.
 pub(crate) fn acquire(file: &File, path: &Path, hold: Hold) -> Result<()> {
     let op = match hold {
         Hold::Exclusive => FlockOperation::NonBlockingLockExclusive,
         Hold::Shared => FlockOperation::NonBlockingLockShared,
     };
-    match rustix::fs::flock(file, op) {
-        Ok(()) => Ok(()),
-        Err(e) if e == rustix::io::Errno::WOULDBLOCK => Err(Error::Locked {
-            path: path.display().to_string(),
-            holder: holder_of(file),
-            read_write: hold == Hold::Exclusive,
-        }),
-        Err(e) => Err(Error::io(
-            format!("cannot lock {}", path.display()),
-            e.into(),
-        )),
+    let started = Instant::now();
+    loop {
+        match rustix::fs::flock(file, op) {
+            Ok(()) => return Ok(()),
+            Err(e) if e == rustix::io::Errno::WOULDBLOCK => {
+                let entries = lock_entries(file);
+                // Every lock on the file belongs to a process that is gone. Once it is
+                // gone the kernel may no longer list its lock at all (it lists only
+                // locks whose process it can name), so no entry counts as gone too.
+                let exited = entries
+                    .iter()
+                    .all(|e| e.pid.is_none_or(|pid| !is_running(pid)));
+                if exited && started.elapsed() < EXITED_HOLDER_WAIT {
+                    std::thread::sleep(Duration::from_millis(10));
+                    continue;
+                }
+                return Err(Error::Locked {
+                    path: path.display().to_string(),
+                    holder: first_holder(&entries),
+                    read_write: hold == Hold::Exclusive,
+                });
+            }
+            Err(e) => {
+                return Err(Error::io(
+                    format!("cannot lock {}", path.display()),
+                    e.into(),
+                ))
+            }
+        }
+    }
+}
+
+/// False once `pid` has exited (gone, or a zombie waiting to be reaped).
+fn is_running(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state follows the command name, which is in parentheses and may hold any
+        // character: read it after the last ')'.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X"),
+        Err(_) => false,
     }
 }
 
@@ -53,24 +94,41 @@ pub struct LockHolder {
     pub exclusive: bool,
 }
 
-/// The first process other than this one that `/proc/locks` says holds a `flock` on
-/// `file`'s inode; None where that cannot be known.
-fn holder_of(file: &File) -> Option<LockHolder> {
-    let meta = file.metadata().ok()?;
-    let locks = std::fs::read_to_string("/proc/locks").ok()?;
-    let holders = parse_proc_locks(
+/// A granted `flock` on the file, as `/proc/locks` lists it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct LockEntry {
+    /// None where the kernel can no longer name the process (it has exited: -1).
+    pid: Option<u32>,
+    exclusive: bool,
+}
+
+/// The `flock`s `/proc/locks` lists on `file`'s inode; empty where it cannot be read.
+fn lock_entries(file: &File) -> Vec<LockEntry> {
+    let Ok(meta) = file.metadata() else {
+        return Vec::new();
+    };
+    let Ok(locks) = std::fs::read_to_string("/proc/locks") else {
+        return Vec::new();
+    };
+    parse_proc_locks(
         &locks,
         rustix::fs::major(meta.dev()),
         rustix::fs::minor(meta.dev()),
         meta.ino(),
-    );
+    )
+}
+
+/// The holder to name: another process first, else this one (a second open of the
+/// same file in one process).
+fn first_holder(entries: &[LockEntry]) -> Option<LockHolder> {
+    let named = entries.iter().filter_map(|e| {
+        e.pid.map(|pid| LockHolder {
+            pid,
+            exclusive: e.exclusive,
+        })
+    });
     let me = std::process::id();
-    // Another process first; else this one, through another open of the same file.
-    holders
-        .iter()
-        .find(|h| h.pid != me)
-        .or(holders.first())
-        .copied()
+    named.clone().find(|h| h.pid != me).or(named.clone().next())
 }
 
 /// The sentence [`Error::Locked`] prints after the path.
@@ -96,8 +154,9 @@ pub(crate) fn describe_holder(holder: &Option<LockHolder>, read_write: &bool) ->
 
 /// Granted `FLOCK` entries of `/proc/locks` on one inode. A line reads
 /// `1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF` (device numbers in hex, inode in
-/// decimal); waiting requests carry a `->` and are skipped.
-fn parse_proc_locks(text: &str, major: u32, minor: u32, ino: u64) -> Vec<LockHolder> {
+/// decimal; the PID is -1 once its process is gone); waiting requests carry a `->` and
+/// are skipped.
+fn parse_proc_locks(text: &str, major: u32, minor: u32, ino: u64) -> Vec<LockEntry> {
     text.lines()
         .filter(|line| !line.contains("->"))
         .filter_map(|line| {
@@ -112,8 +171,9 @@ fn parse_proc_locks(text: &str, major: u32, minor: u32, ino: u64) -> Vec<LockHol
             if (maj, min, inode) != (major, minor, ino) {
                 return None;
             }
-            Some(LockHolder {
-                pid: f[4].parse().ok()?,
+            let pid: i64 = f[4].parse().ok()?;
+            Some(LockEntry {
+                pid: u32::try_from(pid).ok().filter(|&p| p > 0),
                 exclusive: f[3] == "WRITE",
             })
         })
@@ -132,22 +192,47 @@ mod tests {
 2: -> FLOCK  ADVISORY  WRITE 999 fd:01:42 0 EOF
 3: FLOCK  ADVISORY  READ 55 fd:01:43 0 EOF
 4: FLOCK  ADVISORY  READ 56 fd:01:42 0 EOF
+5: FLOCK  ADVISORY  WRITE -1 fd:01:42 0 EOF
 garbage
 ";
+        let entries = parse_proc_locks(text, 0xfd, 1, 42);
         assert_eq!(
-            parse_proc_locks(text, 0xfd, 1, 42),
+            entries,
             vec![
-                LockHolder {
-                    pid: 1234,
+                LockEntry {
+                    pid: Some(1234),
                     exclusive: true
                 },
-                LockHolder {
-                    pid: 56,
+                LockEntry {
+                    pid: Some(56),
                     exclusive: false
+                },
+                LockEntry {
+                    pid: None,
+                    exclusive: true
                 }
             ]
         );
+        assert_eq!(
+            first_holder(&entries),
+            Some(LockHolder {
+                pid: 1234,
+                exclusive: true
+            })
+        );
         assert!(parse_proc_locks(text, 8, 1, 42).is_empty());
+    }
+
+    #[test]
+    fn a_running_process_and_an_exited_one_are_told_apart() {
+        assert!(is_running(std::process::id()));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        // Exited but not reaped: a zombie, which no longer holds anything.
+        std::thread::sleep(Duration::from_millis(200));
+        assert!(!is_running(pid));
+        child.wait().unwrap();
+        assert!(!is_running(pid));
     }
 
     #[test]

@@ -290,3 +290,23 @@ fn a_refused_journal_write_fails_clearly_and_loses_nothing() {
     v2.read_at(0, &mut b).unwrap();
     check_restarted_block(0, &b, 1, 1).unwrap();
 }
+
+/// Both checkpoint records damaged: the error says so (not "invalid geometry"), for
+/// inspection and for a writable open alike, and nothing is written.
+#[test]
+fn damaged_checkpoint_slots_are_named_as_such() {
+    use hscm_store::Backend;
+    let (dev, _) = journaled(MIB, 64 << 10, Durability::Immediate);
+    let junk = hscm_store::AlignedBuf::zeroed(4096);
+    for slot in [4096, 8192] {
+        dev.write_at(slot, &junk).unwrap();
+    }
+    let err = Volume::open_backend(Box::new(dev.clone()), &OpenOptions::default())
+        .err()
+        .expect("an open without a checkpoint");
+    assert!(matches!(err, Error::CorruptCheckpoint { .. }), "{err}");
+    assert!(
+        err.to_string().contains("checkpoint area is corrupt"),
+        "{err}"
+    );
+}

@@ -1,0 +1,79 @@
+//! The one harness the CLI's integration tests share: run `hscm` as a user would and
+//! read what it printed.
+#![allow(dead_code)] // each test file uses its own subset
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// The `hscm` binary under test.
+pub fn hscm() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_hscm"))
+}
+
+/// Runs `hscm ARGS` to completion.
+pub fn run(args: &[&str]) -> Output {
+    hscm().args(args).output().expect("run hscm")
+}
+
+/// Standard output and standard error together, for assertion messages.
+pub fn text(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+pub fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// Runs `hscm ARGS`, asserts success and parses standard output as JSON.
+pub fn ok_json(args: &[&str]) -> serde_json::Value {
+    let o = run(args);
+    assert!(o.status.success(), "hscm {args:?}: {}", text(&o));
+    serde_json::from_slice(&o.stdout)
+        .unwrap_or_else(|e| panic!("hscm {args:?}: not JSON ({e}): {}", text(&o)))
+}
+
+/// A failure as a user should meet it: exit status 1, one `hscm: error:` line, no
+/// panic, no abort.
+pub fn assert_clean_failure(o: &Output, what: &str) {
+    let err = stderr(o);
+    assert_eq!(o.status.code(), Some(1), "{what}: {}", text(o));
+    assert!(err.contains("hscm: error: "), "{what}: {err}");
+    assert!(!err.contains("panicked"), "{what}: {err}");
+}
+
+/// Polls `f` until it holds or `deadline` passes.
+pub fn wait_until(deadline: Duration, mut f: impl FnMut() -> bool) -> bool {
+    let start = Instant::now();
+    while start.elapsed() < deadline {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    f()
+}
+
+/// Entries of a directory, by name.
+pub fn entries(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// Sends `signal` (a number: 2 is SIGINT, 15 SIGTERM, 9 SIGKILL) to process `pid`.
+pub fn signal(pid: u32, signal: i32) {
+    let status = Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .expect("kill");
+    assert!(status.success(), "kill -{signal} {pid}");
+}
