@@ -20,14 +20,7 @@ fn new_volume(dir: &Path, name: &str) -> String {
 }
 
 fn serve(volume: &str, socket: &Path) -> Child {
-    let child = hscm()
-        .args(["serve", volume, "--shm"])
-        .arg(socket)
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn hscm serve");
-    hscm_ring::wait_for_server(socket, Duration::from_secs(20)).expect("server did not come up");
-    child
+    util::serve(Path::new(volume), socket)
 }
 
 #[test]
@@ -78,18 +71,7 @@ fn a_served_volume_has_one_owner_until_it_is_killed() {
 #[test]
 fn a_closed_pipe_ends_the_command_quietly() {
     let dir = tempfile::tempdir().unwrap();
-    let trace = dir.path().join("t.oracleGeneral.zst");
-    let o = run(&[
-        "trace",
-        "gen-requests",
-        "--requests",
-        "20k",
-        "--objects",
-        "2k",
-        "-o",
-        trace.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", text(&o));
+    let trace = util::request_trace(dir.path(), &[]);
     let runs: [Vec<&str>; 3] = [
         vec![
             "sim",

@@ -258,24 +258,7 @@ fn reproduce_quick_memsim_writes_the_section_plots_and_json() {
 #[test]
 fn sim_cache_json_contract_and_sweeps() {
     let dir = tempfile::tempdir().unwrap();
-    let t = dir.path().join("t.oracleGeneral.zst");
-    let out = hscm(&[
-        "trace",
-        "gen-requests",
-        "--requests",
-        "20k",
-        "--objects",
-        "2k",
-        "--one-time",
-        "0.3",
-        "-o",
-        t.to_str().unwrap(),
-    ]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let t = util::request_trace(dir.path(), &["--one-time", "0.3"]);
     let one = ok_json(&[
         "sim",
         "cache",

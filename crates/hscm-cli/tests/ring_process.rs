@@ -17,16 +17,7 @@ const BLOCK: u64 = 4096;
 const SIZE: u64 = 4 << 20;
 
 fn start_server(volume: &Path, socket: &Path) -> Child {
-    let child = hscm()
-        .arg("serve")
-        .arg(volume)
-        .arg("--shm")
-        .arg(socket)
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn hscm serve");
-    hscm_ring::wait_for_server(socket, Duration::from_secs(20)).expect("server did not come up");
-    child
+    util::serve(volume, socket)
 }
 
 fn start_writer(socket: &Path, seed: u64) -> (Child, std::thread::JoinHandle<Vec<String>>) {

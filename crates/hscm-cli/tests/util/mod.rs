@@ -2,8 +2,8 @@
 //! read what it printed.
 #![allow(dead_code)] // each test file uses its own subset
 
-use std::path::Path;
-use std::process::{Command, Output};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// The `hscm` binary under test.
@@ -76,4 +76,38 @@ pub fn signal(pid: u32, signal: i32) {
         .status()
         .expect("kill");
     assert!(status.success(), "kill -{signal} {pid}");
+}
+
+/// `hscm serve VOLUME --shm SOCKET` as a child, once it accepts clients.
+pub fn serve(volume: &Path, socket: &Path) -> Child {
+    let child = hscm()
+        .arg("serve")
+        .arg(volume)
+        .arg("--shm")
+        .arg(socket)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn hscm serve");
+    hscm_ring::wait_for_server(socket, Duration::from_secs(20)).expect("server did not come up");
+    child
+}
+
+/// A small Zipf request trace in `dir` (20k requests over 2k objects, `extra`
+/// arguments to `trace gen-requests` added), for the cache simulator.
+pub fn request_trace(dir: &Path, extra: &[&str]) -> PathBuf {
+    let t = dir.join("t.oracleGeneral.zst");
+    let mut args = vec![
+        "trace",
+        "gen-requests",
+        "--requests",
+        "20k",
+        "--objects",
+        "2k",
+        "-o",
+        t.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let o = run(&args);
+    assert!(o.status.success(), "{}", text(&o));
+    t
 }
