@@ -637,88 +637,99 @@ fn plot_iops(
     exps: &[Experiment],
     results: &[(String, VolumeBenchResult)],
 ) -> Result<()> {
-    let root = SVGBackend::new(path, (1100, 520)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let iops = |r: &VolumeBenchResult, k: &str| -> f64 {
-        if k == "ours" {
-            r.ours.map_or(0.0, |o| o.iops)
-        } else {
-            r.baselines.get(k).map_or(0.0, |s| s.iops)
-        }
-    };
-    let max = results
-        .iter()
-        .flat_map(|(_, r)| SERIES.iter().map(move |(k, _)| iops(r, k)))
-        .fold(10.0, f64::max);
-    let n = results.len();
-    let mut chart = ChartBuilder::on(&root)
-        .caption("Volume: IOPS by experiment (log scale)", ("sans-serif", 20))
-        .margin(10)
-        .x_label_area_size(60)
-        .y_label_area_size(70)
-        .build_cartesian_2d(0f64..n as f64, (100f64..max * 30.0).log_scale())?;
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(0)
-        .y_desc("IOPS")
-        .draw()?;
-    let labels: Vec<String> = exps.iter().map(|e| e.id.to_string()).collect();
-    label_categories(&root, &chart, &labels, 100.0)?;
-    for (s, (name, color)) in SERIES.iter().enumerate() {
-        let bars = results.iter().enumerate().filter_map(|(i, (_, r))| {
-            let v = iops(r, name);
-            (v > 0.0).then(|| {
-                let x0 = i as f64 + 0.1 + s as f64 * 0.2;
-                Rectangle::new([(x0, 100.0), (x0 + 0.18, v.max(100.0))], color.filled())
-            })
-        });
+    // Drawn in memory, written whole: a failed or stopped run leaves no half plot.
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (1100, 520)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let iops = |r: &VolumeBenchResult, k: &str| -> f64 {
+            if k == "ours" {
+                r.ours.map_or(0.0, |o| o.iops)
+            } else {
+                r.baselines.get(k).map_or(0.0, |s| s.iops)
+            }
+        };
+        let max = results
+            .iter()
+            .flat_map(|(_, r)| SERIES.iter().map(move |(k, _)| iops(r, k)))
+            .fold(10.0, f64::max);
+        let n = results.len();
+        let mut chart = ChartBuilder::on(&root)
+            .caption("Volume: IOPS by experiment (log scale)", ("sans-serif", 20))
+            .margin(10)
+            .x_label_area_size(60)
+            .y_label_area_size(70)
+            .build_cartesian_2d(0f64..n as f64, (100f64..max * 30.0).log_scale())?;
         chart
-            .draw_series(bars)?
-            .label(*name)
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(0)
+            .y_desc("IOPS")
+            .draw()?;
+        let labels: Vec<String> = exps.iter().map(|e| e.id.to_string()).collect();
+        label_categories(&root, &chart, &labels, 100.0)?;
+        for (s, (name, color)) in SERIES.iter().enumerate() {
+            let bars = results.iter().enumerate().filter_map(|(i, (_, r))| {
+                let v = iops(r, name);
+                (v > 0.0).then(|| {
+                    let x0 = i as f64 + 0.1 + s as f64 * 0.2;
+                    Rectangle::new([(x0, 100.0), (x0 + 0.18, v.max(100.0))], color.filled())
+                })
+            });
+            chart.draw_series(bars)?.label(*name).legend(move |(x, y)| {
+                Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled())
+            });
+        }
+        finish_chart(&root, &mut chart)?;
     }
-    finish_chart(&root, &mut chart)
+    crate::scratch::write_output(path, svg.as_bytes())
 }
 
 fn plot_warmup(path: &Path, r: &bench::RestartResult) -> Result<()> {
-    let root = SVGBackend::new(path, (800, 420)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let n = r.sizes.len();
-    let max = r
-        .sizes
-        .iter()
-        .map(|s| s.warm_mbps.max(s.raw_mbps))
-        .fold(1.0, f64::max);
-    let mut chart = ChartBuilder::on(&root)
-        .caption("Warm-up speed vs raw sequential read", ("sans-serif", 20))
-        .margin(10)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0f64..n as f64, 0f64..max * 1.3)?;
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(0)
-        .y_desc("MB/s")
-        .draw()?;
-    let labels: Vec<String> = r.sizes.iter().map(|s| human_bytes(s.bytes)).collect();
-    label_categories(&root, &chart, &labels, 0.0)?;
-    for (k, (label, color)) in [
-        ("warm-up (ours)", SERIES[0].1),
-        ("raw O_DIRECT read", SERIES[3].1),
-    ]
-    .into_iter()
-    .enumerate()
+    // Drawn in memory, written whole: a failed or stopped run leaves no half plot.
+    let mut svg = String::new();
     {
+        let root = SVGBackend::with_string(&mut svg, (800, 420)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let n = r.sizes.len();
+        let max = r
+            .sizes
+            .iter()
+            .map(|s| s.warm_mbps.max(s.raw_mbps))
+            .fold(1.0, f64::max);
+        let mut chart = ChartBuilder::on(&root)
+            .caption("Warm-up speed vs raw sequential read", ("sans-serif", 20))
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0f64..n as f64, 0f64..max * 1.3)?;
         chart
-            .draw_series(r.sizes.iter().enumerate().map(|(i, s)| {
-                let v = if k == 0 { s.warm_mbps } else { s.raw_mbps };
-                let x0 = i as f64 + 0.15 + k as f64 * 0.35;
-                Rectangle::new([(x0, 0.0), (x0 + 0.33, v)], color.filled())
-            }))?
-            .label(label)
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(0)
+            .y_desc("MB/s")
+            .draw()?;
+        let labels: Vec<String> = r.sizes.iter().map(|s| human_bytes(s.bytes)).collect();
+        label_categories(&root, &chart, &labels, 0.0)?;
+        for (k, (label, color)) in [
+            ("warm-up (ours)", SERIES[0].1),
+            ("raw O_DIRECT read", SERIES[3].1),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            chart
+                .draw_series(r.sizes.iter().enumerate().map(|(i, s)| {
+                    let v = if k == 0 { s.warm_mbps } else { s.raw_mbps };
+                    let x0 = i as f64 + 0.15 + k as f64 * 0.35;
+                    Rectangle::new([(x0, 0.0), (x0 + 0.33, v)], color.filled())
+                }))?
+                .label(label)
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled())
+                });
+        }
+        finish_chart(&root, &mut chart)?;
     }
-    finish_chart(&root, &mut chart)
+    crate::scratch::write_output(path, svg.as_bytes())
 }

@@ -434,51 +434,55 @@ pub fn section(out: &Path, quick: bool, ycsb: Option<&Path>) -> Result<Section> 
 }
 
 fn plot_energy(path: &Path, runs: &[KvRun], workloads: &[String]) -> Result<()> {
-    let root = SVGBackend::new(path, (900, 420)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let max = runs
-        .iter()
-        .map(|r| r.energy_j.equal_time)
-        .fold(1e-9, f64::max);
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            "Equal-time energy of four devices, median of repetitions (modelled from measured activity)",
-            ("sans-serif", 18),
-        )
-        .margin(10)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0f64..workloads.len() as f64, 0f64..max * 1.35)?;
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(0)
-        .y_desc("J")
-        .draw()?;
-    label_categories(&root, &chart, workloads, 0.0)?;
-    let colors = [
-        RGBColor(90, 90, 90),
-        RGBColor(31, 119, 180),
-        RGBColor(44, 160, 44),
-        RGBColor(255, 127, 14),
-    ];
-    for (s, (mode, color)) in MODES.iter().zip(colors).enumerate() {
-        let bars = workloads.iter().enumerate().filter_map(|(i, w)| {
-            let mut energies: Vec<f64> = runs
-                .iter()
-                .filter(|r| r.workload == *w && r.mode == *mode)
-                .map(|r| r.energy_j.equal_time)
-                .collect();
-            let energy = kv_cmd::median(&mut energies);
-            energy.is_finite().then(|| {
-                let x0 = i as f64 + 0.1 + s as f64 * 0.2;
-                Rectangle::new([(x0, 0.0), (x0 + 0.18, energy)], color.filled())
-            })
-        });
+    // Drawn in memory, written whole: a failed or stopped run leaves no half plot.
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (900, 420)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let max = runs
+            .iter()
+            .map(|r| r.energy_j.equal_time)
+            .fold(1e-9, f64::max);
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                "Equal-time energy of four devices, median of repetitions (modelled from measured activity)",
+                ("sans-serif", 18),
+            )
+            .margin(10)
+            .x_label_area_size(40)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0f64..workloads.len() as f64, 0f64..max * 1.35)?;
         chart
-            .draw_series(bars)?
-            .label(*mode)
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(0)
+            .y_desc("J")
+            .draw()?;
+        label_categories(&root, &chart, workloads, 0.0)?;
+        let colors = [
+            RGBColor(90, 90, 90),
+            RGBColor(31, 119, 180),
+            RGBColor(44, 160, 44),
+            RGBColor(255, 127, 14),
+        ];
+        for (s, (mode, color)) in MODES.iter().zip(colors).enumerate() {
+            let bars = workloads.iter().enumerate().filter_map(|(i, w)| {
+                let mut energies: Vec<f64> = runs
+                    .iter()
+                    .filter(|r| r.workload == *w && r.mode == *mode)
+                    .map(|r| r.energy_j.equal_time)
+                    .collect();
+                let energy = kv_cmd::median(&mut energies);
+                energy.is_finite().then(|| {
+                    let x0 = i as f64 + 0.1 + s as f64 * 0.2;
+                    Rectangle::new([(x0, 0.0), (x0 + 0.18, energy)], color.filled())
+                })
+            });
+            chart.draw_series(bars)?.label(*mode).legend(move |(x, y)| {
+                Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled())
+            });
+        }
+        finish_chart(&root, &mut chart)?;
     }
-    finish_chart(&root, &mut chart)
+    crate::scratch::write_output(path, svg.as_bytes())
 }

@@ -438,45 +438,52 @@ fn plot_normalised(
         (PolicyKind::Rapp, RGBColor(214, 39, 40)),
         (PolicyKind::Warm, RGBColor(31, 119, 180)),
     ];
-    let root = SVGBackend::new(path, (1100, 460)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let max = runs
-        .iter()
-        .flat_map(|(_, c)| series.iter().map(move |(p, _)| f(pol(c, *p))))
-        .fold(1.2, f64::max);
-    let n = runs.len();
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!("Memory: {metric} normalised to DRAM-only (= 1)"),
-            ("sans-serif", 20),
-        )
-        .margin(10)
-        .x_label_area_size(50)
-        .y_label_area_size(60)
-        .build_cartesian_2d(0f64..n as f64, 0f64..max * 1.25)?;
-    chart
-        .configure_mesh()
-        .disable_x_mesh()
-        .x_labels(0)
-        .y_desc(metric)
-        .draw()?;
-    let labels: Vec<String> = runs
-        .iter()
-        .map(|(n, _)| n.split(' ').take(3).collect::<Vec<_>>().join(" "))
-        .collect();
-    label_categories(&root, &chart, &labels, 0.0)?;
-    chart.draw_series(std::iter::once(PathElement::new(
-        vec![(0.0, 1.0), (n as f64, 1.0)],
-        BLACK,
-    )))?;
-    for (s, (p, color)) in series.iter().enumerate() {
+    // Drawn in memory, written whole: a failed or stopped run leaves no half plot.
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (1100, 460)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let max = runs
+            .iter()
+            .flat_map(|(_, c)| series.iter().map(move |(p, _)| f(pol(c, *p))))
+            .fold(1.2, f64::max);
+        let n = runs.len();
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                format!("Memory: {metric} normalised to DRAM-only (= 1)"),
+                ("sans-serif", 20),
+            )
+            .margin(10)
+            .x_label_area_size(50)
+            .y_label_area_size(60)
+            .build_cartesian_2d(0f64..n as f64, 0f64..max * 1.25)?;
         chart
-            .draw_series(runs.iter().enumerate().map(|(i, (_, c))| {
-                let x0 = i as f64 + 0.1 + s as f64 * 0.2;
-                Rectangle::new([(x0, 0.0), (x0 + 0.18, f(pol(c, *p)))], color.filled())
-            }))?
-            .label(p.name())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
+            .configure_mesh()
+            .disable_x_mesh()
+            .x_labels(0)
+            .y_desc(metric)
+            .draw()?;
+        let labels: Vec<String> = runs
+            .iter()
+            .map(|(n, _)| n.split(' ').take(3).collect::<Vec<_>>().join(" "))
+            .collect();
+        label_categories(&root, &chart, &labels, 0.0)?;
+        chart.draw_series(std::iter::once(PathElement::new(
+            vec![(0.0, 1.0), (n as f64, 1.0)],
+            BLACK,
+        )))?;
+        for (s, (p, color)) in series.iter().enumerate() {
+            chart
+                .draw_series(runs.iter().enumerate().map(|(i, (_, c))| {
+                    let x0 = i as f64 + 0.1 + s as f64 * 0.2;
+                    Rectangle::new([(x0, 0.0), (x0 + 0.18, f(pol(c, *p)))], color.filled())
+                }))?
+                .label(p.name())
+                .legend(move |(x, y)| {
+                    Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled())
+                });
+        }
+        finish_chart(&root, &mut chart)?;
     }
-    finish_chart(&root, &mut chart)
+    crate::scratch::write_output(path, svg.as_bytes())
 }

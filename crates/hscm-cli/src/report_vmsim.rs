@@ -28,111 +28,123 @@ fn time(r: &CacheResult, profile: &str) -> f64 {
 /// Access time with the cache over without, against cache size.
 fn plot_cache(path: &Path, label: &str, points: &[(f64, [f64; 3])]) -> Result<()> {
     use plotters::prelude::*;
-    let root = SVGBackend::new(path, (760, 400)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let top = points.iter().flat_map(|p| p.1).fold(1.2, f64::max);
-    let mut chart = ChartBuilder::on(&root)
-        .caption(format!("File cache, {label}"), ("sans-serif", 16))
-        .margin(10)
-        .x_label_area_size(35)
-        .y_label_area_size(55)
-        .build_cartesian_2d((0.8f64..60.0).log_scale(), 0f64..top * 1.1)?;
-    chart
-        .configure_mesh()
-        .x_desc("cache size (% of footprint)")
-        .y_desc("time with cache / without")
-        .draw()?;
-    chart.draw_series(std::iter::once(PathElement::new(
-        vec![(0.8, 1.0), (60.0, 1.0)],
-        BLACK,
-    )))?;
-    let lines = [
-        ("LRU on HDD", RGBColor(127, 127, 127)),
-        ("LRU on SCM", RGBColor(214, 39, 40)),
-        ("AC-LRU on SCM", RGBColor(31, 119, 180)),
-    ];
-    for (i, (name, c)) in lines.into_iter().enumerate() {
+    // Drawn in memory, written whole: a failed or stopped run leaves no half plot.
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (760, 400)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let top = points.iter().flat_map(|p| p.1).fold(1.2, f64::max);
+        let mut chart = ChartBuilder::on(&root)
+            .caption(format!("File cache, {label}"), ("sans-serif", 16))
+            .margin(10)
+            .x_label_area_size(35)
+            .y_label_area_size(55)
+            .build_cartesian_2d((0.8f64..60.0).log_scale(), 0f64..top * 1.1)?;
         chart
-            .draw_series(LineSeries::new(
-                points.iter().map(|p| (p.0, p.1[i])),
-                c.stroke_width(2),
-            ))?
-            .label(name)
-            .legend(move |(a, b)| PathElement::new(vec![(a, b), (a + 14, b)], c.stroke_width(2)));
+            .configure_mesh()
+            .x_desc("cache size (% of footprint)")
+            .y_desc("time with cache / without")
+            .draw()?;
+        chart.draw_series(std::iter::once(PathElement::new(
+            vec![(0.8, 1.0), (60.0, 1.0)],
+            BLACK,
+        )))?;
+        let lines = [
+            ("LRU on HDD", RGBColor(127, 127, 127)),
+            ("LRU on SCM", RGBColor(214, 39, 40)),
+            ("AC-LRU on SCM", RGBColor(31, 119, 180)),
+        ];
+        for (i, (name, c)) in lines.into_iter().enumerate() {
+            chart
+                .draw_series(LineSeries::new(
+                    points.iter().map(|p| (p.0, p.1[i])),
+                    c.stroke_width(2),
+                ))?
+                .label(name)
+                .legend(move |(a, b)| {
+                    PathElement::new(vec![(a, b), (a + 14, b)], c.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .border_style(BLACK)
+            .background_style(WHITE.mix(0.8))
+            .draw()?;
+        root.present()?;
     }
-    chart
-        .configure_series_labels()
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.8))
-        .draw()?;
-    root.present()?;
-    Ok(())
+    crate::scratch::write_output(path, svg.as_bytes())
 }
 
 /// T_TOTAL against page size, one line per storage latency, normalised to the best page
 /// size of that latency (log-log).
 fn plot_paging(path: &Path, name: &str, o: &vm_cmd::PagingOutput) -> Result<()> {
     use plotters::prelude::*;
-    let root = SVGBackend::new(path, (760, 420)).into_drawing_area();
-    root.fill(&WHITE)?;
-    let sizes = &o.config.page_sizes;
-    let (lo, hi) = (
-        *sizes.first().unwrap_or(&512) as f64,
-        *sizes.last().unwrap_or(&65536) as f64,
-    );
-    let series: Vec<(f64, Vec<(f64, f64)>)> = o
-        .config
-        .latency_x
-        .iter()
-        .map(|&x| {
-            let pts: Vec<(f64, f64)> = o
-                .rows
-                .iter()
-                .filter(|r| r.latency_x == x)
-                .map(|r| (r.page_size as f64, r.t_total_ns))
-                .collect();
-            let best = pts.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
-            (x, pts.into_iter().map(|(s, t)| (s, t / best)).collect())
-        })
-        .collect();
-    let top = series
-        .iter()
-        .flat_map(|(_, v)| v.iter().map(|p| p.1))
-        .fold(1.0, f64::max);
-    let mut chart = ChartBuilder::on(&root)
-        .caption(
-            format!("Paging, {name}: T_TOTAL / best, by page size"),
-            ("sans-serif", 18),
-        )
-        .margin(10)
-        .x_label_area_size(35)
-        .y_label_area_size(55)
-        .build_cartesian_2d((lo..hi).log_scale(), (1.0..top * 1.5).log_scale())?;
-    chart
-        .configure_mesh()
-        .x_desc("page size (bytes)")
-        .y_desc("T_TOTAL / best")
-        .draw()?;
-    let colors = [
-        RGBColor(31, 119, 180),
-        RGBColor(255, 127, 14),
-        RGBColor(44, 160, 44),
-        RGBColor(214, 39, 40),
-    ];
-    for (i, (x, pts)) in series.iter().enumerate() {
-        let c = colors[i % colors.len()];
+    // Drawn in memory, written whole: a failed or stopped run leaves no half plot.
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (760, 420)).into_drawing_area();
+        root.fill(&WHITE)?;
+        let sizes = &o.config.page_sizes;
+        let (lo, hi) = (
+            *sizes.first().unwrap_or(&512) as f64,
+            *sizes.last().unwrap_or(&65536) as f64,
+        );
+        let series: Vec<(f64, Vec<(f64, f64)>)> = o
+            .config
+            .latency_x
+            .iter()
+            .map(|&x| {
+                let pts: Vec<(f64, f64)> = o
+                    .rows
+                    .iter()
+                    .filter(|r| r.latency_x == x)
+                    .map(|r| (r.page_size as f64, r.t_total_ns))
+                    .collect();
+                let best = pts.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+                (x, pts.into_iter().map(|(s, t)| (s, t / best)).collect())
+            })
+            .collect();
+        let top = series
+            .iter()
+            .flat_map(|(_, v)| v.iter().map(|p| p.1))
+            .fold(1.0, f64::max);
+        let mut chart = ChartBuilder::on(&root)
+            .caption(
+                format!("Paging, {name}: T_TOTAL / best, by page size"),
+                ("sans-serif", 18),
+            )
+            .margin(10)
+            .x_label_area_size(35)
+            .y_label_area_size(55)
+            .build_cartesian_2d((lo..hi).log_scale(), (1.0..top * 1.5).log_scale())?;
         chart
-            .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
-            .label(format!("storage {x}x memory"))
-            .legend(move |(a, b)| PathElement::new(vec![(a, b), (a + 14, b)], c.stroke_width(2)));
+            .configure_mesh()
+            .x_desc("page size (bytes)")
+            .y_desc("T_TOTAL / best")
+            .draw()?;
+        let colors = [
+            RGBColor(31, 119, 180),
+            RGBColor(255, 127, 14),
+            RGBColor(44, 160, 44),
+            RGBColor(214, 39, 40),
+        ];
+        for (i, (x, pts)) in series.iter().enumerate() {
+            let c = colors[i % colors.len()];
+            chart
+                .draw_series(LineSeries::new(pts.clone(), c.stroke_width(2)))?
+                .label(format!("storage {x}x memory"))
+                .legend(move |(a, b)| {
+                    PathElement::new(vec![(a, b), (a + 14, b)], c.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .border_style(BLACK)
+            .background_style(WHITE.mix(0.8))
+            .draw()?;
+        root.present()?;
     }
-    chart
-        .configure_series_labels()
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.8))
-        .draw()?;
-    root.present()?;
-    Ok(())
+    crate::scratch::write_output(path, svg.as_bytes())
 }
 
 pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {

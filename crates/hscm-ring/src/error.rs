@@ -29,8 +29,8 @@ pub enum Error {
     Protocol(String),
     #[error("{0}")]
     Invalid(String),
-    #[error("volume: {0}")]
-    Volume(#[from] hscm_store::Error),
+    #[error("target: {0}")]
+    Target(#[from] hscm_block::Error),
 }
 
 impl Error {

@@ -22,6 +22,26 @@ fn set_error(msg: impl ToString) -> c_int {
     -1
 }
 
+/// Runs the body of a C entry point. A panic (a bug in this library) must not unwind
+/// into C, and since Rust 1.81 it would abort the host program there; so it becomes the
+/// function's error value (`on_panic`: -1, NULL, 0), with its message as the last error.
+fn guarded<T>(on_panic: T, body: impl FnOnce() -> T) -> T {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+        Ok(v) => v,
+        Err(payload) => {
+            let what = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            set_error(format!(
+                "internal error in hscm-ring (please report it): {what}"
+            ));
+            on_panic
+        }
+    }
+}
+
 fn outcome(r: Result<(), Error>) -> c_int {
     match r {
         Ok(()) => 0,
@@ -66,27 +86,29 @@ pub unsafe extern "C" fn hscm_ring_connect(
     queues: u32,
     db_bytes: u64,
 ) -> *mut CClient {
-    if endpoint.is_null() {
-        set_error("endpoint is NULL");
-        return std::ptr::null_mut();
-    }
-    // SAFETY: non-null and NUL-terminated per the contract.
-    let name = unsafe { CStr::from_ptr(endpoint) }
-        .to_string_lossy()
-        .into_owned();
-    let path = endpoint_path(&name);
-    let opts = ClientOptions {
-        queues,
-        db_len: db_bytes,
-        ..Default::default()
-    };
-    match Client::connect(Path::new(&path), &opts) {
-        Ok(c) => Box::into_raw(Box::new(CClient(c))),
-        Err(e) => {
-            set_error(e);
-            std::ptr::null_mut()
+    guarded(std::ptr::null_mut(), || {
+        if endpoint.is_null() {
+            set_error("endpoint is NULL");
+            return std::ptr::null_mut();
         }
-    }
+        // SAFETY: non-null and NUL-terminated per the contract.
+        let name = unsafe { CStr::from_ptr(endpoint) }
+            .to_string_lossy()
+            .into_owned();
+        let path = endpoint_path(&name);
+        let opts = ClientOptions {
+            queues,
+            db_len: db_bytes,
+            ..Default::default()
+        };
+        match Client::connect(Path::new(&path), &opts) {
+            Ok(c) => Box::into_raw(Box::new(CClient(c))),
+            Err(e) => {
+                set_error(e);
+                std::ptr::null_mut()
+            }
+        }
+    })
 }
 
 /// # Safety
@@ -94,10 +116,12 @@ pub unsafe extern "C" fn hscm_ring_connect(
 /// Queues opened from it stay usable until they are closed.
 #[no_mangle]
 pub unsafe extern "C" fn hscm_ring_disconnect(client: *mut CClient) {
-    if !client.is_null() {
-        // SAFETY: per the contract, the pointer came from Box::into_raw.
-        drop(unsafe { Box::from_raw(client) });
-    }
+    guarded((), || {
+        if !client.is_null() {
+            // SAFETY: per the contract, the pointer came from Box::into_raw.
+            drop(unsafe { Box::from_raw(client) });
+        }
+    })
 }
 
 /// Size of the volume in bytes (0 if `client` is NULL).
@@ -106,8 +130,10 @@ pub unsafe extern "C" fn hscm_ring_disconnect(client: *mut CClient) {
 /// `client` is NULL or a live client.
 #[no_mangle]
 pub unsafe extern "C" fn hscm_ring_volume_size(client: *const CClient) -> u64 {
-    // SAFETY: NULL or live per the contract.
-    unsafe { client.as_ref() }.map_or(0, |c| c.0.geometry().volume_size)
+    guarded(0, || {
+        // SAFETY: NULL or live per the contract.
+        unsafe { client.as_ref() }.map_or(0, |c| c.0.geometry().volume_size)
+    })
 }
 
 /// Claims a queue pair for the calling thread. NULL when all are taken.
@@ -116,21 +142,23 @@ pub unsafe extern "C" fn hscm_ring_volume_size(client: *const CClient) -> u64 {
 /// `client` is a live client.
 #[no_mangle]
 pub unsafe extern "C" fn hscm_ring_queue_open(client: *mut CClient) -> *mut CQueue {
-    // SAFETY: NULL or live per the contract.
-    let Some(c) = (unsafe { client.as_ref() }) else {
-        set_error("client is NULL");
-        return std::ptr::null_mut();
-    };
-    match c.0.queue() {
-        Ok(queue) => Box::into_raw(Box::new(CQueue {
-            queue,
-            reads: HashMap::new(),
-        })),
-        Err(e) => {
-            set_error(e);
-            std::ptr::null_mut()
+    guarded(std::ptr::null_mut(), || {
+        // SAFETY: NULL or live per the contract.
+        let Some(c) = (unsafe { client.as_ref() }) else {
+            set_error("client is NULL");
+            return std::ptr::null_mut();
+        };
+        match c.0.queue() {
+            Ok(queue) => Box::into_raw(Box::new(CQueue {
+                queue,
+                reads: HashMap::new(),
+            })),
+            Err(e) => {
+                set_error(e);
+                std::ptr::null_mut()
+            }
         }
-    }
+    })
 }
 
 /// Waits for the queue's commands in flight, then releases it.
@@ -139,10 +167,12 @@ pub unsafe extern "C" fn hscm_ring_queue_open(client: *mut CClient) -> *mut CQue
 /// `queue` is NULL or came from `hscm_ring_queue_open` and is not used afterwards.
 #[no_mangle]
 pub unsafe extern "C" fn hscm_ring_queue_close(queue: *mut CQueue) {
-    if !queue.is_null() {
-        // SAFETY: per the contract, the pointer came from Box::into_raw.
-        drop(unsafe { Box::from_raw(queue) });
-    }
+    guarded((), || {
+        if !queue.is_null() {
+            // SAFETY: per the contract, the pointer came from Box::into_raw.
+            drop(unsafe { Box::from_raw(queue) });
+        }
+    })
 }
 
 /// # Safety
@@ -167,20 +197,22 @@ pub unsafe extern "C" fn hscm_ring_read(
     buf: *mut c_void,
     len: usize,
 ) -> c_int {
-    // SAFETY: per the contract.
-    let Some(q) = (unsafe { queue_mut(queue) }) else {
-        return -1;
-    };
-    if buf.is_null() && len > 0 {
-        return set_error("buf is NULL");
-    }
-    let out: &mut [u8] = if len == 0 {
-        &mut []
-    } else {
-        // SAFETY: non-null and valid for len bytes per the contract.
-        unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, len) }
-    };
-    outcome(q.queue.read_bytes(offset, out))
+    guarded(-1, || {
+        // SAFETY: per the contract.
+        let Some(q) = (unsafe { queue_mut(queue) }) else {
+            return -1;
+        };
+        if buf.is_null() && len > 0 {
+            return set_error("buf is NULL");
+        }
+        let out: &mut [u8] = if len == 0 {
+            &mut []
+        } else {
+            // SAFETY: non-null and valid for len bytes per the contract.
+            unsafe { std::slice::from_raw_parts_mut(buf as *mut u8, len) }
+        };
+        outcome(q.queue.read_bytes(offset, out))
+    })
 }
 
 /// What `hscm_ring_read_in_place` calls with the bytes read.
@@ -202,17 +234,19 @@ pub unsafe extern "C" fn hscm_ring_read_in_place(
     use_bytes: Option<HscmRingBytesFn>,
     ctx: *mut c_void,
 ) -> c_int {
-    // SAFETY: per the contract.
-    let Some(q) = (unsafe { queue_mut(queue) }) else {
-        return -1;
-    };
-    let Some(use_bytes) = use_bytes else {
-        return set_error("use_bytes is NULL");
-    };
-    outcome(q.queue.read_in_place(offset, len, |bytes| {
-        // SAFETY: a C function per the contract; the bytes are valid for the call.
-        unsafe { use_bytes(ctx, bytes.as_ptr().cast(), bytes.len()) }
-    }))
+    guarded(-1, || {
+        // SAFETY: per the contract.
+        let Some(q) = (unsafe { queue_mut(queue) }) else {
+            return -1;
+        };
+        let Some(use_bytes) = use_bytes else {
+            return set_error("use_bytes is NULL");
+        };
+        outcome(q.queue.read_in_place(offset, len, |bytes| {
+            // SAFETY: a C function per the contract; the bytes are valid for the call.
+            unsafe { use_bytes(ctx, bytes.as_ptr().cast(), bytes.len()) }
+        }))
+    })
 }
 
 /// Writes `len` bytes at any byte `offset` (blocking). With `fua` non-zero the bytes
@@ -229,20 +263,22 @@ pub unsafe extern "C" fn hscm_ring_write(
     len: usize,
     fua: c_int,
 ) -> c_int {
-    // SAFETY: per the contract.
-    let Some(q) = (unsafe { queue_mut(queue) }) else {
-        return -1;
-    };
-    if buf.is_null() && len > 0 {
-        return set_error("buf is NULL");
-    }
-    let data: &[u8] = if len == 0 {
-        &[]
-    } else {
-        // SAFETY: non-null and valid for len bytes per the contract.
-        unsafe { std::slice::from_raw_parts(buf as *const u8, len) }
-    };
-    outcome(q.queue.write_bytes(offset, data, fua != 0))
+    guarded(-1, || {
+        // SAFETY: per the contract.
+        let Some(q) = (unsafe { queue_mut(queue) }) else {
+            return -1;
+        };
+        if buf.is_null() && len > 0 {
+            return set_error("buf is NULL");
+        }
+        let data: &[u8] = if len == 0 {
+            &[]
+        } else {
+            // SAFETY: non-null and valid for len bytes per the contract.
+            unsafe { std::slice::from_raw_parts(buf as *const u8, len) }
+        };
+        outcome(q.queue.write_bytes(offset, data, fua != 0))
+    })
 }
 
 /// Makes every completed write durable.
@@ -251,11 +287,13 @@ pub unsafe extern "C" fn hscm_ring_write(
 /// `queue` is live and used by this thread only.
 #[no_mangle]
 pub unsafe extern "C" fn hscm_ring_flush(queue: *mut CQueue) -> c_int {
-    // SAFETY: per the contract.
-    let Some(q) = (unsafe { queue_mut(queue) }) else {
-        return -1;
-    };
-    outcome(q.queue.flush())
+    guarded(-1, || {
+        // SAFETY: per the contract.
+        let Some(q) = (unsafe { queue_mut(queue) }) else {
+            return -1;
+        };
+        outcome(q.queue.flush())
+    })
 }
 
 /// Queues a read of `len` bytes at `offset` without waiting; its data is copied out by
@@ -270,25 +308,27 @@ pub unsafe extern "C" fn hscm_ring_submit_read(
     len: u32,
     id: *mut u32,
 ) -> c_int {
-    // SAFETY: per the contract.
-    let Some(q) = (unsafe { queue_mut(queue) }) else {
-        return -1;
-    };
-    if id.is_null() {
-        return set_error("id is NULL");
-    }
-    let Some(lease) = q.queue.client_lease(u64::from(len)) else {
-        return set_error("data buffer full: complete some commands first");
-    };
-    match q.queue.submit(Op::ReadBytes { offset, len }, Some(lease)) {
-        Ok(i) => {
-            q.reads.insert(i, true);
-            // SAFETY: non-null and writable per the contract.
-            unsafe { *id = i };
-            0
+    guarded(-1, || {
+        // SAFETY: per the contract.
+        let Some(q) = (unsafe { queue_mut(queue) }) else {
+            return -1;
+        };
+        if id.is_null() {
+            return set_error("id is NULL");
         }
-        Err(e) => set_error(e),
-    }
+        let Some(lease) = q.queue.client_lease(u64::from(len)) else {
+            return set_error("data buffer full: complete some commands first");
+        };
+        match q.queue.submit(Op::ReadBytes { offset, len }, Some(lease)) {
+            Ok(i) => {
+                q.reads.insert(i, true);
+                // SAFETY: non-null and writable per the contract.
+                unsafe { *id = i };
+                0
+            }
+            Err(e) => set_error(e),
+        }
+    })
 }
 
 /// Queues a write of `len` bytes from `buf` (copied before this returns).
@@ -305,36 +345,38 @@ pub unsafe extern "C" fn hscm_ring_submit_write(
     fua: c_int,
     id: *mut u32,
 ) -> c_int {
-    // SAFETY: per the contract.
-    let Some(q) = (unsafe { queue_mut(queue) }) else {
-        return -1;
-    };
-    if id.is_null() || buf.is_null() {
-        return set_error("buf or id is NULL");
-    }
-    let Some(mut lease) = q.queue.client_lease(u64::from(len)) else {
-        return set_error("data buffer full: complete some commands first");
-    };
-    // SAFETY: non-null and valid for len bytes per the contract.
-    lease.write(0, unsafe {
-        std::slice::from_raw_parts(buf as *const u8, len as usize)
-    });
-    match q.queue.submit(
-        Op::WriteBytes {
-            offset,
-            len,
-            fua: fua != 0,
-        },
-        Some(lease),
-    ) {
-        Ok(i) => {
-            q.reads.insert(i, false);
-            // SAFETY: non-null and writable per the contract.
-            unsafe { *id = i };
-            0
+    guarded(-1, || {
+        // SAFETY: per the contract.
+        let Some(q) = (unsafe { queue_mut(queue) }) else {
+            return -1;
+        };
+        if id.is_null() || buf.is_null() {
+            return set_error("buf or id is NULL");
         }
-        Err(e) => set_error(e),
-    }
+        let Some(mut lease) = q.queue.client_lease(u64::from(len)) else {
+            return set_error("data buffer full: complete some commands first");
+        };
+        // SAFETY: non-null and valid for len bytes per the contract.
+        lease.write(0, unsafe {
+            std::slice::from_raw_parts(buf as *const u8, len as usize)
+        });
+        match q.queue.submit(
+            Op::WriteBytes {
+                offset,
+                len,
+                fua: fua != 0,
+            },
+            Some(lease),
+        ) {
+            Ok(i) => {
+                q.reads.insert(i, false);
+                // SAFETY: non-null and writable per the contract.
+                unsafe { *id = i };
+                0
+            }
+            Err(e) => set_error(e),
+        }
+    })
 }
 
 /// Waits for the next completion and fills `*out`. For a read, its bytes are copied
@@ -350,42 +392,66 @@ pub unsafe extern "C" fn hscm_ring_complete(
     buf: *mut c_void,
     buf_len: usize,
 ) -> c_int {
-    // SAFETY: per the contract.
-    let Some(q) = (unsafe { queue_mut(queue) }) else {
-        return -1;
-    };
-    if out.is_null() {
-        return set_error("out is NULL");
+    guarded(-1, || {
+        // SAFETY: per the contract.
+        let Some(q) = (unsafe { queue_mut(queue) }) else {
+            return -1;
+        };
+        if out.is_null() {
+            return set_error("out is NULL");
+        }
+        let c = match q.queue.complete() {
+            Ok(c) => c,
+            Err(e) => return set_error(e),
+        };
+        let is_read = q.reads.remove(&c.id).unwrap_or(false);
+        let (status, len) = match c.result {
+            Ok(n) => (0u32, n),
+            Err(s) => (s as u32, 0),
+        };
+        // SAFETY: non-null and writable per the contract.
+        unsafe {
+            *out = HscmRingCompletion {
+                id: c.id,
+                status,
+                len,
+            }
+        };
+        if is_read && status == 0 {
+            if buf.is_null() || buf_len < len as usize {
+                return set_error(format!(
+                    "read of {len} bytes completed but buf holds {buf_len}"
+                ));
+            }
+            if let Some(lease) = &c.lease {
+                // SAFETY: non-null and valid for buf_len >= len bytes per the contract.
+                lease.read(0, unsafe {
+                    std::slice::from_raw_parts_mut(buf as *mut u8, len as usize)
+                });
+            }
+        }
+        0
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A panic inside a C entry point comes back as its error value and a last error,
+    /// and the thread (the C caller's) goes on.
+    #[test]
+    fn a_panic_becomes_an_error_value_not_an_abort() {
+        let r: c_int = guarded(-1, || panic!("index out of bounds: the len is 3"));
+        assert_eq!(r, -1);
+        // SAFETY: hscm_ring_last_error returns a valid NUL-terminated string.
+        let msg = unsafe { CStr::from_ptr(hscm_ring_last_error()) }.to_string_lossy();
+        assert!(
+            msg.starts_with("internal error in hscm-ring") && msg.contains("the len is 3"),
+            "{msg}"
+        );
+        let p: *mut CClient = guarded(std::ptr::null_mut(), || panic!("{}", String::from("owned")));
+        assert!(p.is_null());
+        assert_eq!(guarded(0u64, || 42), 42);
     }
-    let c = match q.queue.complete() {
-        Ok(c) => c,
-        Err(e) => return set_error(e),
-    };
-    let is_read = q.reads.remove(&c.id).unwrap_or(false);
-    let (status, len) = match c.result {
-        Ok(n) => (0u32, n),
-        Err(s) => (s as u32, 0),
-    };
-    // SAFETY: non-null and writable per the contract.
-    unsafe {
-        *out = HscmRingCompletion {
-            id: c.id,
-            status,
-            len,
-        }
-    };
-    if is_read && status == 0 {
-        if buf.is_null() || buf_len < len as usize {
-            return set_error(format!(
-                "read of {len} bytes completed but buf holds {buf_len}"
-            ));
-        }
-        if let Some(lease) = &c.lease {
-            // SAFETY: non-null and valid for buf_len >= len bytes per the contract.
-            lease.read(0, unsafe {
-                std::slice::from_raw_parts_mut(buf as *mut u8, len as usize)
-            });
-        }
-    }
-    0
 }

@@ -1,6 +1,8 @@
 //! Commands and statuses, and the server's parsing of a submission entry. Parsing is a
 //! pure function of the entry and the region's geometry, so it is fuzzed on its own.
 
+use hscm_block::WriteFlags;
+
 use crate::region::{Geometry, SECTOR};
 use crate::ring::SqEntry;
 
@@ -81,13 +83,13 @@ pub enum Request {
         offset: u64,
         len: u64,
         buffer: u64,
-        fua: bool,
+        flags: WriteFlags,
     },
     Flush,
     Discard {
         offset: u64,
         len: u64,
-        fua: bool,
+        flags: WriteFlags,
     },
 }
 
@@ -172,7 +174,7 @@ pub fn parse(e: &SqEntry, g: &Geometry) -> Result<Request, Status> {
                     offset,
                     len,
                     buffer,
-                    fua,
+                    flags: WriteFlags { fua },
                 }
             })
         }
@@ -187,7 +189,11 @@ pub fn parse(e: &SqEntry, g: &Geometry) -> Result<Request, Status> {
                 return Err(Status::BadField);
             }
             let (offset, len) = sectors(e.start, e.count)?;
-            Ok(Request::Discard { offset, len, fua })
+            Ok(Request::Discard {
+                offset,
+                len,
+                flags: WriteFlags { fua },
+            })
         }
         _ => Err(Status::BadOpcode),
     }
@@ -323,7 +329,7 @@ mod tests {
             Ok(Request::Discard {
                 offset: 0,
                 len: 1 << 20,
-                fua: true
+                flags: WriteFlags::FUA
             })
         );
     }

@@ -1,5 +1,6 @@
 //! The server: a control socket, and one worker thread per connected client that
-//! serves every queue pair of that client's region against the volume.
+//! serves every queue pair of that client's region against a block target (the
+//! volume, or any other [`BlockTarget`]).
 
 use std::fs::File;
 use std::os::fd::OwnedFd;
@@ -11,7 +12,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use hscm_store::{Durability, Volume};
+use hscm_block::BlockTarget;
 use rustix::fs::{MemfdFlags, SealFlags};
 
 use crate::error::{Error, Result};
@@ -63,11 +64,14 @@ pub struct ServerStats {
     pub sleeps: AtomicU64,
 }
 
-/// A bound server. [`Server::spawn`] runs it on a thread; dropping the handle stops it.
-pub struct Server {
+/// A bound server of a block target `T`. [`Server::spawn`] runs it on a thread;
+/// dropping the handle stops it. Generic rather than `dyn` so that a concrete target
+/// (the volume) is called directly on the hot path and its read inlines into the
+/// worker; `Server<dyn BlockTarget>` serves any target chosen at run time.
+pub struct Server<T: BlockTarget + ?Sized = dyn BlockTarget> {
     listener: UnixListener,
     path: PathBuf,
-    volume: Arc<Volume>,
+    target: Arc<T>,
     opts: ServerOptions,
     stop: Arc<AtomicBool>,
     stats: Arc<ServerStats>,
@@ -82,10 +86,10 @@ pub fn endpoint_path(name: &str) -> PathBuf {
     }
 }
 
-impl Server {
+impl<T: BlockTarget + ?Sized + 'static> Server<T> {
     /// Binds the control socket (mode 0600). A socket left behind by a dead server is
     /// replaced; a live one is an error.
-    pub fn bind(path: &Path, volume: Arc<Volume>, opts: ServerOptions) -> Result<Server> {
+    pub fn bind(path: &Path, target: Arc<T>, opts: ServerOptions) -> Result<Server<T>> {
         if let Ok(meta) = std::fs::symlink_metadata(path) {
             if !meta.file_type().is_socket() {
                 return Err(Error::Invalid(format!(
@@ -110,7 +114,7 @@ impl Server {
         Ok(Server {
             listener,
             path: path.to_path_buf(),
-            volume,
+            target,
             opts,
             stop: Arc::new(AtomicBool::new(false)),
             stats: Arc::new(ServerStats::default()),
@@ -153,14 +157,14 @@ impl Server {
                 tracing::warn!("{msg}");
                 continue;
             }
-            let volume = self.volume.clone();
+            let target = self.target.clone();
             let opts = self.opts.clone();
             let stop = self.stop.clone();
             let stats = self.stats.clone();
             let spawned = std::thread::Builder::new()
                 .name("hscm-ring-worker".into())
                 .spawn(move || {
-                    if let Err(e) = serve_client(stream, &volume, &opts, &stop, &stats) {
+                    if let Err(e) = serve_client(stream, target.as_ref(), &opts, &stop, &stats) {
                         tracing::info!("client dropped: {e}");
                     }
                 });
@@ -266,9 +270,9 @@ fn make_region(geometry: Geometry) -> Result<(Region, OwnedFd)> {
     Ok((region, OwnedFd::from(file)))
 }
 
-fn serve_client(
+fn serve_client<T: BlockTarget + ?Sized>(
     mut stream: UnixStream,
-    volume: &Volume,
+    target: &T,
     opts: &ServerOptions,
     stop: &AtomicBool,
     stats: &ServerStats,
@@ -302,7 +306,7 @@ fn serve_client(
             crate::region::MIN_DB,
         )
         .min(crate::region::MAX_DB),
-        volume_size: volume.size(),
+        volume_size: target.size(),
     };
     let (region, fd) = match make_region(geometry) {
         Ok(r) => r,
@@ -314,7 +318,7 @@ fn serve_client(
     wire::send_accept(&stream, &fd, geometry.region_len())?;
     drop(fd);
     stats.clients.fetch_add(1, Ordering::Relaxed);
-    let result = Worker::new(&region, volume, stats).run(&stream, opts, stop);
+    let result = Worker::new(&region, target, stats).run(&stream, opts, stop);
     // Whatever ended the session, tell any waiting client thread.
     region
         .server_state()
@@ -343,9 +347,9 @@ impl QueueState<'_> {
     }
 }
 
-struct Worker<'a> {
+struct Worker<'a, T: BlockTarget + ?Sized> {
     region: &'a Region,
-    volume: &'a Volume,
+    target: &'a T,
     stats: &'a ServerStats,
     geometry: Geometry,
     queues: Vec<QueueState<'a>>,
@@ -356,8 +360,8 @@ struct Worker<'a> {
 /// Most entries taken from one queue before the worker looks at the next.
 const BATCH: u32 = 32;
 
-impl<'a> Worker<'a> {
-    fn new(region: &'a Region, volume: &'a Volume, stats: &'a ServerStats) -> Worker<'a> {
+impl<'a, T: BlockTarget + ?Sized> Worker<'a, T> {
+    fn new(region: &'a Region, target: &'a T, stats: &'a ServerStats) -> Worker<'a, T> {
         let geometry = region.geometry();
         let queues = (0..geometry.queues)
             .map(|i| {
@@ -372,7 +376,7 @@ impl<'a> Worker<'a> {
             .collect();
         Worker {
             region,
-            volume,
+            target,
             stats,
             geometry,
             queues,
@@ -549,14 +553,14 @@ impl<'a> Worker<'a> {
     }
 
     fn execute(&self, req: &Request) -> (Status, u32) {
-        let vol = self.volume;
+        let target = self.target;
         let outcome = match *req {
             Request::Read {
                 offset,
                 len,
                 buffer,
-            } => vol
-                .read_with(offset, len as usize, |at, piece| {
+            } => target
+                .read_with(offset, len as usize, &mut |at, piece| {
                     // Plain stores: non-temporal ones (tried until 2026-11) sent the
                     // lines to memory, and the client, which reads them next, had to
                     // fetch them from there; `hscm bench ring` measured them slower
@@ -568,7 +572,7 @@ impl<'a> Worker<'a> {
                 offset,
                 len,
                 buffer,
-                fua,
+                flags,
             } => {
                 // SAFETY: db_range checked the range lies in the data buffer, and the
                 // region outlives this call. The batch check keeps this the only
@@ -582,45 +586,20 @@ impl<'a> Worker<'a> {
                         len as usize,
                     )
                 };
-                vol.write_at_with(offset, data, write_durability(vol, fua))
-                    .map(|()| len)
+                target.write_at(offset, data, flags).map(|()| len)
             }
-            Request::Flush => vol.flush().map(|()| 0),
-            Request::Discard { offset, len, fua } => discard(vol, offset, len, fua).map(|()| 0),
+            Request::Flush => target.flush().map(|()| 0),
+            Request::Discard { offset, len, flags } => {
+                target.discard(offset, len, flags).map(|()| 0)
+            }
         };
         match outcome {
             Ok(n) => (Status::Ok, n as u32),
-            Err(hscm_store::Error::ReadOnly { .. }) => (Status::ReadOnly, 0),
+            Err(e) if e.refuses_writes() => (Status::ReadOnly, 0),
             Err(e) => {
-                tracing::warn!("volume: {e}");
+                tracing::warn!("target: {e}");
                 (Status::IoError, 0)
             }
         }
     }
-}
-
-/// What a write promises: FUA makes it durable on completion; otherwise the volume's
-/// own durability applies.
-pub(crate) fn write_durability(vol: &Volume, fua: bool) -> Durability {
-    if fua {
-        Durability::Immediate
-    } else {
-        vol.durability()
-    }
-}
-
-/// A discarded range reads as zeros afterwards. The volume has no deallocation, so the
-/// zeros are written (on-flush, then one flush when FUA asks for durability).
-fn discard(vol: &Volume, offset: u64, len: u64, fua: bool) -> hscm_store::Result<()> {
-    static ZEROS: [u8; 64 * 1024] = [0; 64 * 1024];
-    let mut at = offset;
-    while at < offset + len {
-        let n = (offset + len - at).min(ZEROS.len() as u64);
-        vol.write_at_with(at, &ZEROS[..n as usize], Durability::OnFlush)?;
-        at += n;
-    }
-    if fua {
-        vol.flush()?;
-    }
-    Ok(())
 }

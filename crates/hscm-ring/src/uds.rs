@@ -7,7 +7,7 @@ use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use hscm_store::Volume;
+use hscm_block::BlockTarget;
 
 use crate::error::{Error, Result};
 use crate::proto::{parse, Request, Status, FLAG_FUA, OP_READ, OP_WRITE};
@@ -38,31 +38,34 @@ fn decode(b: &[u8; REQUEST]) -> SqEntry {
     }
 }
 
-/// Serves `volume` on a Unix socket until the process ends or the listener fails.
-pub fn spawn_server(path: &Path, volume: Arc<Volume>) -> Result<PathBuf> {
+/// Serves `target` on a Unix socket until the process ends or the listener fails.
+pub fn spawn_server<T: BlockTarget + ?Sized + 'static>(
+    path: &Path,
+    target: Arc<T>,
+) -> Result<PathBuf> {
     let _ = std::fs::remove_file(path);
     let listener = UnixListener::bind(path).map_err(Error::io("binding the baseline socket"))?;
     std::thread::Builder::new()
         .name("hscm-uds-accept".into())
         .spawn(move || {
             for stream in listener.incoming().flatten() {
-                let volume = volume.clone();
+                let target = target.clone();
                 let _ = std::thread::Builder::new()
                     .name("hscm-uds-worker".into())
-                    .spawn(move || serve(stream, &volume));
+                    .spawn(move || serve(stream, target.as_ref()));
             }
         })
         .map_err(Error::io("starting the baseline server"))?;
     Ok(path.to_path_buf())
 }
 
-fn serve(mut s: UnixStream, volume: &Volume) -> std::io::Result<()> {
+fn serve<T: BlockTarget + ?Sized>(mut s: UnixStream, target: &T) -> std::io::Result<()> {
     // The request's data is addressed from offset 0 of this per-connection buffer.
     let geometry = Geometry {
         queues: 1,
         depth: 2,
         db_len: MAX_TRANSFER,
-        volume_size: volume.size(),
+        volume_size: target.size(),
     };
     let mut buf = vec![0u8; REPLY + MAX_TRANSFER as usize];
     let mut req = [0u8; REQUEST];
@@ -71,22 +74,22 @@ fn serve(mut s: UnixStream, volume: &Volume) -> std::io::Result<()> {
         let entry = decode(&req);
         let (status, len) = match parse(&entry, &geometry) {
             Ok(Request::Read { offset, len, .. }) => {
-                match volume.read_at(offset, &mut buf[REPLY..REPLY + len as usize]) {
+                match target.read_at(offset, &mut buf[REPLY..REPLY + len as usize]) {
                     Ok(()) => (Status::Ok, len),
                     Err(_) => (Status::IoError, 0),
                 }
             }
             Ok(Request::Write {
-                offset, len, fua, ..
+                offset, len, flags, ..
             }) => {
                 s.read_exact(&mut buf[REPLY..REPLY + len as usize])?;
-                let d = crate::server::write_durability(volume, fua);
-                match volume.write_at_with(offset, &buf[REPLY..REPLY + len as usize], d) {
+                let data = &buf[REPLY..REPLY + len as usize];
+                match target.write_at(offset, data, flags) {
                     Ok(()) => (Status::Ok, 0),
                     Err(_) => (Status::IoError, 0),
                 }
             }
-            Ok(Request::Flush) => (volume.flush().map_or(Status::IoError, |()| Status::Ok), 0),
+            Ok(Request::Flush) => (target.flush().map_or(Status::IoError, |()| Status::Ok), 0),
             Ok(Request::Discard { .. }) => (Status::BadOpcode, 0),
             // A bad write's data would follow; the stream cannot be resynchronised.
             Err(_) if entry.opcode == OP_WRITE => return Ok(()),

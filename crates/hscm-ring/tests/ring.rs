@@ -2,6 +2,7 @@
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::{pattern, serve};
@@ -586,4 +587,40 @@ fn in_place_reads_see_the_volume_and_give_their_buffer_back() {
     // Every byte of the buffer comes back.
     drop(q);
     assert!(client.lease(db_len).is_some());
+}
+
+/// The server serves any block target: here a volatile in-memory one, with no volume
+/// anywhere. Reads, writes, FUA, flush and discard reach it as they reach a volume.
+#[test]
+fn any_block_target_can_be_served() {
+    use hscm_block::{BlockTarget, Counted, MemTarget};
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("mem.sock");
+    let target = Arc::new(Counted::new(MemTarget::new(4 * MIB as usize)));
+    let _server = hscm_ring::Server::bind(&socket, target.clone(), ServerOptions::default())
+        .unwrap()
+        .spawn()
+        .unwrap();
+    let client = Client::connect(&socket, &ClientOptions::default()).unwrap();
+    assert_eq!(client.geometry().volume_size, 4 * MIB);
+    let mut q = client.queue().unwrap();
+    let data = pattern(7, 128 * 1024);
+    q.write(8, &data, true).unwrap();
+    q.write_bytes(3, b"bytes", false).unwrap();
+    q.flush().unwrap();
+    let mut back = vec![0u8; data.len()];
+    q.read(8, &mut back).unwrap();
+    assert_eq!(back, data);
+    let mut direct = [0u8; 5];
+    target.read_at(3, &mut direct).unwrap();
+    assert_eq!(&direct, b"bytes");
+    q.discard(8, 16, false).unwrap();
+    q.read(8, &mut back[..8192]).unwrap();
+    assert!(back[..8192].iter().all(|&b| b == 0));
+    let counted = target.snapshot();
+    assert_eq!(
+        (counted.writes, counted.flushes, counted.discards),
+        (2, 1, 1)
+    );
+    assert_eq!(counted.write_bytes, data.len() as u64 + 5);
 }

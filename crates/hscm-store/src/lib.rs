@@ -28,6 +28,7 @@ mod journal;
 pub mod kv;
 mod lock;
 mod ram;
+mod target;
 pub mod testing;
 mod volume;
 

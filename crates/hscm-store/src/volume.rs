@@ -520,6 +520,11 @@ impl Volume {
     }
 
     /// True when the backend bypasses the page cache (O_DIRECT was accepted).
+    /// True when opened read-only (writes refused from the start, not after a failure).
+    pub fn is_read_only(&self) -> bool {
+        self.shared.read_only
+    }
+
     pub fn backend_is_direct(&self) -> bool {
         self.shared.backend.is_direct()
     }
