@@ -380,6 +380,7 @@ impl Queue {
 
     /// Queues an entry exactly as given (no checks): for protocol tests and fuzzing.
     /// Its completion comes back with id `entry.id` replaced by the returned id.
+    #[cfg(feature = "testing")]
     pub fn submit_raw(&mut self, entry: SqEntry) -> Result<u32> {
         let id = self.claim_slot(None)?;
         self.push(&SqEntry { id, ..entry })?;
@@ -388,6 +389,7 @@ impl Queue {
 
     /// Publishes `tail` as this queue's SQ tail, whatever it is: for protocol tests of
     /// what the server does with an impossible index. The queue is unusable afterwards.
+    #[cfg(feature = "testing")]
     pub fn publish_raw_sq_tail(&mut self, tail: u32) {
         let qp = self.shared.region.queue_pair(self.index);
         qp.sq_tail.store(tail, Ordering::Release);

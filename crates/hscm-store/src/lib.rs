@@ -29,6 +29,7 @@ pub mod kv;
 mod lock;
 mod ram;
 mod target;
+#[cfg(any(test, feature = "testing"))]
 pub mod testing;
 mod volume;
 

@@ -26,11 +26,12 @@ unsafe impl Send for RamImage {}
 unsafe impl Sync for RamImage {}
 
 impl RamImage {
-    pub(crate) fn new(len: usize) -> std::io::Result<RamImage> {
+    /// `huge_pages`: advise transparent huge pages (fewer TLB misses on random reads
+    /// over large volumes; harmless where THP is off).
+    pub(crate) fn new(len: usize, huge_pages: bool) -> std::io::Result<RamImage> {
         let mut map = MmapMut::map_anon(len)?;
-        // Fewer TLB misses on random reads over large volumes; harmless where THP is off.
         #[cfg(target_os = "linux")]
-        if std::env::var_os("NOHUGE").is_none() {
+        if huge_pages {
             let _ = map.advise(memmap2::Advice::HugePage);
         }
         let base = map.as_mut_ptr();
@@ -145,7 +146,7 @@ mod tests {
     /// Prefetches of any range, in bounds or not, neither fault nor change a byte.
     #[test]
     fn prefetch_of_any_range_is_harmless() {
-        let ram = RamImage::new(3 * 4096).unwrap();
+        let ram = RamImage::new(3 * 4096, true).unwrap();
         // SAFETY: nothing else uses this image.
         unsafe { ram.copy_in(4000, &[7u8; 200]) };
         for (offset, len) in [
