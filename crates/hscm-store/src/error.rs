@@ -40,8 +40,13 @@ pub enum Error {
     },
     #[error("request [{offset}, {offset}+{len}) is outside the volume (size {size})")]
     OutOfRange { offset: u64, len: u64, size: u64 },
+    /// Opened read-only: writes were never allowed.
     #[error("volume is read-only: {reason}")]
     ReadOnly { reason: String },
+    /// A device write or sync failed (or a background thread died): writes are refused
+    /// from then on, naming the first failure. Reads keep working.
+    #[error("writes are refused since a failure: {reason}")]
+    Failed { reason: String, errno: Option<i32> },
     /// Another opener holds the backing store (see docs/design.md, "One owner").
     #[error("{path} is in use: {}", crate::lock::describe_holder(.holder, .read_write))]
     Locked {

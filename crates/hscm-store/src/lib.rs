@@ -27,6 +27,7 @@ mod header;
 mod journal;
 pub mod kv;
 mod lock;
+mod poison;
 mod ram;
 mod target;
 #[cfg(any(test, feature = "testing"))]
@@ -38,6 +39,7 @@ pub use error::{Error, Result};
 pub use header::{Header, FORMAT_VERSION, HEADER_LEN, MAGIC, SECTOR};
 pub use journal::{JOURNAL_OFFSET, MIN_JOURNAL};
 pub use lock::LockHolder;
+pub use poison::Failure;
 pub use ram::{check_fits_in_memory, memory_available_for_volumes};
 pub use volume::{
     CreateOptions, Inspection, JournalStats, LoadProgress, LoadState, OpenOptions, Volume,

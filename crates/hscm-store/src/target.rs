@@ -7,20 +7,14 @@ use hscm_block::{BlockSizes, BlockTarget, Capabilities, FuaSupport, WriteFlags, 
 use crate::{Durability, Error, Volume};
 
 impl Volume {
-    /// The block layer's error for one of the volume's: "refuses writes" is told apart
-    /// as opened read-only or failed.
+    /// The block layer's error for one of the volume's.
     fn block_error(&self, e: Error) -> hscm_block::Error {
         match e {
             Error::OutOfRange { offset, len, size } => {
                 hscm_block::Error::OutOfRange { offset, len, size }
             }
-            Error::ReadOnly { reason } => match self.failure() {
-                Some(_) => hscm_block::Error::Failed {
-                    reason,
-                    errno: None,
-                },
-                None => hscm_block::Error::ReadOnly,
-            },
+            Error::ReadOnly { .. } => hscm_block::Error::ReadOnly,
+            Error::Failed { reason, errno } => hscm_block::Error::Failed { reason, errno },
             Error::Io { what, source } => hscm_block::Error::Io { what, source },
             other => hscm_block::Error::Io {
                 what: "volume request".into(),

@@ -27,6 +27,8 @@ struct Device {
     fail_write_at: Option<(u64, i32)>,
     fail_sync_at: Option<u64>,
     sync_latency: std::time::Duration,
+    /// The next sync panics (a bug in a background thread, simulated).
+    panic_on_sync: bool,
     powered: bool,
 }
 
@@ -46,6 +48,7 @@ impl FaultyBackend {
                 fail_write_at: None,
                 fail_sync_at: None,
                 sync_latency: std::time::Duration::ZERO,
+                panic_on_sync: false,
                 powered: true,
             })),
             name: name.into(),
@@ -62,6 +65,13 @@ impl FaultyBackend {
     pub fn fail_sync_after(&self, n: u64) {
         let mut d = self.inner.lock();
         d.fail_sync_at = Some(d.syncs + n);
+    }
+
+    /// The next sync panics in whichever thread calls it: a stand-in for a bug in a
+    /// background thread, to test that the engine poisons itself rather than leave its
+    /// writers waiting.
+    pub fn panic_on_next_sync(&self) {
+        self.inner.lock().panic_on_sync = true;
     }
 
     /// Every sync takes this long (outside the device lock), as a real flush does.
@@ -168,6 +178,10 @@ impl Backend for FaultyBackend {
             std::thread::sleep(latency);
         }
         let mut d = self.inner.lock();
+        if std::mem::take(&mut d.panic_on_sync) {
+            drop(d);
+            panic!("injected panic in sync");
+        }
         if !d.powered {
             return Err(powered_off());
         }

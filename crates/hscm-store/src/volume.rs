@@ -24,7 +24,7 @@
 use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -40,6 +40,7 @@ use crate::header::{
 #[cfg(doc)]
 use crate::journal::MIN_JOURNAL;
 use crate::journal::{self, Checkpoint, JOURNAL_OFFSET};
+use crate::poison::Poison;
 use crate::ram::{check_fits_in_memory, RamImage};
 use crate::Durability;
 
@@ -294,7 +295,7 @@ struct Shared {
     load_state: Mutex<LoadState>,
     load_cv: Condvar,
     /// Set once, on the first failed backend write or sync: the volume is read-only from then on.
-    failure: OnceLock<String>,
+    failure: Poison,
     /// Tickets handed to completed backend writes, in completion order.
     completed: AtomicU64,
     sync: Mutex<SyncState>,
@@ -457,7 +458,7 @@ impl Volume {
             active_loaders: AtomicUsize::new(if opts.background_load { LOADERS } else { 0 }),
             load_state: Mutex::new(LoadState::Running),
             load_cv: Condvar::new(),
-            failure: OnceLock::new(),
+            failure: Poison::default(),
             completed: AtomicU64::new(0),
             sync: Mutex::new(SyncState {
                 durable: 0,
@@ -474,7 +475,7 @@ impl Volume {
                 let s = Arc::clone(&shared);
                 let handle = std::thread::Builder::new()
                     .name(format!("hscm-loader-{i}"))
-                    .spawn(move || s.run_loader())
+                    .spawn(move || s.guarded("loader", || s.run_loader()))
                     .map_err(|e| Error::io("cannot start the loader thread", e))?;
                 handles.push(handle);
             }
@@ -484,7 +485,7 @@ impl Volume {
             // (and its lock) before it returns.
             if let Ok(h) = std::thread::Builder::new()
                 .name("hscm-prefault".into())
-                .spawn(move || s.run_prefault())
+                .spawn(move || s.guarded("prefault", || s.run_prefault()))
             {
                 handles.push(h);
             }
@@ -498,7 +499,7 @@ impl Volume {
                 Some(
                     std::thread::Builder::new()
                         .name("hscm-checkpoint".into())
-                        .spawn(move || s.run_checkpointer())
+                        .spawn(move || s.guarded("checkpoint", || s.run_checkpointer()))
                         .map_err(|e| Error::io("cannot start the checkpoint thread", e))?,
                 )
             }
@@ -535,7 +536,7 @@ impl Volume {
 
     /// Why the volume refuses writes, if it does.
     pub fn failure(&self) -> Option<&str> {
-        self.shared.failure.get().map(String::as_str)
+        self.shared.failure.get().map(|f| f.reason.as_str())
     }
 
     /// Copies `buf.len()` bytes at `offset` into `buf`: from RAM for loaded chunks,
@@ -938,17 +939,38 @@ impl Shared {
                 reason: format!("{} was opened read-only", self.name),
             });
         }
-        match self.failure.get() {
-            Some(why) => Err(Error::ReadOnly {
-                reason: why.clone(),
-            }),
-            None => Ok(()),
+        self.failure.check()
+    }
+
+    /// Runs a background thread's body. A panic there (a bug) poisons the volume, so
+    /// writers waiting on that thread hear of it rather than wait forever, and ends any
+    /// warm-up still running as failed.
+    fn guarded(&self, thread: &str, body: impl FnOnce()) {
+        if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+            if self.failure.set_from_panic(thread, payload.as_ref()) {
+                tracing::error!(volume = %self.name, "the {thread} thread panicked; the volume now refuses writes");
+            }
+            self.fail_wake();
+            let mut st = self.load_state.lock();
+            if *st == LoadState::Running {
+                *st = LoadState::Failed(format!("the {thread} thread panicked"));
+            }
+            drop(st);
+            self.load_cv.notify_all();
         }
     }
 
-    fn fail(&self, why: String) {
-        tracing::error!(volume = %self.name, "{why}; the volume is now read-only");
-        let _ = self.failure.set(why);
+    /// Poisons the volume with its first failure (later ones are logged only) and wakes
+    /// every writer that waits, so each hears it.
+    fn fail(&self, why: String, errno: Option<i32>) {
+        tracing::error!(volume = %self.name, "{why}; the volume now refuses writes");
+        self.failure.set(why, errno);
+        self.fail_wake();
+    }
+
+    /// Wakes every writer waiting on a batch, a checkpoint or a sync, so that each
+    /// sees the failure.
+    fn fail_wake(&self) {
         if let Some(j) = &self.journal {
             // Under the lock: a writer that saw no failure a moment ago is waiting by
             // now, so it hears this. (Never called with the journal state held.)
@@ -1062,7 +1084,7 @@ impl Shared {
                 sectors.len(),
                 self.name
             );
-            self.fail(why.clone());
+            self.fail(why.clone(), e.raw_os_error());
             return Err(Error::io(why, e));
         }
         Ok(self.completed.fetch_add(1, Ordering::SeqCst) + 1)
@@ -1103,12 +1125,10 @@ impl Shared {
                 j.cv.wait(&mut st);
                 continue;
             }
-            if let Some(why) = self.failure.get() {
+            if let Some(failure) = self.failure.get() {
                 // Ours never reached the device, or an earlier batch of the same chain failed.
                 st.queue.retain(|p| p.id < first_id || p.id > last_id);
-                return Err(Error::ReadOnly {
-                    reason: why.clone(),
-                });
+                return Err(failure.to_error());
             }
             if st.queue.is_empty() {
                 j.cv.wait(&mut st);
@@ -1209,7 +1229,7 @@ impl Shared {
                 batch.len(),
                 self.name
             );
-            self.fail(why.clone());
+            self.fail(why.clone(), e.raw_os_error());
             return Err(Error::io(why, e));
         }
         let ticket = self.completed.fetch_add(1, Ordering::SeqCst) + 1;
@@ -1294,7 +1314,7 @@ impl Shared {
         };
         let fail = |what: String, e: std::io::Error| {
             let why = format!("checkpoint of {}: {what} failed: {e}", self.name);
-            self.fail(why.clone());
+            self.fail(why.clone(), e.raw_os_error());
             Error::io(why, e)
         };
         self.write_dirty_home(j, &mut staging)
@@ -1452,10 +1472,8 @@ impl Shared {
             if st.durable >= ticket {
                 return Ok(());
             }
-            if let Some(why) = self.failure.get() {
-                return Err(Error::ReadOnly {
-                    reason: why.clone(),
-                });
+            if let Some(failure) = self.failure.get() {
+                return Err(failure.to_error());
             }
             if st.syncing {
                 self.sync_cv.wait(&mut st);
@@ -1469,7 +1487,7 @@ impl Shared {
                 Ok(()) => st.durable = st.durable.max(target),
                 Err(e) => {
                     let why = format!("sync of {} failed: {e}", self.name);
-                    self.fail(why.clone());
+                    self.fail(why.clone(), e.raw_os_error());
                     self.sync_cv.notify_all();
                     return Err(Error::io(why, e));
                 }

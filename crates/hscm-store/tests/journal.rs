@@ -230,7 +230,7 @@ fn a_failed_checkpoint_turns_the_volume_read_only_and_loses_nothing() {
     let err = v.checkpoint().unwrap_err();
     assert!(err.to_string().contains("checkpoint"), "{err}");
     let err = v.write_at(0, b"no").unwrap_err();
-    assert!(matches!(err, Error::ReadOnly { .. }), "{err}");
+    assert!(matches!(err, Error::Failed { errno: Some(5), .. }), "{err}");
     let after = dev.power_cut(4);
     let v2 = Volume::open_backend(Box::new(after), &OpenOptions::default()).unwrap();
     for i in 0..8u64 {
@@ -283,7 +283,10 @@ fn a_refused_journal_write_fails_clearly_and_loses_nothing() {
     );
     assert!(matches!(
         v.write_at(0, b"x").unwrap_err(),
-        Error::ReadOnly { .. }
+        Error::Failed {
+            errno: Some(28),
+            ..
+        }
     ));
     let v2 = Volume::open_backend(Box::new(dev.power_cut(6)), &OpenOptions::default()).unwrap();
     let mut b = vec![0u8; 4096];
@@ -309,4 +312,45 @@ fn damaged_checkpoint_slots_are_named_as_such() {
         err.to_string().contains("checkpoint area is corrupt"),
         "{err}"
     );
+}
+
+/// A background thread that dies (a panic in the checkpoint thread, injected in its
+/// sync) poisons the volume: writers get an error naming it instead of waiting forever
+/// for journal space that no checkpoint will free.
+#[test]
+fn a_panicking_checkpoint_thread_poisons_the_volume() {
+    let (dev, _) = journaled(MIB, 64 << 10, Durability::OnFlush);
+    let v = open(&dev);
+    // Writes to chunks not loaded yet go home directly: warm up, so they are journaled.
+    v.wait_loaded(None).unwrap();
+    dev.panic_on_next_sync();
+    // On-flush writes never sync: only the checkpoint thread does, once the journal
+    // fills. Far more than one journal's worth, so without the poison this would hang.
+    // In a thread, so that a writer left waiting fails the test instead of hanging it.
+    let v = Arc::new(v);
+    let writer = Arc::clone(&v);
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let block = vec![7u8; 4096];
+        let mut refused = None;
+        for i in 0..(8 * MIN_JOURNAL / 4096) {
+            if let Err(e) = writer.write_at((i % 200) * 4096, &block) {
+                refused = Some(e);
+                break;
+            }
+        }
+        let _ = tx.send(refused);
+    });
+    let refused = rx
+        .recv_timeout(Duration::from_secs(60))
+        .expect("a writer is still waiting a minute after the checkpoint thread died");
+    let err = refused.expect("writes went on after the checkpoint thread died");
+    assert!(
+        matches!(&err, Error::Failed { reason, .. } if reason.contains("checkpoint thread panicked")),
+        "{err}"
+    );
+    assert!(v.failure().unwrap().contains("injected panic"));
+    // Reads still work.
+    let mut b = [0u8; 16];
+    v.read_at(0, &mut b).unwrap();
 }

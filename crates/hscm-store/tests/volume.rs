@@ -239,7 +239,17 @@ fn full_disk_fails_the_write_and_turns_the_volume_read_only() {
     let err = v.write_at(100_000, &pattern(2, 4096)).unwrap_err();
     assert!(err.to_string().contains("No space left"), "{err}");
     let err = v.write_at(0, b"again").unwrap_err();
-    assert!(matches!(err, Error::ReadOnly { .. }), "{err}");
+    // Failed, not ReadOnly (it was opened read-write), with the errno kept.
+    assert!(
+        matches!(
+            err,
+            Error::Failed {
+                errno: Some(28),
+                ..
+            }
+        ),
+        "{err}"
+    );
     assert!(v.failure().unwrap().contains("No space left"));
     // What was durable before is untouched.
     let after = dev.power_cut(7);
@@ -261,7 +271,7 @@ fn failed_sync_is_never_acknowledged() {
             "{durability}: a failed sync was acknowledged"
         );
         let err = v.write_at(0, b"more").unwrap_err();
-        assert!(matches!(err, Error::ReadOnly { .. }), "{durability}: {err}");
+        assert!(matches!(err, Error::Failed { .. }), "{durability}: {err}");
         assert!(
             v.flush().is_err(),
             "{durability}: flush after failure must not claim success"

@@ -29,6 +29,7 @@ use parking_lot::{Condvar, Mutex, RwLock};
 use self::device::{read_log, Device};
 use self::record::Kind;
 use self::shadow::{Shadow, ShadowCounters};
+use crate::poison::Poison;
 use crate::{Error, Result};
 
 pub use self::record::{MAX_KEY, MAX_VALUE_LIMIT};
@@ -224,7 +225,7 @@ struct Inner {
     devices: Vec<Device>,
     layout: RwLock<Layout>,
     seq: AtomicU64,
-    failure: Mutex<Option<String>>,
+    failure: Poison,
     counters: ShadowCounters,
     idle_reads: AtomicU64,
     reads: AtomicU64,
@@ -332,7 +333,7 @@ impl KvStore {
             opts,
             devices,
             seq: AtomicU64::new(max_seq + 1),
-            failure: Mutex::new(None),
+            failure: Poison::default(),
             counters: ShadowCounters::default(),
             idle_reads: AtomicU64::new(0),
             reads: AtomicU64::new(0),
@@ -358,7 +359,7 @@ impl KvStore {
             threads.push(
                 std::thread::Builder::new()
                     .name("kv-mover".into())
-                    .spawn(move || bg.mover())
+                    .spawn(move || bg.guarded("sync", || bg.mover()))
                     .map_err(|e| Error::io("starting the sync thread", e))?,
             );
             if inner.opts.primaries == Primaries::Auto {
@@ -368,7 +369,7 @@ impl KvStore {
                     std::thread::Builder::new()
                         .name("kv-trials".into())
                         .spawn(move || {
-                            bg.trials();
+                            bg.guarded("trial", || bg.trials());
                             bg.settled.store(true, Ordering::SeqCst);
                         })
                         .map_err(|e| Error::io("starting the trial thread", e))?,
@@ -551,19 +552,26 @@ impl Inner {
         Ok(())
     }
 
-    /// Marks the store read-only after a failed write or sync.
+    /// Poisons the store after a failed write or sync: writes are refused from then on.
     fn fail(&self, e: Error) -> Error {
-        let mut f = self.failure.lock();
-        if f.is_none() {
-            *f = Some(e.to_string());
-        }
+        let errno = match &e {
+            Error::Io { source, .. } => source.raw_os_error(),
+            _ => None,
+        };
+        self.failure.set(e.to_string(), errno);
         e
     }
 
-    fn write(&self, kind: Kind, key: &[u8], value: &[u8]) -> Result<()> {
-        if let Some(reason) = self.failure.lock().clone() {
-            return Err(Error::ReadOnly { reason });
+    /// Runs a background thread's body; a panic there poisons the store.
+    fn guarded(&self, thread: &str, body: impl FnOnce()) {
+        if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
+            self.failure.set_from_panic(thread, payload.as_ref());
+            tracing::error!("the key-value store's {thread} thread panicked; writes are refused");
         }
+    }
+
+    fn write(&self, kind: Kind, key: &[u8], value: &[u8]) -> Result<()> {
+        self.failure.check()?;
         let home = self.home(key);
         let layout = self.layout.read();
         self.writes.fetch_add(1, Ordering::Relaxed);
