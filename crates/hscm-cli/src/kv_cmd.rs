@@ -177,6 +177,9 @@ pub struct KvRun {
     pub idle_device_reads: u64,
     /// The replayed trace (--trace), else null.
     pub trace: Option<String>,
+    /// Pause after each request of each client, µs: the workload's, or --gap-us; 0 for
+    /// a replay unless --gap-us asks.
+    pub gap_us: u64,
     /// Reads in the measured phase: found + not found.
     pub reads: u64,
     /// Reads of keys the store does not hold (never loaded, or deleted).
@@ -716,6 +719,7 @@ pub fn run(mode_name: &str, workload: &str, a: &KvRunArgs, quiet: bool) -> Resul
         equal_time_s: seconds,
         idle_device_reads,
         trace: replay.as_ref().map(|r| r.path.clone()),
+        gap_us: gap.as_micros() as u64,
         reads: lat.counts.reads,
         reads_not_found: lat.counts.reads_not_found,
         updates: lat.counts.updates,

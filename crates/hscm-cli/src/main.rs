@@ -382,7 +382,8 @@ struct ReproduceArgs {
     /// Largest volume in the restart experiment.
     #[arg(long, default_value = "8G", value_parser = units::parse_size, allow_hyphen_values = true)]
     restart_size: u64,
-    /// Small sizes and short runs: a smoke test of the whole pipeline (about two minutes here; the key-value and volume sections take most of it).
+    /// Small sizes and short runs: a smoke test of the whole pipeline (about three
+    /// minutes on a 2-core VM; the key-value and volume sections take most of it).
     #[arg(long)]
     quick: bool,
     /// Run only these sections, comma-separated (default: all): volume, memsim, vmsim, ring, kv.

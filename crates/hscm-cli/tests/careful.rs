@@ -303,6 +303,8 @@ fn a_replay_reports_what_it_replayed() {
     let r = &j["runs"][0];
     assert_eq!(r["workload"], "ops.txt");
     assert_eq!(r["trace"], trace);
+    // The default workload (a-t) pauses 50 µs after each request; a replay does not.
+    assert_eq!(r["gap_us"], 0);
     assert_eq!(r["ops"], 7);
     // Every read accounted for: found (fresh, the loaded record) and not found
     // (a key never loaded, a deleted one).
@@ -335,6 +337,13 @@ fn a_replay_reports_what_it_replayed() {
         (j["runs"][0]["ops"].as_u64(), j["runs"][0]["reads"].as_u64()),
         (Some(3), Some(2))
     );
+    // A pause only when asked for.
+    let o = kv_replay(
+        scratch.path(),
+        &["--trace", &trace, "--records", "1", "--gap-us", "7"],
+    );
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["runs"][0]["gap_us"], 7);
     // An empty store, filled by a load phase.
     let load = write(dir.path(), "load.txt", "INSERT a 10\nINSERT b 10\n");
     let run_trace = write(dir.path(), "run.txt", "READ a\nREAD b\nREAD c\n");

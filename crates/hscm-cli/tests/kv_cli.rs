@@ -56,6 +56,13 @@ fn bench_json_has_the_contract_fields() {
     }
     assert_eq!(run["workload"], "a-t");
     assert_eq!(run["mode"], "sprint");
+    // A generated low-density workload pauses 50 µs; every read is accounted for.
+    assert_eq!(run["gap_us"], 50);
+    assert!(run["trace"].is_null());
+    assert_eq!(
+        run["reads"].as_u64().unwrap() + run["updates"].as_u64().unwrap(),
+        1200
+    );
     assert_eq!(run["primaries"], 1);
     assert_eq!(run["ops"], 1200);
     let e = &run["energy_j"];
