@@ -830,7 +830,7 @@ pub fn compare(a: &KvCompareArgs) -> Result<()> {
 }
 
 /// The run of `mode` in the same workload and repetition as `r`.
-fn partner<'a>(runs: &'a [KvRun], r: &KvRun, mode: &str) -> Option<&'a KvRun> {
+pub fn partner<'a>(runs: &'a [KvRun], r: &KvRun, mode: &str) -> Option<&'a KvRun> {
     runs.iter()
         .find(|o| o.workload == r.workload && o.rep == r.rep && o.mode == mode)
 }

@@ -112,9 +112,7 @@ fn replay_ycsb(
     writeln!(md, "| trace | rep | mode | ops/s | reads | not found | updates | keys never loaded | idle-device reads | reduced vs standard | energy saved |")?;
     writeln!(md, "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")?;
     for r in &runs {
-        let standard = runs
-            .iter()
-            .find(|s| s.workload == r.workload && s.rep == r.rep && s.mode == "standard");
+        let standard = kv_cmd::partner(&runs, r, "standard");
         let (reduced, saved) = match standard.filter(|s| s.mode != r.mode) {
             Some(s) => (
                 format!("{:.2}%", kv_cmd::idle_read_reduction(s, r) * 100.0),

@@ -6,23 +6,23 @@ use hscm_block::{BlockSizes, BlockTarget, Capabilities, FuaSupport, WriteFlags, 
 
 use crate::{Durability, Error, Volume};
 
-impl Volume {
-    /// The block layer's error for one of the volume's.
-    fn block_error(&self, e: Error) -> hscm_block::Error {
-        match e {
-            Error::OutOfRange { offset, len, size } => {
-                hscm_block::Error::OutOfRange { offset, len, size }
-            }
-            Error::ReadOnly { .. } => hscm_block::Error::ReadOnly,
-            Error::Failed { reason, errno } => hscm_block::Error::Failed { reason, errno },
-            Error::Io { what, source } => hscm_block::Error::Io { what, source },
-            other => hscm_block::Error::Io {
-                what: "volume request".into(),
-                source: io::Error::other(other.to_string()),
-            },
+/// The block layer's error for one of the volume's.
+fn block_error(e: Error) -> hscm_block::Error {
+    match e {
+        Error::OutOfRange { offset, len, size } => {
+            hscm_block::Error::OutOfRange { offset, len, size }
         }
+        Error::ReadOnly { .. } => hscm_block::Error::ReadOnly,
+        Error::Failed { reason, errno } => hscm_block::Error::Failed { reason, errno },
+        Error::Io { what, source } => hscm_block::Error::Io { what, source },
+        other => hscm_block::Error::Io {
+            what: "volume request".into(),
+            source: io::Error::other(other.to_string()),
+        },
     }
+}
 
+impl Volume {
     /// Zeroes `[offset, offset + len)` in RAM and on the device: zero writes that reach
     /// the device, then one sync when the request or the volume's durability asks for
     /// it, so an acknowledged discard on an `Immediate` volume survives a power cut as
@@ -80,11 +80,11 @@ impl BlockTarget for Volume {
         len: usize,
         sink: &mut dyn FnMut(usize, &[u8]),
     ) -> hscm_block::Result<()> {
-        Volume::read_with(self, offset, len, sink).map_err(|e| self.block_error(e))
+        Volume::read_with(self, offset, len, sink).map_err(block_error)
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> hscm_block::Result<()> {
-        Volume::read_at(self, offset, buf).map_err(|e| self.block_error(e))
+        Volume::read_at(self, offset, buf).map_err(block_error)
     }
 
     fn write_at(&self, offset: u64, data: &[u8], flags: WriteFlags) -> hscm_block::Result<()> {
@@ -94,16 +94,15 @@ impl BlockTarget for Volume {
             self.durability()
         };
         self.write_at_with(offset, data, durability)
-            .map_err(|e| self.block_error(e))
+            .map_err(block_error)
     }
 
     fn flush(&self) -> hscm_block::Result<()> {
-        Volume::flush(self).map_err(|e| self.block_error(e))
+        Volume::flush(self).map_err(block_error)
     }
 
     fn discard(&self, offset: u64, len: u64, flags: WriteFlags) -> hscm_block::Result<()> {
-        self.zero_range(offset, len, flags.fua)
-            .map_err(|e| self.block_error(e))
+        self.zero_range(offset, len, flags.fua).map_err(block_error)
     }
 
     fn write_zeroes(&self, offset: u64, len: u64, flags: ZeroFlags) -> hscm_block::Result<()> {
@@ -113,7 +112,6 @@ impl BlockTarget for Volume {
                 "fast zeroes: the volume writes zeroes like any data",
             ));
         }
-        self.zero_range(offset, len, flags.fua)
-            .map_err(|e| self.block_error(e))
+        self.zero_range(offset, len, flags.fua).map_err(block_error)
     }
 }
