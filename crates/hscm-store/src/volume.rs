@@ -566,7 +566,7 @@ impl Volume {
         self.shared.write_at(offset, data, durability)
     }
 
-    /// Makes every completed write durable.
+    /// Makes every completed write durable. Fails once the device has failed.
     pub fn flush(&self) -> Result<()> {
         self.shared.flush()
     }
@@ -1459,6 +1459,11 @@ impl Shared {
     fn flush(&self) -> Result<()> {
         if self.read_only {
             return Ok(());
+        }
+        // A failed volume says so to every flush, even one whose writes were all
+        // durable already: a success after a device error is what misleads callers.
+        if let Some(failure) = self.failure.get() {
+            return Err(failure.to_error());
         }
         let ticket = self.completed.load(Ordering::SeqCst);
         self.wait_durable(ticket)

@@ -9,6 +9,8 @@ use parking_lot::Mutex;
 
 use crate::backend::Backend;
 
+pub mod volume_ops;
+
 /// An in-memory device with a "live" image (what reads see) and a "durable" image
 /// (what survives a power cut: only what a sync covered).
 #[derive(Clone)]

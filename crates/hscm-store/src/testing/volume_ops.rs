@@ -1,0 +1,559 @@
+//! Whole-volume operation sequences against a model, for fuzzing (after redb's
+//! `fuzz_redb.rs`): bytes decode into a volume layout and a sequence of block-layer
+//! requests, loader steps, injected device failures (a countdown to a failing write or
+//! sync), power cuts and clean closes, each followed by a reopen that must find what
+//! the model says may have survived.
+//!
+//! The model works in 512-byte blocks, the unit [`FaultyBackend::power_cut`] tears at.
+//! Per block it keeps what a read may return (one value, or two after a failed request
+//! whose bytes may or may not have reached RAM) and what a restart may find: the last
+//! value known durable and every value written since. The engine writes whole sectors
+//! from its RAM copy, so every block on the device holds one of those versions.
+//!
+//! The same function backs the `volume_ops` cargo-fuzz target and a bounded run in the
+//! crate's tests (`tests/volume_ops.rs`), so the test command fuzzes too.
+
+use hscm_block::{BlockTarget, WriteFlags, ZeroFlags};
+use rustix::io::Errno;
+
+use super::FaultyBackend;
+use crate::{CreateOptions, Durability, OpenOptions, Volume, MIN_JOURNAL};
+
+/// The fuzzed volume's size: 16 sectors, so sequences revisit the same bytes.
+pub const VOLUME_SIZE: u64 = 64 << 10;
+const CHUNK: u32 = 8 << 10;
+const BLOCK: usize = 512;
+const BLOCKS: usize = VOLUME_SIZE as usize / BLOCK;
+/// The longest request drawn: a few chunks, so requests cross chunk boundaries.
+const MAX_REQUEST: u64 = 20_000;
+
+/// One step of a sequence.
+#[derive(Debug, Clone)]
+pub enum Op {
+    Write {
+        offset: u64,
+        len: u64,
+        seed: u8,
+        fua: bool,
+    },
+    Read {
+        offset: u64,
+        len: u64,
+        /// Read through the lending interface rather than into a buffer.
+        lend: bool,
+    },
+    Flush,
+    Discard {
+        offset: u64,
+        len: u64,
+        fua: bool,
+    },
+    WriteZeroes {
+        offset: u64,
+        len: u64,
+        fua: bool,
+    },
+    LoadStep,
+    Checkpoint,
+    /// The `after`-th device write from now fails with `errno`, and every one after it.
+    FailWrite {
+        after: u64,
+        errno: i32,
+    },
+    /// The `after`-th device sync from now fails, and every one after it.
+    FailSync {
+        after: u64,
+    },
+    /// The power goes; the volume restarts on what the device kept.
+    PowerCut {
+        seed: u64,
+        background_load: bool,
+    },
+    /// A clean close, then a power cut: nothing may be lost.
+    CloseAndReopen {
+        seed: u64,
+    },
+}
+
+/// What a sequence did, for the runner's summary.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Outcome {
+    pub ops: usize,
+    pub restarts: usize,
+    pub refused: usize,
+}
+
+/// Runs the sequence `input` decodes to. `Err` describes the first broken promise
+/// (the step, the request and what was read); anything else is a pass.
+pub fn run(input: &[u8]) -> Result<Outcome, String> {
+    let mut input = Input {
+        bytes: input,
+        at: 0,
+    };
+    let Some(layout) = input.byte() else {
+        return Ok(Outcome::default());
+    };
+    let durability = if layout & 1 == 0 {
+        Durability::Immediate
+    } else {
+        Durability::OnFlush
+    };
+    let journaled = layout & 2 != 0;
+    let opts = CreateOptions {
+        chunk_size: CHUNK,
+        durability,
+        overwrite: false,
+        journal_size: if journaled { MIN_JOURNAL } else { 0 },
+    };
+    let mut device = FaultyBackend::new(opts.backing_len(VOLUME_SIZE) as usize, "fuzzed device");
+    Volume::format(&device, VOLUME_SIZE, &opts).map_err(|e| format!("format: {e}"))?;
+    let mut volume = open(&device, layout & 4 != 0)?;
+    let mut model = Model::new(durability);
+    let mut outcome = Outcome::default();
+    let mut step = 0;
+    while let Some(op) = input.op() {
+        step += 1;
+        let context = |what: String| {
+            format!("step {step} ({op:?}), {durability:?}, journaled {journaled}: {what}")
+        };
+        let restart = match op {
+            Op::FailWrite { after, errno } => {
+                model.armed = true;
+                device.fail_write_after(after, errno);
+                None
+            }
+            Op::FailSync { after } => {
+                model.armed = true;
+                device.fail_sync_after(after);
+                None
+            }
+            Op::PowerCut {
+                seed,
+                background_load,
+            } => Some((seed, background_load, false)),
+            Op::CloseAndReopen { seed } => Some((seed, seed & 2 == 0, true)),
+            _ => {
+                if model.apply(&volume, &op).map_err(context)? == Applied::Refused {
+                    outcome.refused += 1;
+                }
+                None
+            }
+        };
+        if let Some((seed, background_load, clean)) = restart {
+            if clean {
+                let closed = volume.close();
+                model.closed(closed.is_ok()).map_err(context)?;
+            } else {
+                drop(volume);
+            }
+            device = device.power_cut(seed);
+            volume = open(&device, background_load).map_err(context)?;
+            model.restarted(&volume).map_err(context)?;
+            outcome.restarts += 1;
+        }
+        outcome.ops += 1;
+    }
+    if !model.poisoned {
+        // A last clean close must keep everything.
+        let closed = volume.close();
+        model
+            .closed(closed.is_ok())
+            .map_err(|e| format!("final close: {e}"))?;
+        let survivor = device.power_cut(1);
+        let volume = open(&survivor, false).map_err(|e| format!("final reopen: {e}"))?;
+        model
+            .restarted(&volume)
+            .map_err(|e| format!("after the final close: {e}"))?;
+    }
+    Ok(outcome)
+}
+
+fn open(device: &FaultyBackend, background_load: bool) -> Result<Volume, String> {
+    let opts = OpenOptions {
+        background_load,
+        huge_pages: false,
+        ..OpenOptions::default()
+    };
+    Volume::open_backend(Box::new(device.clone()), &opts)
+        .map_err(|e| format!("reopen refused: {e}"))
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Applied {
+    Done,
+    /// The first request to fail after a failure was injected: it may or may not have
+    /// changed anything.
+    Failed,
+    /// Refused after an injected failure, as it must be: it changed nothing.
+    Refused,
+}
+
+struct Model {
+    durability: Durability,
+    blocks: Vec<Block>,
+    /// A failure was injected and not yet observed.
+    armed: bool,
+    /// A request failed: the volume must refuse writes until it restarts.
+    poisoned: bool,
+    /// Numbers the versions written, so equal seeds still write different bytes.
+    writes: u64,
+}
+
+struct Block {
+    /// What a read may return.
+    live: Vec<Box<[u8]>>,
+    /// What a restart may find: the last value known durable, then every later one.
+    survivors: Vec<Box<[u8]>>,
+}
+
+impl Model {
+    fn new(durability: Durability) -> Model {
+        let zero: Box<[u8]> = vec![0u8; BLOCK].into();
+        Model {
+            durability,
+            blocks: (0..BLOCKS)
+                .map(|_| Block {
+                    live: vec![zero.clone()],
+                    survivors: vec![zero.clone()],
+                })
+                .collect(),
+            armed: false,
+            poisoned: false,
+            writes: 0,
+        }
+    }
+
+    fn apply(&mut self, volume: &Volume, op: &Op) -> Result<Applied, String> {
+        let target: &dyn BlockTarget = volume;
+        match *op {
+            Op::Write {
+                offset,
+                len,
+                seed,
+                fua,
+            } => {
+                self.writes += 1;
+                let version = self.writes;
+                let data: Vec<u8> = (0..len)
+                    .map(|i| {
+                        (i as u8).wrapping_mul(seed | 1) ^ (version as u8) ^ ((version >> 8) as u8)
+                    })
+                    .collect();
+                let result = target.write_at(offset, &data, WriteFlags { fua });
+                self.written(offset, &data, fua, result.map_err(|e| e.to_string()))
+            }
+            Op::Discard { offset, len, fua } => {
+                let result = target.discard(offset, len, WriteFlags { fua });
+                self.written(
+                    offset,
+                    &vec![0; len as usize],
+                    fua,
+                    result.map_err(|e| e.to_string()),
+                )
+            }
+            Op::WriteZeroes { offset, len, fua } => {
+                let flags = ZeroFlags {
+                    fua,
+                    may_trim: true,
+                    fast_only: false,
+                };
+                let result = target.write_zeroes(offset, len, flags);
+                self.written(
+                    offset,
+                    &vec![0; len as usize],
+                    fua,
+                    result.map_err(|e| e.to_string()),
+                )
+            }
+            Op::Read { offset, len, lend } => {
+                let mut got = vec![0u8; len as usize];
+                let read = if lend {
+                    target.read_with(offset, len as usize, &mut |at, bytes| {
+                        got[at..at + bytes.len()].copy_from_slice(bytes)
+                    })
+                } else {
+                    target.read_at(offset, &mut got)
+                };
+                read.map_err(|e| format!("a read failed: {e}"))?;
+                self.check_live(offset, &got)?;
+                Ok(Applied::Done)
+            }
+            Op::Flush => {
+                let result = target.flush();
+                let outcome = self.outcome(result.map_err(|e| e.to_string()))?;
+                if outcome == Applied::Done {
+                    for b in &mut self.blocks {
+                        b.survivors = vec![b.live[0].clone()];
+                    }
+                }
+                Ok(outcome)
+            }
+            Op::LoadStep => {
+                volume
+                    .load_step()
+                    .map_err(|e| format!("a loader step failed: {e}"))?;
+                Ok(Applied::Done)
+            }
+            Op::Checkpoint => self.outcome(volume.checkpoint().map_err(|e| e.to_string())),
+            Op::FailWrite { .. }
+            | Op::FailSync { .. }
+            | Op::PowerCut { .. }
+            | Op::CloseAndReopen { .. } => {
+                unreachable!("the runner handles device events")
+            }
+        }
+    }
+
+    /// Judges a write-like request's result and records what it changed.
+    fn written(
+        &mut self,
+        offset: u64,
+        data: &[u8],
+        fua: bool,
+        result: Result<(), String>,
+    ) -> Result<Applied, String> {
+        let durable = fua || self.durability == Durability::Immediate;
+        let outcome = self.outcome(result)?;
+        for (index, range) in touched_blocks(offset, data.len() as u64) {
+            let block = &mut self.blocks[index];
+            // Writes succeed only with one known value (a refused request changes nothing).
+            let before = block.live[0].clone();
+            let mut after = before.to_vec();
+            after[range.clone()].copy_from_slice(
+                &data[range.start + index * BLOCK - offset as usize..][..range.len()],
+            );
+            let after: Box<[u8]> = after.into();
+            match outcome {
+                Applied::Refused => {}
+                Applied::Done => {
+                    block.live = vec![after.clone()];
+                    if durable {
+                        block.survivors = vec![after];
+                    } else {
+                        push_new(&mut block.survivors, after);
+                    }
+                }
+                // The request that failed may have changed RAM and the device, or not.
+                Applied::Failed => {
+                    push_new(&mut block.live, after.clone());
+                    push_new(&mut block.survivors, after);
+                }
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// Ok is a promise kept unless the volume owes a refusal; an error must come from an
+    /// injected failure.
+    fn outcome(&mut self, result: Result<(), String>) -> Result<Applied, String> {
+        match result {
+            Ok(()) if self.poisoned => Err("a request succeeded after the device failed".into()),
+            Ok(()) => Ok(Applied::Done),
+            Err(e) if !self.armed && !self.poisoned => {
+                Err(format!("failed with no failure injected: {e}"))
+            }
+            Err(_) if self.poisoned => Ok(Applied::Refused),
+            Err(_) => {
+                self.poisoned = true;
+                Ok(Applied::Failed)
+            }
+        }
+    }
+
+    fn check_live(&self, offset: u64, got: &[u8]) -> Result<(), String> {
+        for (index, range) in touched_blocks(offset, got.len() as u64) {
+            let seen = &got[range.start + index * BLOCK - offset as usize..][..range.len()];
+            let block = &self.blocks[index];
+            if !block.live.iter().any(|v| &v[range.clone()] == seen) {
+                return Err(format!(
+                    "read at {offset}+{}: bytes {}..{} of block {index} match none of the {} value(s) it may hold",
+                    got.len(),
+                    range.start,
+                    range.end,
+                    block.live.len()
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// A clean close that succeeded made everything durable.
+    fn closed(&mut self, ok: bool) -> Result<(), String> {
+        if ok && self.poisoned {
+            return Err("close succeeded after the device failed".into());
+        }
+        if !ok && !self.armed && !self.poisoned {
+            return Err("close failed with no failure injected".into());
+        }
+        if ok {
+            for b in &mut self.blocks {
+                b.survivors = vec![b.live[0].clone()];
+            }
+        }
+        Ok(())
+    }
+
+    /// After a restart: every block holds a version that may have survived; from here
+    /// on it is the one known value.
+    fn restarted(&mut self, volume: &Volume) -> Result<(), String> {
+        let mut image = vec![0u8; VOLUME_SIZE as usize];
+        volume
+            .read_at(0, &mut image)
+            .map_err(|e| format!("reading after the restart: {e}"))?;
+        for (index, block) in self.blocks.iter_mut().enumerate() {
+            let seen = &image[index * BLOCK..][..BLOCK];
+            if !block.survivors.iter().any(|v| &v[..] == seen) {
+                let newest = block.survivors.last().map(|v| v[..8].to_vec());
+                return Err(format!(
+                    "after the restart block {index} (bytes {}..{}) holds none of the {} version(s) that may survive \
+                     (starts {:?}, the newest written starts {newest:?})",
+                    index * BLOCK,
+                    (index + 1) * BLOCK,
+                    block.survivors.len(),
+                    &seen[..8]
+                ));
+            }
+            let seen: Box<[u8]> = seen.into();
+            block.live = vec![seen.clone()];
+            block.survivors = vec![seen];
+        }
+        self.armed = false;
+        self.poisoned = false;
+        Ok(())
+    }
+}
+
+fn push_new(versions: &mut Vec<Box<[u8]>>, v: Box<[u8]>) {
+    if !versions.contains(&v) {
+        versions.push(v);
+    }
+}
+
+/// The blocks `[offset, offset + len)` touches, each with the byte range inside it.
+fn touched_blocks(offset: u64, len: u64) -> impl Iterator<Item = (usize, std::ops::Range<usize>)> {
+    let end = offset + len;
+    let first = (offset / BLOCK as u64) as usize;
+    let last = if len == 0 {
+        first
+    } else {
+        ((end - 1) / BLOCK as u64) as usize + 1
+    };
+    (first..last).map(move |index| {
+        let start = (index * BLOCK) as u64;
+        let from = offset.max(start) - start;
+        let to = end.min(start + BLOCK as u64) - start;
+        (index, from as usize..to as usize)
+    })
+}
+
+/// Reads the input a few bytes at a time; a sequence ends where the bytes do.
+struct Input<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Input<'_> {
+    fn byte(&mut self) -> Option<u8> {
+        let b = *self.bytes.get(self.at)?;
+        self.at += 1;
+        Some(b)
+    }
+
+    fn u16(&mut self) -> Option<u16> {
+        Some(u16::from_le_bytes([self.byte()?, self.byte()?]))
+    }
+
+    /// A value in `0..n` (n > 0).
+    fn below(&mut self, n: u64) -> Option<u64> {
+        Some(u64::from(self.u16()?) % n)
+    }
+
+    /// A byte range inside the volume, at any offset and length.
+    fn range(&mut self) -> Option<(u64, u64)> {
+        let offset = self.below(VOLUME_SIZE)?;
+        let len = 1 + self.below((VOLUME_SIZE - offset).min(MAX_REQUEST))?;
+        Some((offset, len))
+    }
+
+    /// Whole sectors: the engine's path that writes without loading the chunk first.
+    fn sectors(&mut self) -> Option<(u64, u64)> {
+        let sectors = VOLUME_SIZE / crate::SECTOR;
+        let first = self.below(sectors)?;
+        let count = 1 + self.below((sectors - first).min(3))?;
+        Some((first * crate::SECTOR, count * crate::SECTOR))
+    }
+
+    fn op(&mut self) -> Option<Op> {
+        let kind = self.byte()?;
+        Some(match kind % 32 {
+            0..=7 => {
+                let (offset, len) = self.range()?;
+                let seed = self.byte()?;
+                Op::Write {
+                    offset,
+                    len,
+                    seed,
+                    fua: seed & 0x80 != 0,
+                }
+            }
+            8..=10 => {
+                let (offset, len) = self.sectors()?;
+                let seed = self.byte()?;
+                Op::Write {
+                    offset,
+                    len,
+                    seed,
+                    fua: seed & 0x80 != 0,
+                }
+            }
+            11..=15 => {
+                let (offset, len) = self.range()?;
+                Op::Read {
+                    offset,
+                    len,
+                    lend: kind & 0x80 != 0,
+                }
+            }
+            16..=17 => Op::Flush,
+            18..=19 => {
+                let (offset, len) = self.range()?;
+                Op::Discard {
+                    offset,
+                    len,
+                    fua: kind & 0x80 != 0,
+                }
+            }
+            20..=21 => {
+                let (offset, len) = self.range()?;
+                Op::WriteZeroes {
+                    offset,
+                    len,
+                    fua: kind & 0x80 != 0,
+                }
+            }
+            22..=24 => Op::LoadStep,
+            25 => Op::Checkpoint,
+            26 => {
+                let b = self.byte()?;
+                let errno = if b & 1 == 0 { Errno::IO } else { Errno::NOSPC }.raw_os_error();
+                Op::FailWrite {
+                    after: u64::from(b >> 1) % 16,
+                    errno,
+                }
+            }
+            27 => Op::FailSync {
+                after: u64::from(self.byte()?) % 8,
+            },
+            28..=30 => {
+                let seed = u64::from(self.u16()?) | 1;
+                Op::PowerCut {
+                    seed,
+                    background_load: kind & 0x80 != 0,
+                }
+            }
+            _ => Op::CloseAndReopen {
+                seed: u64::from(self.u16()?) | 1,
+            },
+        })
+    }
+}
