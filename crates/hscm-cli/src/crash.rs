@@ -74,7 +74,7 @@ pub fn kv_value(key: u64, version: u64) -> Vec<u8> {
 /// within a round): puts and deletes of random keys from two threads, each reported
 /// as "W|D <key> <version>" before and "A <key> <version>" after it is acknowledged.
 pub fn kv_writer(dir: &Path, seed: u64, mode: &str) -> Result<()> {
-    use hscm_store::kv::{KvOptions, KvStore, Mode, Primaries};
+    use hscm_kv::{KvOptions, KvStore, Mode, Primaries};
     let mode = Mode::from_name(mode).ok_or_else(|| anyhow::anyhow!("unknown mode {mode}"))?;
     let store = KvStore::open(
         dir,

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use clap::builder::TypedValueParser as _;
 use hdrhistogram::Histogram;
+use hscm_kv::{KvOptions, KvStats, KvStore, Mode, Primaries, Trial};
 use hscm_model::{PowerProfile, Timeline, POWER_PRESETS};
-use hscm_store::kv::{KvOptions, KvStats, KvStore, Mode, Primaries, Trial};
 use hscm_trace::{ycsb_key, KvOp, YcsbGen, YcsbSpec};
 use serde::Serialize;
 
@@ -577,7 +577,7 @@ pub fn run(mode_name: &str, workload: &str, a: &KvRunArgs, quiet: bool) -> Resul
         store_opts.max_value = store_opts
             .max_value
             .max(r.largest_value())
-            .min(hscm_store::kv::MAX_VALUE_LIMIT);
+            .min(hscm_kv::MAX_VALUE_LIMIT);
         // Said even with --json (on standard error): it changes what the figures mean.
         if r.keys_never_loaded > 0 {
             note!(
@@ -963,7 +963,7 @@ pub fn print_runs(runs: &[KvRun]) -> anyhow::Result<()> {
 
 /// `hscm kv check DIR`.
 pub fn check(dir: &Path, json: bool) -> Result<()> {
-    let report = hscm_store::kv::check(dir)?;
+    let report = hscm_kv::check(dir)?;
     if json {
         outln!("{}", serde_json::to_string_pretty(&report)?)?;
     } else {

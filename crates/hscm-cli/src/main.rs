@@ -659,7 +659,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Man { dir } => man_pages(dir.as_deref()),
         Command::Kv(KvCmd::Create { dir, devices }) => {
-            hscm_store::kv::KvStore::create(&dir, devices, None)?;
+            hscm_kv::KvStore::create(&dir, devices, None)?;
             outln!("created a {devices}-device store in {}", dir.display())?;
             Ok(())
         }

@@ -97,15 +97,24 @@ pub fn render_error(e: &anyhow::Error) -> String {
 
 /// What the user can do about an error the libraries describe without naming flags.
 fn hint(e: &anyhow::Error) -> Option<&'static str> {
-    e.chain()
-        .find_map(|c| match c.downcast_ref::<hscm_store::Error>()? {
-            hscm_store::Error::AlreadyExists { .. } => Some("use --force to overwrite it"),
-            hscm_store::Error::Locked { .. } => {
-                Some("stop the process that has it open, or wait for it to close the volume")
+    e.chain().find_map(|c| {
+        if let Some(e) = c.downcast_ref::<hscm_store::Error>() {
+            return match e {
+                hscm_store::Error::AlreadyExists { .. } => Some("use --force to overwrite it"),
+                hscm_store::Error::Locked { .. } => {
+                    Some("stop the process that has it open, or wait for it to close the volume")
+                }
+                _ => None,
+            };
+        }
+        match c.downcast_ref::<hscm_kv::Error>()? {
+            hscm_kv::Error::ValueTooLarge { .. } => Some("see --max-value"),
+            hscm_kv::Error::Locked { .. } => {
+                Some("stop the process that has the store open, or wait for it to close it")
             }
-            hscm_store::Error::ValueTooLarge { .. } => Some("see --max-value"),
             _ => None,
-        })
+        }
+    })
 }
 
 /// The error as one JSON object, for commands run with `--json`.

@@ -94,8 +94,7 @@ fn check_passes_a_healthy_store_and_names_damage() {
         .status
         .success());
     {
-        let kv =
-            hscm_store::kv::KvStore::open(&store, hscm_store::kv::KvOptions::default()).unwrap();
+        let kv = hscm_kv::KvStore::open(&store, hscm_kv::KvOptions::default()).unwrap();
         for i in 0..20 {
             kv.put(format!("k{i}").as_bytes(), &[i as u8; 100]).unwrap();
         }

@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use hscm_store::kv::{KvOptions, KvStore};
+use hscm_kv::{KvOptions, KvStore};
 use rand::{Rng, SeedableRng};
 
 /// What a key may hold: `Some(version)` for a put, `None` for deleted / never written.

@@ -19,7 +19,7 @@ use rustix::fs::OFlags;
 
 use crate::error::{Error, Result};
 use crate::header::SECTOR;
-use crate::lock::{self, Hold};
+use hscm_durable::lock::{self, Hold};
 
 pub trait Backend: Send + Sync {
     /// Size of the store in bytes.

@@ -48,10 +48,10 @@ pub enum Error {
     #[error("writes are refused since a failure: {reason}")]
     Failed { reason: String, errno: Option<i32> },
     /// Another opener holds the backing store (see docs/design.md, "One owner").
-    #[error("{path} is in use: {}", crate::lock::describe_holder(.holder, .read_write))]
+    #[error("{path} is in use: {}", hscm_durable::lock::describe_holder(.holder, .read_write))]
     Locked {
         path: String,
-        holder: Option<crate::lock::LockHolder>,
+        holder: Option<hscm_durable::LockHolder>,
         /// What this opener asked for: read-write (true) or read-only.
         read_write: bool,
     },
@@ -72,18 +72,6 @@ pub enum Error {
     /// Both checkpoint records are damaged: the journal has no trusted starting point.
     #[error("{path}: neither checkpoint slot holds a valid record (offsets 4096 and 8192): the checkpoint area is corrupt, so the journal cannot be replayed")]
     CorruptCheckpoint { path: String },
-    #[error("{path}: corrupt record at byte {offset}: {reason}; valid records follow it, so this is damage, not a torn tail (acknowledged data may sit beyond it)")]
-    CorruptRecord {
-        path: String,
-        offset: u64,
-        reason: String,
-    },
-    #[error("key of {len} bytes: keys must be 1 to {max} bytes")]
-    BadKey { len: usize, max: usize },
-    #[error("value of {len} bytes exceeds the store's limit of {max} bytes (KvOptions::max_value / --max-value)")]
-    ValueTooLarge { len: usize, max: usize },
-    #[error("{path}: device missing: {reason}")]
-    MissingDevice { path: String, reason: String },
 }
 
 fn gib(bytes: u64) -> f64 {
@@ -91,6 +79,45 @@ fn gib(bytes: u64) -> f64 {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl From<hscm_durable::Failure> for Error {
+    fn from(f: hscm_durable::Failure) -> Error {
+        Error::Failed {
+            reason: f.reason,
+            errno: f.errno,
+        }
+    }
+}
+
+impl From<hscm_durable::LockError> for Error {
+    fn from(e: hscm_durable::LockError) -> Error {
+        match e {
+            hscm_durable::LockError::Locked {
+                path,
+                holder,
+                read_write,
+            } => Error::Locked {
+                path,
+                holder,
+                read_write,
+            },
+            hscm_durable::LockError::Io { path, source } => {
+                Error::io(format!("cannot lock {path}"), source)
+            }
+            other => Error::io("locking", std::io::Error::other(other.to_string())),
+        }
+    }
+}
+
+impl From<hscm_durable::CommitError> for Error {
+    fn from(e: hscm_durable::CommitError) -> Error {
+        match e {
+            hscm_durable::CommitError::Poisoned(f) => f.into(),
+            hscm_durable::CommitError::SyncFailed { reason, source } => Error::io(reason, source),
+            other => Error::io("sync", std::io::Error::other(other.to_string())),
+        }
+    }
+}
 
 impl Error {
     pub(crate) fn io(what: impl Into<String>, source: io::Error) -> Self {

@@ -25,9 +25,6 @@ mod backend;
 mod error;
 mod header;
 mod journal;
-pub mod kv;
-mod lock;
-mod poison;
 mod ram;
 mod target;
 #[cfg(any(test, feature = "testing"))]
@@ -37,9 +34,8 @@ mod volume;
 pub use backend::{AlignedBuf, Backend, FileBackend};
 pub use error::{Error, Result};
 pub use header::{Header, FORMAT_VERSION, HEADER_LEN, MAGIC, SECTOR};
+pub use hscm_durable::{Failure, LockHolder};
 pub use journal::{JOURNAL_OFFSET, MIN_JOURNAL};
-pub use lock::LockHolder;
-pub use poison::Failure;
 pub use ram::{check_fits_in_memory, memory_available_for_volumes};
 pub use volume::{
     CreateOptions, Inspection, JournalStats, LoadProgress, LoadState, OpenOptions, Volume,

@@ -40,9 +40,9 @@ use crate::header::{
 #[cfg(doc)]
 use crate::journal::MIN_JOURNAL;
 use crate::journal::{self, Checkpoint, JOURNAL_OFFSET};
-use crate::poison::Poison;
 use crate::ram::{check_fits_in_memory, RamImage};
 use crate::Durability;
+use hscm_durable::{CommitError, GroupCommit, Poison};
 
 const UNLOADED: u8 = 0;
 const LOADING: u8 = 1;
@@ -269,12 +269,6 @@ pub struct JournalStats {
     pub replayed_batches: u64,
 }
 
-struct SyncState {
-    /// Every write with a ticket at or below this is durable.
-    durable: u64,
-    syncing: bool,
-}
-
 struct Shared {
     backend: Box<dyn Backend>,
     header: Header,
@@ -298,8 +292,8 @@ struct Shared {
     failure: Poison,
     /// Tickets handed to completed backend writes, in completion order.
     completed: AtomicU64,
-    sync: Mutex<SyncState>,
-    sync_cv: Condvar,
+    /// Which tickets are durable (group commit of in-place writes and flushes).
+    commit: GroupCommit,
     /// Writable volumes with a journal.
     journal: Option<Journal>,
     /// Read-only volumes whose journal held batches at open: their effect, applied to
@@ -460,11 +454,7 @@ impl Volume {
             load_cv: Condvar::new(),
             failure: Poison::default(),
             completed: AtomicU64::new(0),
-            sync: Mutex::new(SyncState {
-                durable: 0,
-                syncing: false,
-            }),
-            sync_cv: Condvar::new(),
+            commit: GroupCommit::new(0),
             journal,
             overlay,
             replayed_batches,
@@ -939,17 +929,15 @@ impl Shared {
                 reason: format!("{} was opened read-only", self.name),
             });
         }
-        self.failure.check()
+        self.failure.check().map_err(Error::from)
     }
 
     /// Runs a background thread's body. A panic there (a bug) poisons the volume, so
     /// writers waiting on that thread hear of it rather than wait forever, and ends any
     /// warm-up still running as failed.
     fn guarded(&self, thread: &str, body: impl FnOnce()) {
-        if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
-            if self.failure.set_from_panic(thread, payload.as_ref()) {
-                tracing::error!(volume = %self.name, "the {thread} thread panicked; the volume now refuses writes");
-            }
+        if self.failure.guard(thread, body) {
+            tracing::error!(volume = %self.name, "the {thread} thread panicked; the volume now refuses writes");
             self.fail_wake();
             let mut st = self.load_state.lock();
             if *st == LoadState::Running {
@@ -971,6 +959,7 @@ impl Shared {
     /// Wakes every writer waiting on a batch, a checkpoint or a sync, so that each
     /// sees the failure.
     fn fail_wake(&self) {
+        self.commit.wake_all();
         if let Some(j) = &self.journal {
             // Under the lock: a writer that saw no failure a moment ago is waiting by
             // now, so it hears this. (Never called with the journal state held.)
@@ -1128,7 +1117,7 @@ impl Shared {
             if let Some(failure) = self.failure.get() {
                 // Ours never reached the device, or an earlier batch of the same chain failed.
                 st.queue.retain(|p| p.id < first_id || p.id > last_id);
-                return Err(failure.to_error());
+                return Err(failure.clone().into());
             }
             if st.queue.is_empty() {
                 j.cv.wait(&mut st);
@@ -1463,41 +1452,28 @@ impl Shared {
         // A failed volume says so to every flush, even one whose writes were all
         // durable already: a success after a device error is what misleads callers.
         if let Some(failure) = self.failure.get() {
-            return Err(failure.to_error());
+            return Err(failure.clone().into());
         }
         let ticket = self.completed.load(Ordering::SeqCst);
         self.wait_durable(ticket)
     }
 
-    /// Group commit: one sync covers every write completed before it started; writers
-    /// arriving meanwhile wait for the next one, which one of them leads.
+    /// Group commit (hscm_durable::GroupCommit): one sync covers every write
+    /// completed before it started; writers arriving meanwhile share the next.
     fn wait_durable(&self, ticket: u64) -> Result<()> {
-        let mut st = self.sync.lock();
-        loop {
-            if st.durable >= ticket {
-                return Ok(());
+        let what = format!("sync of {}", self.name);
+        let issued = || self.completed.load(Ordering::SeqCst);
+        match self
+            .commit
+            .wait(ticket, &self.failure, &what, issued, || self.backend.sync())
+        {
+            Ok(()) => Ok(()),
+            Err(CommitError::SyncFailed { reason, source }) => {
+                tracing::error!(volume = %self.name, "{reason}; the volume now refuses writes");
+                self.fail_wake();
+                Err(Error::io(reason, source))
             }
-            if let Some(failure) = self.failure.get() {
-                return Err(failure.to_error());
-            }
-            if st.syncing {
-                self.sync_cv.wait(&mut st);
-                continue;
-            }
-            st.syncing = true;
-            let target = self.completed.load(Ordering::SeqCst);
-            let result = MutexGuard::unlocked(&mut st, || self.backend.sync());
-            st.syncing = false;
-            match result {
-                Ok(()) => st.durable = st.durable.max(target),
-                Err(e) => {
-                    let why = format!("sync of {} failed: {e}", self.name);
-                    self.fail(why.clone(), e.raw_os_error());
-                    self.sync_cv.notify_all();
-                    return Err(Error::io(why, e));
-                }
-            }
-            self.sync_cv.notify_all();
+            Err(e) => Err(Error::from(e)),
         }
     }
 

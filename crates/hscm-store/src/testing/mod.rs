@@ -1,11 +1,15 @@
 //! Test tools: a backend that models a device with a volatile write cache and lets a
 //! test inject errors and cut the power. Public so that every crate's tests (and the
-//! CLI's fault drills) use the same model.
+//! CLI's fault drills) use the same model. The bytes and what a power cut leaves of
+//! them are `hscm_durable::testing::CrashImage`, the model the key-value store's
+//! power-cut tests use too.
 
 use std::io;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+
+use hscm_durable::testing::CrashImage;
 
 use crate::backend::Backend;
 
@@ -20,10 +24,7 @@ pub struct FaultyBackend {
 }
 
 struct Device {
-    live: Vec<u8>,
-    durable: Vec<u8>,
-    /// Writes since the last sync, oldest first: a power cut keeps an arbitrary subset.
-    unsynced: Vec<(u64, Vec<u8>)>,
+    image: CrashImage,
     writes: u64,
     syncs: u64,
     fail_write_at: Option<(u64, i32)>,
@@ -42,9 +43,7 @@ impl FaultyBackend {
     fn from_image(image: Vec<u8>, name: &str) -> FaultyBackend {
         FaultyBackend {
             inner: Arc::new(Mutex::new(Device {
-                durable: image.clone(),
-                live: image,
-                unsynced: Vec::new(),
+                image: CrashImage::new(image),
                 writes: 0,
                 syncs: 0,
                 fail_write_at: None,
@@ -87,30 +86,12 @@ impl FaultyBackend {
     pub fn power_cut(&self, seed: u64) -> FaultyBackend {
         let mut d = self.inner.lock();
         d.powered = false;
-        let mut image = d.durable.clone();
-        let mut rng = seed | 1;
-        let mut next = || {
-            // xorshift64: a test helper needs no more randomness than this.
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            rng
-        };
-        for (off, data) in &d.unsynced {
-            let keep = match next() % 3 {
-                0 => 0,
-                1 => data.len(),
-                _ => (next() as usize % (data.len() / 512 + 1)) * 512,
-            };
-            let off = *off as usize;
-            image[off..off + keep].copy_from_slice(&data[..keep]);
-        }
-        FaultyBackend::from_image(image, &self.name)
+        FaultyBackend::from_image(d.image.after_power_cut(seed), &self.name)
     }
 
     /// A copy of what reads currently see.
     pub fn live_image(&self) -> Vec<u8> {
-        self.inner.lock().live.clone()
+        self.inner.lock().image.live().to_vec()
     }
 
     pub fn sync_count(&self) -> u64 {
@@ -143,7 +124,7 @@ fn powered_off() -> io::Error {
 
 impl Backend for FaultyBackend {
     fn len(&self) -> u64 {
-        self.inner.lock().live.len() as u64
+        self.inner.lock().image.live().len() as u64
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
@@ -151,8 +132,9 @@ impl Backend for FaultyBackend {
         if !d.powered {
             return Err(powered_off());
         }
-        let off = check_bounds(d.live.len(), offset, buf.len())?;
-        buf.copy_from_slice(&d.live[off..off + buf.len()]);
+        let live = d.image.live();
+        let off = check_bounds(live.len(), offset, buf.len())?;
+        buf.copy_from_slice(&live[off..off + buf.len()]);
         Ok(())
     }
 
@@ -168,9 +150,8 @@ impl Backend for FaultyBackend {
                 return Err(io::Error::from_raw_os_error(errno));
             }
         }
-        let off = check_bounds(d.live.len(), offset, buf.len())?;
-        d.live[off..off + buf.len()].copy_from_slice(buf);
-        d.unsynced.push((offset, buf.to_vec()));
+        let off = check_bounds(d.image.live().len(), offset, buf.len())?;
+        d.image.write(off, buf);
         Ok(())
     }
 
@@ -194,16 +175,7 @@ impl Backend for FaultyBackend {
             // a retry cannot be trusted. We keep it unsynced, so a power cut may drop it.
             return Err(powered_off());
         }
-        let Device {
-            live,
-            durable,
-            unsynced,
-            ..
-        } = &mut *d;
-        for (off, data) in unsynced.drain(..) {
-            let off = off as usize;
-            durable[off..off + data.len()].copy_from_slice(&live[off..off + data.len()]);
-        }
+        d.image.sync();
         Ok(())
     }
 

@@ -112,31 +112,47 @@ pub(crate) fn decode(buf: &[u8]) -> std::result::Result<View<'_>, String> {
     })
 }
 
-/// Scans a log image as opening a store does: the number of whole records and what
-/// was found after them (a torn tail, or damage as an error). Public for fuzzing.
-pub fn scan_image(name: &str, image: &[u8]) -> Result<(u64, u64)> {
+/// Scans a log image as opening a store does: the number of whole records kept and
+/// the bytes they span. Public for fuzzing.
+pub fn scan_image(image: &[u8]) -> (u64, u64) {
     let mut records = 0;
-    let s = scan(name, image, |_, _| records += 1)?;
-    Ok((records, s.valid_len))
+    let s = scan(image, |_, _| records += 1);
+    (records, s.valid_len)
 }
 
 /// What a scan found.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Scanned {
     /// Bytes of whole, valid records from the start.
     pub valid_len: u64,
-    /// Bytes after them that hold no valid record: a write torn by a crash.
+    /// Bytes after them, cut: a write torn by a power cut, or whatever follows a bad
+    /// record.
     pub torn_bytes: u64,
+    /// When valid records follow the first bad one: the bad record's offset, why it is
+    /// bad, and where the next valid record starts.
+    pub valid_after_bad: Option<(u64, String, u64)>,
 }
 
-/// Calls `each(offset, record)` for every record of a log image. A bad record with no
-/// valid record after it is a torn tail (reported, not an error); one followed by a
-/// valid record is damage: [`Error::CorruptRecord`].
-pub(crate) fn scan<'a>(
-    path: &str,
-    buf: &'a [u8],
-    mut each: impl FnMut(u64, View<'a>),
-) -> Result<Scanned> {
+impl Scanned {
+    /// The warning (or `check` finding) for valid records behind a bad one.
+    pub fn bad_record_error(&self, path: &str) -> Option<Error> {
+        let (offset, reason, next) = self.valid_after_bad.clone()?;
+        Some(Error::CorruptRecord {
+            path: path.to_string(),
+            offset,
+            reason: format!("{reason}; valid records follow from byte {next}"),
+        })
+    }
+}
+
+/// Calls `each(offset, record)` for every record of a log image up to the first bad
+/// one, and cuts there: point-in-time recovery. Every byte a sync covered is intact
+/// (docs/design.md, the assumptions about the media), so a bad record lies past the
+/// last sync, and so does everything after it: the cut drops no acknowledged record,
+/// even where the device persisted a later unsynced write and lost an earlier one
+/// (out-of-order write-back before a power cut). Valid records after the cut are
+/// reported in [`Scanned::valid_after_bad`], for a warning.
+pub(crate) fn scan<'a>(buf: &'a [u8], mut each: impl FnMut(u64, View<'a>)) -> Scanned {
     let mut at = 0usize;
     while at < buf.len() {
         match decode(&buf[at..]) {
@@ -145,23 +161,40 @@ pub(crate) fn scan<'a>(
                 at += rec.len();
             }
             Err(reason) => {
-                if let Some(next) = next_valid(buf, at + 1) {
-                    return Err(Error::CorruptRecord {
-                        path: path.to_string(),
-                        offset: at as u64,
-                        reason: format!("{reason} (next valid record at byte {next})"),
-                    });
-                }
-                return Ok(Scanned {
+                return Scanned {
                     valid_len: at as u64,
                     torn_bytes: (buf.len() - at) as u64,
-                });
+                    valid_after_bad: next_valid(buf, at + 1)
+                        .map(|next| (at as u64, reason, next as u64)),
+                };
             }
         }
     }
-    Ok(Scanned {
+    Scanned {
         valid_len: at as u64,
         torn_bytes: 0,
+        valid_after_bad: None,
+    }
+}
+
+/// Like [`scan`], for bytes this store wrote and synced itself (a sealed buffer log
+/// read back, records about to be appended): any bad record is damage or a bug, so it
+/// is an error rather than a cut.
+pub(crate) fn scan_whole<'a>(
+    path: &str,
+    buf: &'a [u8],
+    each: impl FnMut(u64, View<'a>),
+) -> Result<()> {
+    let scanned = scan(buf, each);
+    if scanned.torn_bytes == 0 {
+        return Ok(());
+    }
+    let offset = scanned.valid_len as usize;
+    let reason = decode(&buf[offset..]).err().unwrap_or_default();
+    Err(Error::CorruptRecord {
+        path: path.to_string(),
+        offset: offset as u64,
+        reason: format!("{reason} (in bytes this store synced itself)"),
     })
 }
 
@@ -188,25 +221,26 @@ mod tests {
 
     type Rec = (u64, Vec<u8>, Vec<u8>);
 
-    fn all(buf: &[u8]) -> Result<(Vec<Rec>, Scanned)> {
+    fn all(buf: &[u8]) -> (Vec<Rec>, Scanned) {
         let mut got = Vec::new();
-        let s = scan("t", buf, |_, r| {
+        let s = scan(buf, |_, r| {
             got.push((r.seq, r.key.to_vec(), r.value.to_vec()))
-        })?;
-        Ok((got, s))
+        });
+        (got, s)
     }
 
     #[test]
     fn round_trip() {
         let buf = log(&[(1, b"a", b"one"), (7, b"bb", b""), (3, b"c", &[9; 1000])]);
-        let (got, s) = all(&buf).unwrap();
+        let (got, s) = all(&buf);
         assert_eq!(got.len(), 3);
         assert_eq!(got[1], (7, b"bb".to_vec(), vec![]));
         assert_eq!(
             s,
             Scanned {
                 valid_len: buf.len() as u64,
-                torn_bytes: 0
+                torn_bytes: 0,
+                valid_after_bad: None,
             }
         );
     }
@@ -216,24 +250,40 @@ mod tests {
         let buf = log(&[(1, b"a", b"one"), (2, b"b", b"two")]);
         let first = encoded_len(b"a", b"one");
         for cut in first + 1..buf.len() {
-            let (got, s) = all(&buf[..cut]).unwrap();
+            let (got, s) = all(&buf[..cut]);
             assert_eq!(got.len(), 1, "cut {cut}");
             assert_eq!(s.valid_len, first as u64);
             assert_eq!(s.torn_bytes, (cut - first) as u64);
+            assert_eq!(s.valid_after_bad, None, "a plain torn tail");
         }
     }
 
     #[test]
-    fn damage_before_valid_records_is_an_error_naming_the_offset() {
+    fn a_bad_record_cuts_the_log_and_names_the_valid_records_behind_it() {
         let mut buf = log(&[(1, b"a", b"one"), (2, b"b", b"two"), (3, b"c", b"three")]);
         let second = encoded_len(b"a", b"one");
         buf[second + HEADER + 1] ^= 0x40; // a bit flip in the second record's value
-        let err = all(&buf).unwrap_err().to_string();
+        let (got, s) = all(&buf);
+        assert_eq!(got.len(), 1, "only the record before the bad one is kept");
+        assert_eq!(s.valid_len, second as u64);
+        assert_eq!(s.torn_bytes, (buf.len() - second) as u64);
+        let third = second + encoded_len(b"b", b"two");
+        let err = s.bad_record_error("t").unwrap().to_string();
         assert!(
             err.contains(&format!("corrupt record at byte {second}")),
             "{err}"
         );
         assert!(err.contains("checksum mismatch"), "{err}");
+        assert!(
+            err.contains(&format!("valid records follow from byte {third}")),
+            "{err}"
+        );
+        // Bytes the store synced itself must be whole: the same damage is an error.
+        let strict = scan_whole("t", &buf, |_, _| ()).unwrap_err().to_string();
+        assert!(
+            strict.contains(&format!("corrupt record at byte {second}")),
+            "{strict}"
+        );
     }
 
     proptest! {
@@ -242,13 +292,13 @@ mod tests {
         #[test]
         fn garbage_is_handled(bytes in proptest::collection::vec(any::<u8>(), 0..300)) {
             let mut spans = Vec::new();
-            if let Ok(s) = scan("g", &bytes, |o, r| spans.push((o, r.seq, r.kind, r.key.to_vec(), r.value.to_vec()))) {
-                let mut again = Vec::new();
-                for (_, seq, kind, k, v) in &spans {
-                    encode(&mut again, *seq, *kind, k, v);
-                }
-                prop_assert_eq!(&again[..], &bytes[..s.valid_len as usize]);
+            let s = scan(&bytes, |o, r| spans.push((o, r.seq, r.kind, r.key.to_vec(), r.value.to_vec())));
+            let mut again = Vec::new();
+            for (_, seq, kind, k, v) in &spans {
+                encode(&mut again, *seq, *kind, k, v);
             }
+            prop_assert_eq!(&again[..], &bytes[..s.valid_len as usize]);
+            prop_assert_eq!(s.valid_len + s.torn_bytes, bytes.len() as u64);
         }
     }
 }

@@ -1,15 +1,16 @@
-//! One device: a directory holding the device's home log (`data.log`) and, when the
-//! device is a primary, the buffer logs and caches of the idle devices it covers.
+//! One device: its media (a directory) holding the device's home log (`data.log`) and,
+//! when the device is a primary, the buffer logs and caches of the idle devices it
+//! covers.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use hscm_durable::{Media, Poison};
 use parking_lot::RwLock;
 
-use super::log::{Activity, LogFile};
+use super::log::{Activity, Disk, Keep, LogFile};
 use super::record::{self, Kind};
 use crate::{Error, Result};
 
@@ -28,8 +29,7 @@ pub(crate) struct Meta {
 
 pub(crate) struct Device {
     pub id: usize,
-    pub dir: PathBuf,
-    pub activity: Arc<Activity>,
+    pub disk: Disk,
     pub data: LogFile,
     pub index: RwLock<BTreeMap<Key, Meta>>,
     /// Values read from this device on behalf of a client request.
@@ -48,47 +48,39 @@ pub(crate) struct Opened {
     pub torn_bytes: u64,
 }
 
-/// Reads a whole log file (empty if it has no bytes).
-pub(crate) fn read_log(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path).map_err(|e| Error::io(format!("reading {}", path.display()), e))
-}
-
 impl Device {
-    pub fn open(id: usize, dir: &Path, epoch: Instant) -> Result<Opened> {
-        let missing = |reason: String| Error::MissingDevice {
-            path: dir.display().to_string(),
-            reason,
+    pub fn open(
+        id: usize,
+        media: Arc<dyn Media>,
+        epoch: Instant,
+        poison: Arc<Poison>,
+    ) -> Result<Opened> {
+        let disk = Disk {
+            media,
+            activity: Arc::new(Activity::new(epoch)),
+            poison,
         };
-        if !dir.is_dir() {
-            return Err(missing("no such directory".into()));
+        if !disk.media.exists(DATA_LOG) {
+            return Err(Error::MissingDevice {
+                path: disk.media.describe(),
+                reason: format!("{DATA_LOG} is missing"),
+            });
         }
-        let path = dir.join(DATA_LOG);
-        if !path.is_file() {
-            return Err(missing(format!("{DATA_LOG} is missing")));
-        }
-        let image = read_log(&path)?;
+        let path = disk.path(DATA_LOG);
+        let image = disk.read(DATA_LOG)?;
         let mut index = BTreeMap::new();
         let mut max_seq = 0;
-        let scanned = record::scan(&path.display().to_string(), &image, |at, rec| {
+        let scanned = record::scan(&image, |at, rec| {
             max_seq = max_seq.max(rec.seq);
             apply(&mut index, at, rec);
-        })?;
-        if scanned.torn_bytes > 0 {
-            tracing::warn!(
-                "{}: cut a torn tail of {} bytes after byte {} (an unacknowledged write)",
-                path.display(),
-                scanned.torn_bytes,
-                scanned.valid_len
-            );
-        }
-        load_hotness(&dir.join(HOTNESS), &index);
-        let activity = Arc::new(Activity::new(epoch));
-        let data = LogFile::open(&path, scanned.valid_len, false, activity.clone())?;
+        });
+        warn_cut(&path, &scanned);
+        load_hotness(&disk, &index);
+        let data = LogFile::open(&disk, DATA_LOG, scanned.valid_len, false, Keep::Durable)?;
         Ok(Opened {
             device: Device {
                 id,
-                dir: dir.to_path_buf(),
-                activity,
+                disk,
                 data,
                 index: RwLock::new(index),
                 demand_reads: AtomicU64::new(0),
@@ -112,18 +104,17 @@ impl Device {
         }
         let crc = crc32c::crc32c(&out);
         out.extend_from_slice(&crc.to_le_bytes());
-        let path = self.dir.join(HOTNESS);
-        let tmp = self.dir.join("hotness.tmp");
-        std::fs::write(&tmp, out)
-            .and_then(|_| std::fs::rename(&tmp, &path))
-            .map_err(|e| Error::io(format!("writing {}", path.display()), e))
+        self.disk
+            .media
+            .replace(HOTNESS, &out)
+            .map_err(|e| Error::io(format!("writing {}", self.disk.path(HOTNESS)), e))
     }
 
     /// Appends already-encoded records (after checking them all) in synced runs of at
     /// most `piece` bytes, indexing each run once it is durable.
     pub fn append_records(&self, image: &[u8], piece: u64) -> Result<()> {
         let mut records = Vec::new();
-        record::scan("appended records", image, |off, rec| {
+        record::scan_whole("appended records", image, |off, rec| {
             records.push((off as usize, rec))
         })?;
         // Runs of whole records of at most `piece` bytes (a longer record alone), each
@@ -207,6 +198,19 @@ impl Loc {
     }
 }
 
+/// Says what an open cut from a log: a torn tail, or valid records behind a bad one.
+pub(crate) fn warn_cut(path: &str, scanned: &record::Scanned) {
+    if let Some(e) = scanned.bad_record_error(path) {
+        tracing::warn!("{e} ({} bytes cut)", scanned.torn_bytes);
+    } else if scanned.torn_bytes > 0 {
+        tracing::warn!(
+            "{path}: cut a torn tail of {} bytes after byte {} (an unacknowledged write)",
+            scanned.torn_bytes,
+            scanned.valid_len
+        );
+    }
+}
+
 /// Indexes one record found at byte `at`; a record older than the indexed one is ignored.
 pub(crate) fn apply(index: &mut BTreeMap<Key, Meta>, at: u64, rec: record::View<'_>) {
     let meta = Meta {
@@ -229,14 +233,14 @@ pub(crate) fn apply(index: &mut BTreeMap<Key, Meta>, at: u64, rec: record::View<
     }
 }
 
-fn load_hotness(path: &Path, index: &BTreeMap<Key, Meta>) {
-    let Ok(bytes) = std::fs::read(path) else {
+fn load_hotness(disk: &Disk, index: &BTreeMap<Key, Meta>) {
+    let Ok(bytes) = disk.media.read(HOTNESS) else {
         return;
     };
     let damaged = || {
         tracing::warn!(
             "{}: damaged, ignored (prefetching starts without history)",
-            path.display()
+            disk.path(HOTNESS)
         )
     };
     let Some(body_len) = bytes.len().checked_sub(4) else {

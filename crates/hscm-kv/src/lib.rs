@@ -1,4 +1,6 @@
-//! An energy-aware key-value store over several devices (Sprint-AEP, seed 002).
+//! hscm-kv: an energy-aware key-value store over several devices (Sprint-AEP, after
+//! *Disperse Access Considered Energy Inefficient in Intel Optane DC Persistent Memory
+//! Servers*).
 //!
 //! A hash of the key picks its home device. In [`Mode::Standard`] every request goes
 //! home. In the Sprint modes only the *primary* devices serve requests: a primary
@@ -11,8 +13,13 @@
 //! Durability: `put`/`delete` return once the record is on stable storage (fdatasync)
 //! in its home log or in a buffer log; opening replays every buffer log home. Caches
 //! are volatile copies and are dropped on open. See docs/design.md and docs/format.md.
+//!
+//! Every file goes through [`hscm_durable::Media`]: a real directory per device
+//! ([`KvStore::open`]), or any media ([`KvStore::open_on`]), which is how the power-cut
+//! tests run the same code over `hscm_durable::testing::FaultyDisks`.
 
 mod device;
+mod error;
 mod log;
 pub mod record;
 mod shadow;
@@ -26,11 +33,14 @@ use std::time::{Duration, Instant};
 use hscm_model::Timeline;
 use parking_lot::{Condvar, Mutex, RwLock};
 
-use self::device::{read_log, Device};
+use hscm_durable::lock::{self, Hold};
+use hscm_durable::{DirMedia, Media, Poison};
+
+use self::device::{Device, DATA_LOG};
 use self::record::Kind;
 use self::shadow::{Shadow, ShadowCounters};
-use crate::poison::Poison;
-use crate::{Error, Result};
+
+pub use self::error::{Error, Result};
 
 pub use self::record::{MAX_KEY, MAX_VALUE_LIMIT};
 
@@ -225,7 +235,7 @@ struct Inner {
     devices: Vec<Device>,
     layout: RwLock<Layout>,
     seq: AtomicU64,
-    failure: Poison,
+    failure: Arc<Poison>,
     counters: ShadowCounters,
     idle_reads: AtomicU64,
     reads: AtomicU64,
@@ -245,8 +255,9 @@ struct Inner {
 pub struct KvStore {
     inner: Arc<Inner>,
     threads: Vec<JoinHandle<()>>,
-    /// Holds the store's lock until the store is dropped.
-    _owner: std::fs::File,
+    /// Holds the store's lock until the store is dropped (none on media without a
+    /// manifest: the caller owns them).
+    _owner: Option<std::fs::File>,
 }
 
 impl KvStore {
@@ -273,10 +284,7 @@ impl KvStore {
             let d = dir.join(p);
             std::fs::create_dir_all(&d)
                 .map_err(|e| Error::io(format!("creating {}", d.display()), e))?;
-            let log = d.join(device::DATA_LOG);
-            std::fs::File::create(&log)
-                .and_then(|f| f.sync_all())
-                .map_err(|e| Error::io(format!("creating {}", log.display()), e))?;
+            create_device(&DirMedia::new(d))?;
         }
         let text = serde_json::to_string_pretty(&Manifest {
             format: 1,
@@ -293,6 +301,47 @@ impl KvStore {
 
     /// Opens a store: indexes every device, replays buffer logs home, drops caches.
     pub fn open(dir: &Path, opts: KvOptions) -> Result<KvStore> {
+        let manifest = Manifest::read(dir)?;
+        // One owner per store, as per volume (docs/design.md, "One owner"): the lock
+        // on the manifest lives as long as the store.
+        let manifest_path = dir.join(MANIFEST);
+        let owner = std::fs::File::open(&manifest_path)
+            .map_err(|e| Error::io(format!("cannot open {}", manifest_path.display()), e))?;
+        lock::acquire(&owner, &manifest_path, Hold::Exclusive)?;
+        let mut media: Vec<Arc<dyn Media>> = Vec::new();
+        for p in &manifest.devices {
+            let d = dir.join(p);
+            if !d.is_dir() {
+                return Err(Error::MissingDevice {
+                    path: d.display().to_string(),
+                    reason: "no such directory".into(),
+                });
+            }
+            media.push(Arc::new(DirMedia::new(d)));
+        }
+        let mut store = KvStore::open_on(media, opts)?;
+        store._owner = Some(owner);
+        Ok(store)
+    }
+
+    /// Lays out an empty store on `media`, one per device (no manifest: the caller
+    /// keeps track of them).
+    pub fn create_on(media: &[Arc<dyn Media>]) -> Result<()> {
+        if media.is_empty() {
+            return Err(Error::InvalidArgument(
+                "a store needs at least one device".into(),
+            ));
+        }
+        for m in media {
+            create_device(m.as_ref())?;
+        }
+        Ok(())
+    }
+
+    /// Opens a store on `media`, one per device, in the order they were created:
+    /// indexes every device, replays buffer logs home, drops caches. The caller makes
+    /// sure nobody else has them open.
+    pub fn open_on(media: Vec<Arc<dyn Media>>, opts: KvOptions) -> Result<KvStore> {
         if opts.max_value > MAX_VALUE_LIMIT {
             return Err(Error::InvalidArgument(format!(
                 "max_value {} is over the format's limit of {MAX_VALUE_LIMIT}",
@@ -304,19 +353,18 @@ impl KvStore {
                 "max_idle_per_primary must be >= 1 and sync_threshold within 0..=1".into(),
             ));
         }
-        let manifest = Manifest::read(dir)?;
-        // One owner per store, as per volume (docs/design.md, "One owner"): the lock
-        // on the manifest lives as long as the store.
-        let manifest_path = dir.join(MANIFEST);
-        let owner = std::fs::File::open(&manifest_path)
-            .map_err(|e| Error::io(format!("cannot open {}", manifest_path.display()), e))?;
-        crate::lock::acquire(&owner, &manifest_path, crate::lock::Hold::Exclusive)?;
+        if media.is_empty() {
+            return Err(Error::InvalidArgument(
+                "a store needs at least one device".into(),
+            ));
+        }
         let epoch = Instant::now();
+        let failure = Arc::new(Poison::default());
         let mut devices = Vec::new();
         let mut max_seq = 0;
         let mut torn_bytes = 0;
-        for (i, p) in manifest.devices.iter().enumerate() {
-            let opened = Device::open(i, &dir.join(p), epoch)?;
+        for (i, m) in media.into_iter().enumerate() {
+            let opened = Device::open(i, m, epoch, failure.clone())?;
             max_seq = max_seq.max(opened.max_seq);
             torn_bytes += opened.torn_bytes;
             devices.push(opened.device);
@@ -333,7 +381,7 @@ impl KvStore {
             opts,
             devices,
             seq: AtomicU64::new(max_seq + 1),
-            failure: Poison::default(),
+            failure,
             counters: ShadowCounters::default(),
             idle_reads: AtomicU64::new(0),
             reads: AtomicU64::new(0),
@@ -379,7 +427,7 @@ impl KvStore {
         Ok(KvStore {
             inner,
             threads,
-            _owner: owner,
+            _owner: None,
         })
     }
 
@@ -493,7 +541,7 @@ impl KvStore {
         self.inner
             .devices
             .iter()
-            .map(|d| Timeline::from_intervals(d.activity.spans()))
+            .map(|d| Timeline::from_intervals(d.disk.activity.spans()))
             .collect()
     }
 
@@ -503,7 +551,7 @@ impl KvStore {
         self.sync_all()?;
         let layout = self.inner.layout.read();
         for s in layout.shadows.iter().flatten() {
-            s.drop_cache();
+            s.drop_cache(&self.inner.devices[s.primary]);
         }
         for d in &self.inner.devices {
             d.save_hotness()?;
@@ -564,8 +612,7 @@ impl Inner {
 
     /// Runs a background thread's body; a panic there poisons the store.
     fn guarded(&self, thread: &str, body: impl FnOnce()) {
-        if let Err(payload) = std::panic::catch_unwind(std::panic::AssertUnwindSafe(body)) {
-            self.failure.set_from_panic(thread, payload.as_ref());
+        if self.failure.guard(thread, body) {
             tracing::error!("the key-value store's {thread} thread panicked; writes are refused");
         }
     }
@@ -690,6 +737,10 @@ impl Inner {
             for (_, shadows) in syncs {
                 if let Err(e) = self.sync_logs(&shadows) {
                     tracing::error!("log sync failed, store is read-only: {e}");
+                    // Writers waiting for buffer space hear it now.
+                    for s in &shadows {
+                        s.notify_space();
+                    }
                 }
             }
             for s in prefetches {
@@ -730,7 +781,7 @@ impl Inner {
         for s in &retiring {
             s.retired.store(true, Ordering::Relaxed);
             s.notify_space();
-            s.drop_cache();
+            s.drop_cache(&self.devices[s.primary]);
         }
         let segment = layout.next_segment;
         let mut shadows: Vec<Option<Arc<Shadow>>> = (0..n).map(|_| None).collect();
@@ -860,32 +911,44 @@ fn trial_verdict(windows: &[(f64, f64)], alpha: f64) -> Trial {
     }
 }
 
+/// Creates a device's empty home log, durably (its name too).
+fn create_device(media: &dyn Media) -> Result<()> {
+    let what = || format!("creating {}/{DATA_LOG}", media.describe());
+    media
+        .open(DATA_LOG, true)
+        .and_then(|f| f.sync_data())
+        .and_then(|()| media.sync_dir())
+        .map_err(|e| Error::io(what(), e))
+}
+
+/// A buffer log's name parsed: (idle device, segment), or None if it is not one.
+fn parse_buffer_name(name: &str) -> Option<Option<(usize, u64)>> {
+    let rest = name.strip_prefix("buffer-")?.strip_suffix(".log")?;
+    Some(
+        rest.split_once('-')
+            .and_then(|(i, s)| Some((i.parse::<usize>().ok()?, s.parse::<u64>().ok()?))),
+    )
+}
+
 /// Replays buffer logs left by a crash (or by an older layout) home, oldest first.
 fn replay_buffers(devices: &[Device], piece: u64) -> Result<(u64, u64)> {
     let mut logs = Vec::new();
     for d in devices {
-        let entries = std::fs::read_dir(&d.dir)
-            .map_err(|e| Error::io(format!("listing {}", d.dir.display()), e))?;
-        for entry in entries {
-            let entry = entry.map_err(|e| Error::io(format!("listing {}", d.dir.display()), e))?;
-            let name = entry.file_name().to_string_lossy().into_owned();
+        let names = d
+            .disk
+            .media
+            .list()
+            .map_err(|e| Error::io(format!("listing {}", d.disk.media.describe()), e))?;
+        for name in names {
             if name.starts_with("cache-") {
-                let _ = std::fs::remove_file(entry.path());
-            } else if let Some(rest) = name
-                .strip_prefix("buffer-")
-                .and_then(|r| r.strip_suffix(".log"))
-            {
-                let parsed = rest
-                    .split_once('-')
-                    .and_then(|(i, s)| Some((i.parse::<usize>().ok()?, s.parse::<u64>().ok()?)));
+                let _ = d.disk.remove(&name);
+            } else if let Some(parsed) = parse_buffer_name(&name) {
                 match parsed {
-                    Some((idle, seg)) if idle < devices.len() => {
-                        logs.push((seg, idle, entry.path()))
-                    }
+                    Some((idle, seg)) if idle < devices.len() => logs.push((seg, idle, d.id, name)),
                     _ => {
                         return Err(Error::InvalidArgument(format!(
                             "{}: unexpected buffer log name (buffer-IDLE-SEGMENT.log)",
-                            entry.path().display()
+                            d.disk.path(&name)
                         )))
                     }
                 }
@@ -894,19 +957,28 @@ fn replay_buffers(devices: &[Device], piece: u64) -> Result<(u64, u64)> {
     }
     logs.sort();
     let (mut replayed, mut max_seq) = (0, 0);
-    for (_, idle, path) in &logs {
-        let image = read_log(path)?;
+    for (_, idle, on, name) in &logs {
+        let disk = &devices[*on].disk;
+        let image = disk.read(name)?;
         let mut n = 0;
-        let scanned = record::scan(&path.display().to_string(), &image, |_, rec| {
+        let scanned = record::scan(&image, |_, rec| {
             n += 1;
             max_seq = max_seq.max(rec.seq);
-        })?;
+        });
+        device::warn_cut(&disk.path(name), &scanned);
         devices[*idle].append_records(&image[..scanned.valid_len as usize], piece)?;
         replayed += n;
     }
-    for (_, _, path) in &logs {
-        std::fs::remove_file(path)
-            .map_err(|e| Error::io(format!("removing replayed {}", path.display()), e))?;
+    for (_, _, on, name) in &logs {
+        devices[*on].disk.remove(name)?;
+    }
+    // The next buffer logs reuse these names: the removals must be durable first, or a
+    // power cut could bring an old log back beside a new one of the same name.
+    let mut synced = std::collections::BTreeSet::new();
+    for (_, _, on, _) in &logs {
+        if synced.insert(*on) {
+            devices[*on].disk.sync_names()?;
+        }
     }
     Ok((replayed, max_seq))
 }
@@ -933,44 +1005,42 @@ pub fn check(dir: &Path) -> Result<CheckReport> {
     let manifest = Manifest::read(dir)?;
     let mut report = CheckReport::default();
     for p in &manifest.devices {
-        let d = dir.join(p);
-        let mut logs = vec![d.join(device::DATA_LOG)];
-        if !logs[0].is_file() {
+        let media = DirMedia::new(dir.join(p));
+        if !media.exists(DATA_LOG) {
             report.errors.push(
                 Error::MissingDevice {
-                    path: d.display().to_string(),
-                    reason: format!("{} is missing", device::DATA_LOG),
+                    path: media.describe(),
+                    reason: format!("{DATA_LOG} is missing"),
                 }
                 .to_string(),
             );
             continue;
         }
-        if let Ok(entries) = std::fs::read_dir(&d) {
-            let mut buffers: Vec<PathBuf> = entries
-                .flatten()
-                .map(|e| e.path())
-                .filter(|p| {
-                    p.file_name()
-                        .and_then(|n| n.to_str())
-                        .is_some_and(|n| n.starts_with("buffer-") && n.ends_with(".log"))
-                })
+        let mut logs = vec![DATA_LOG.to_string()];
+        if let Ok(names) = media.list() {
+            let mut buffers: Vec<String> = names
+                .into_iter()
+                .filter(|n| parse_buffer_name(n).is_some())
                 .collect();
             buffers.sort();
             logs.extend(buffers);
         }
         for log in logs {
-            let name = log.display().to_string();
-            let image = read_log(&log)?;
+            let name = format!("{}/{log}", media.describe());
+            let image = media
+                .read(&log)
+                .map_err(|e| Error::io(format!("reading {name}"), e))?;
             let mut records = 0;
-            match record::scan(&name, &image, |_, _| records += 1) {
-                Ok(s) => report.files.push(CheckedFile {
-                    path: name,
-                    records,
-                    valid_bytes: s.valid_len,
-                    torn_bytes: s.torn_bytes,
-                }),
-                Err(e) => report.errors.push(e.to_string()),
+            let s = record::scan(&image, |_, _| records += 1);
+            if let Some(e) = s.bad_record_error(&name) {
+                report.errors.push(e.to_string());
             }
+            report.files.push(CheckedFile {
+                path: name,
+                records,
+                valid_bytes: s.valid_len,
+                torn_bytes: s.torn_bytes,
+            });
         }
     }
     Ok(report)

@@ -4,16 +4,16 @@
 //! cache that steer prefetching.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use hscm_durable::Poison;
 use hscm_policy::LeveledLru;
 use parking_lot::{Condvar, Mutex, RwLock};
 use rustc_hash::FxHashMap as HashMap;
 
 use super::device::{Device, Key, Loc};
-use super::log::LogFile;
+use super::log::{Keep, LogFile};
 use super::record::{self, Kind};
 use crate::Result;
 
@@ -71,6 +71,8 @@ pub(crate) struct Shadow {
     pub sync_lock: Mutex<()>,
     pub retired: AtomicBool,
     pub prefetch_queued: AtomicBool,
+    /// The store's: set when a device fails.
+    poison: Arc<Poison>,
 }
 
 /// 64-bit key hash naming a key in the range lists and the cache map; a collision
@@ -81,12 +83,13 @@ pub(crate) fn key_hash(key: &[u8]) -> u64 {
     (hi << 32) | lo
 }
 
-pub(crate) fn buffer_path(primary: &Device, idle: usize, segment: u64) -> PathBuf {
-    primary.dir.join(format!("buffer-{idle}-{segment}.log"))
+/// The buffer log on a primary for an idle device's writes (one per segment).
+pub(crate) fn buffer_name(idle: usize, segment: u64) -> String {
+    format!("buffer-{idle}-{segment}.log")
 }
 
-fn cache_path(primary: &Device, idle: usize, generation: u64) -> PathBuf {
-    primary.dir.join(format!("cache-{idle}-{generation}.dat"))
+fn cache_name(idle: usize, generation: u64) -> String {
+    format!("cache-{idle}-{generation}.dat")
 }
 
 /// Counters shared by every shadow of a store.
@@ -113,17 +116,19 @@ impl Shadow {
         let seg = Segment {
             id: first_segment,
             log: LogFile::open(
-                &buffer_path(primary, idle.id, first_segment),
+                &primary.disk,
+                &buffer_name(idle.id, first_segment),
                 0,
                 true,
-                primary.activity.clone(),
+                Keep::Durable,
             )?,
         };
         let cache_file = Arc::new(LogFile::open(
-            &cache_path(primary, idle.id, 0),
+            &primary.disk,
+            &cache_name(idle.id, 0),
             0,
             true,
-            primary.activity.clone(),
+            Keep::Volatile,
         )?);
         // The idle device's hot range lists start from its whole index (the paper
         // builds them from the idle device's B+-tree): keys never accessed sit in the
@@ -159,6 +164,7 @@ impl Shadow {
             sync_lock: Mutex::new(()),
             retired: AtomicBool::new(false),
             prefetch_queued: AtomicBool::new(false),
+            poison: primary.disk.poison.clone(),
         })
     }
 
@@ -178,16 +184,28 @@ impl Shadow {
             while self.current.read().log.len() >= self.buffer_capacity
                 && !self.retired.load(Ordering::Relaxed)
             {
-                self.space.wait(&mut st);
+                // Only a sync frees space: once the store has failed none will come,
+                // so a waiter looks at the poison too, at least every 10 ms (whoever
+                // poisons the store holds locks a wake-up would need).
+                self.poison.check()?;
+                self.space
+                    .wait_for(&mut st, std::time::Duration::from_millis(10));
             }
         }
-        let segment = self.current.read().clone();
-        let (at, end, seq) = segment.log.append(|_| {
-            let seq = seq.fetch_add(1, Ordering::Relaxed);
-            let mut buf = Vec::with_capacity(record::encoded_len(key, value));
-            record::encode(&mut buf, seq, kind, key, value);
-            (buf, seq)
-        })?;
+        // The append happens under the segment's read lock: a sync seals the segment
+        // under its write lock and then takes the log's length as what goes home, so an
+        // append may not land in a sealed segment after that (it would be acknowledged
+        // from a log that is then removed: the power-cut test found exactly this).
+        let (segment, at, end, seq) = {
+            let current = self.current.read();
+            let (at, end, seq) = current.log.append(|_| {
+                let seq = seq.fetch_add(1, Ordering::Relaxed);
+                let mut buf = Vec::with_capacity(record::encoded_len(key, value));
+                record::encode(&mut buf, seq, kind, key, value);
+                (buf, seq)
+            })?;
+            (current.clone(), at, end, seq)
+        };
         segment.log.sync_to(end)?;
         let mut st = self.state.lock();
         if segment.id > st.synced_segment {
@@ -324,10 +342,11 @@ impl Shadow {
             let next = Segment {
                 id: current.id + 1,
                 log: LogFile::open(
-                    &buffer_path(primary, self.idle, current.id + 1),
+                    &primary.disk,
+                    &buffer_name(self.idle, current.id + 1),
                     0,
                     true,
-                    primary.activity.clone(),
+                    Keep::Durable,
                 )?,
             };
             std::mem::replace(&mut *current, Arc::new(next))
@@ -339,7 +358,7 @@ impl Shadow {
         // Only each key's newest record in this log goes home (sequence numbers grow
         // in file order): an older one is superseded by one that is durable too.
         let mut newest: HashMap<&[u8], (usize, usize)> = HashMap::default();
-        record::scan("buffer", &image, |at, rec| {
+        record::scan_whole(&primary.disk.path(sealed.log.name()), &image, |at, rec| {
             newest.insert(rec.key, (at as usize, rec.len()));
         })?;
         let mut spans: Vec<(usize, usize)> = newest.into_values().collect();
@@ -362,7 +381,9 @@ impl Shadow {
             st.synced_segment = sealed.id;
             self.space.notify_all();
         }
-        let _ = std::fs::remove_file(sealed.log.path());
+        // Its records are home and durable: the log may go (a removal that a power cut
+        // undoes only replays them again, which changes nothing).
+        let _ = primary.disk.remove(sealed.log.name());
         counters.log_syncs.fetch_add(1, Ordering::Relaxed);
         counters.synced_bytes.fetch_add(home_len, Ordering::Relaxed);
         let result = self.cache_insert(idle, moved);
@@ -443,10 +464,11 @@ impl Shadow {
         }
         let generation = st.cache_generation + 1;
         let fresh = Arc::new(LogFile::open(
-            &cache_path(primary, self.idle, generation),
+            &primary.disk,
+            &cache_name(self.idle, generation),
             0,
             true,
-            primary.activity.clone(),
+            Keep::Volatile,
         )?);
         let mut image = Vec::with_capacity(st.cache_bytes as usize);
         let mut moved = Vec::with_capacity(st.cache.len());
@@ -462,7 +484,7 @@ impl Shadow {
         }
         let old = std::mem::replace(&mut st.cache_file, fresh);
         st.cache_generation = generation;
-        let _ = std::fs::remove_file(old.path());
+        let _ = primary.disk.remove(old.name());
         Ok(())
     }
 
@@ -474,9 +496,9 @@ impl Shadow {
     }
 
     /// Empties the cache and removes its file (the shadow is being retired).
-    pub fn drop_cache(&self) {
+    pub fn drop_cache(&self, primary: &Device) {
         let st = self.state.lock();
-        let _ = std::fs::remove_file(st.cache_file.path());
+        let _ = primary.disk.remove(st.cache_file.name());
     }
 }
 

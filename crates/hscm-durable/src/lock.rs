@@ -1,4 +1,5 @@
-//! One owner per volume: advisory locks on the backing file or device.
+//! One owner per store: advisory locks on the file or device that holds it (a volume's
+//! backing store, a key-value store's manifest).
 //!
 //! A read-write opener takes an exclusive `flock`, a read-only opener a shared one, both
 //! without waiting, for as long as the file stays open. `flock` locks belong to the open
@@ -15,11 +16,29 @@ use std::time::{Duration, Instant};
 
 use rustix::fs::FlockOperation;
 
-use crate::error::{Error, Result};
+/// Why a lock was not taken.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LockError {
+    /// Another opener holds it (see docs/design.md, "One owner").
+    #[error("{path} is in use: {}", describe_holder(.holder, .read_write))]
+    Locked {
+        path: String,
+        holder: Option<LockHolder>,
+        /// What this opener asked for: read-write (true) or read-only.
+        read_write: bool,
+    },
+    #[error("cannot lock {path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
 
 /// How a backing store is held while it is open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Hold {
+pub enum Hold {
     /// Read-write: nobody else may hold it at all.
     Exclusive,
     /// Read-only: other readers may, no writer may.
@@ -36,7 +55,7 @@ const EXITED_HOLDER_WAIT: Duration = Duration::from_secs(5);
 /// the process is gone, and the ring holds the file until then. So while no running
 /// process holds the lock (as far as `/proc/locks` tells), this waits, up to 5 s,
 /// rather than refusing a restart after a crash.
-pub(crate) fn acquire(file: &File, path: &Path, hold: Hold) -> Result<()> {
+pub fn acquire(file: &File, path: &Path, hold: Hold) -> Result<(), LockError> {
     let op = match hold {
         Hold::Exclusive => FlockOperation::NonBlockingLockExclusive,
         Hold::Shared => FlockOperation::NonBlockingLockShared,
@@ -57,17 +76,17 @@ pub(crate) fn acquire(file: &File, path: &Path, hold: Hold) -> Result<()> {
                     std::thread::sleep(Duration::from_millis(10));
                     continue;
                 }
-                return Err(Error::Locked {
+                return Err(LockError::Locked {
                     path: path.display().to_string(),
                     holder: first_holder(&entries),
                     read_write: hold == Hold::Exclusive,
                 });
             }
             Err(e) => {
-                return Err(Error::io(
-                    format!("cannot lock {}", path.display()),
-                    e.into(),
-                ))
+                return Err(LockError::Io {
+                    path: path.display().to_string(),
+                    source: e.into(),
+                })
             }
         }
     }
@@ -131,12 +150,12 @@ fn first_holder(entries: &[LockEntry]) -> Option<LockHolder> {
     named.clone().find(|h| h.pid != me).or(named.clone().next())
 }
 
-/// The sentence [`Error::Locked`] prints after the path.
-pub(crate) fn describe_holder(holder: &Option<LockHolder>, read_write: &bool) -> String {
+/// The sentence [`LockError::Locked`] prints after the path.
+pub fn describe_holder(holder: &Option<LockHolder>, read_write: &bool) -> String {
     let what = if *read_write {
-        "a volume has one read-write owner at a time, and no reader while it has one"
+        "a store has one read-write owner at a time, and no reader while it has one"
     } else {
-        "a volume open read-write admits no other opener"
+        "a store open read-write admits no other opener"
     };
     match holder {
         Some(h) => format!(
@@ -257,7 +276,7 @@ garbage
         let d = open();
         assert!(matches!(
             acquire(&d, &p, Hold::Shared),
-            Err(Error::Locked { .. })
+            Err(LockError::Locked { .. })
         ));
         drop(c);
         acquire(&d, &p, Hold::Shared).unwrap();

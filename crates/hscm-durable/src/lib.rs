@@ -1,0 +1,21 @@
+//! hscm-durable: what every hscm engine (the volume, the key-value store) shares about
+//! durability, so each rule lives in one place:
+//!
+//! * [`lock`]: one owner per store, by `flock` on the file that holds it;
+//! * [`Poison`]: the first device failure (or a background thread's panic), after which
+//!   an engine refuses writes and flushes for good;
+//! * [`GroupCommit`]: one sync covers every write completed before it started;
+//! * [`Media`]: the files an engine writes through, on a real directory ([`DirMedia`])
+//!   or, for tests, on a model that cuts the power ([`testing::FaultyDisks`]).
+
+mod commit;
+pub mod lock;
+mod media;
+mod poison;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
+
+pub use commit::{CommitError, GroupCommit};
+pub use lock::{LockError, LockHolder};
+pub use media::{DirMedia, Media, MediaFile};
+pub use poison::{Failure, Poison};
