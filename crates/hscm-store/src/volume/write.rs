@@ -1,0 +1,225 @@
+//! Writes and their durability: the write path (in place, or through the journal), the
+//! poison a failure sets, and group commit of in-place writes and flushes.
+
+use super::*;
+
+impl Shared {
+    pub(super) fn refuse_writes(&self) -> Result<()> {
+        if self.read_only {
+            return Err(Error::ReadOnly {
+                reason: format!("{} was opened read-only", self.name),
+            });
+        }
+        self.failure.check().map_err(Error::from)
+    }
+
+    /// Runs a background thread's body. A panic there (a bug) poisons the volume, so
+    /// writers waiting on that thread hear of it rather than wait forever, and ends any
+    /// warm-up still running as failed.
+    pub(super) fn guarded(&self, thread: &str, body: impl FnOnce()) {
+        if self.failure.guard(thread, body) {
+            tracing::error!(volume = %self.name, "the {thread} thread panicked; the volume now refuses writes");
+            self.fail_wake();
+            let mut st = self.load_state.lock();
+            if *st == LoadState::Running {
+                *st = LoadState::Failed(format!("the {thread} thread panicked"));
+            }
+            drop(st);
+            self.load_cv.notify_all();
+        }
+    }
+
+    /// Poisons the volume with its first failure (later ones are logged only) and wakes
+    /// every writer that waits, so each hears it.
+    pub(super) fn fail(&self, why: String, errno: Option<i32>) {
+        tracing::error!(volume = %self.name, "{why}; the volume now refuses writes");
+        self.failure.set(why, errno);
+        self.fail_wake();
+    }
+
+    /// Wakes every writer waiting on a batch, a checkpoint or a sync, so that each
+    /// sees the failure.
+    pub(super) fn fail_wake(&self) {
+        self.commit.wake_all();
+        if let Some(j) = &self.journal {
+            // Under the lock: a writer that saw no failure a moment ago is waiting by
+            // now, so it hears this. (Never called with the journal state held.)
+            let _st = j.state.lock();
+            j.cv.notify_all();
+            j.checkpoint_cv.notify_all();
+        }
+    }
+
+    pub(super) fn write_at(&self, offset: u64, data: &[u8], durability: Durability) -> Result<()> {
+        self.refuse_writes()?;
+        self.check_range(offset, data.len())?;
+        if data.is_empty() {
+            return Ok(());
+        }
+        let end = offset + data.len() as u64;
+        let (first, last) = (self.chunk_of(offset), self.chunk_of(end - 1));
+        let _io: Vec<MutexGuard<'_, ()>> =
+            (first..=last).map(|c| self.chunks[c].io.lock()).collect();
+        // A writer we queued behind may have failed the volume.
+        self.refuse_writes()?;
+
+        // The backend is written in whole sectors. Partial head/tail sectors are
+        // completed from the RAM copy, never read back from the device, so their
+        // chunks must be loaded first (paper case 3 only covers whole-sector writes).
+        let (start, stop) = (align_down(offset), align_up(end));
+        let head_partial = start != offset;
+        let tail_partial = stop != end;
+        if head_partial {
+            self.ensure_loaded_locked(first)?;
+        }
+        if tail_partial {
+            self.ensure_loaded_locked(last)?;
+        }
+        let mut sectors = AlignedBuf::zeroed((stop - start) as usize);
+        // SAFETY (both copies): we hold the io lock of the chunk, which every RAM writer
+        // also holds, and the chunk is Loaded (ensured above).
+        if head_partial {
+            unsafe {
+                self.ram
+                    .copy_out(start as usize, &mut sectors[..SECTOR as usize])
+            };
+        }
+        if tail_partial {
+            let at = sectors.len() - SECTOR as usize;
+            unsafe {
+                self.ram
+                    .copy_out((stop - SECTOR) as usize, &mut sectors[at..])
+            };
+        }
+        let skip = (offset - start) as usize;
+        sectors[skip..skip + data.len()].copy_from_slice(data);
+
+        let ticket = match &self.journal {
+            Some(j) => self.write_journaled(j, start, &sectors, durability)?,
+            None => self.write_in_place(offset, data, start, &sectors)?,
+        };
+        drop(_io);
+        match durability {
+            Durability::Immediate => self.wait_durable(ticket),
+            Durability::OnFlush => Ok(()),
+        }
+    }
+
+    /// Journal mode: Loaded chunks get journal records (the batch leader updates their
+    /// RAM); runs of non-Loaded chunks go home directly (paper case 3). The caller holds
+    /// every io lock of `[start, start + sectors.len())`. Returns the ticket to wait for.
+    pub(super) fn write_journaled(
+        &self,
+        j: &Journal,
+        start: u64,
+        sectors: &[u8],
+        durability: Durability,
+    ) -> Result<u64> {
+        let stop = start + sectors.len() as u64;
+        let mut ticket = 0;
+        let mut records = Vec::new();
+        let mut at = start;
+        while at < stop {
+            let loaded = self.is_loaded(self.chunk_of(at));
+            let mut end = self.chunk_range(self.chunk_of(at)).1.min(stop);
+            while end < stop && self.is_loaded(self.chunk_of(end)) == loaded {
+                end = self.chunk_range(self.chunk_of(end)).1.min(stop);
+            }
+            let part = &sectors[(at - start) as usize..(end - start) as usize];
+            if loaded {
+                let max = journal::max_payload(j.len) as usize;
+                for (i, piece) in part.chunks(max).enumerate() {
+                    records.push((at + (i * max) as u64, piece.to_vec()));
+                }
+            } else {
+                // Chunk boundaries are sector multiples, so `part` stays 4 KiB-aligned.
+                ticket = ticket.max(self.write_sectors_home(at, part)?);
+            }
+            at = end;
+        }
+        if !records.is_empty() {
+            ticket = ticket.max(self.append(j, records, durability == Durability::Immediate)?);
+        }
+        Ok(ticket)
+    }
+
+    /// One device write of whole sectors at their home location; fails the volume on error.
+    pub(super) fn write_sectors_home(&self, start: u64, sectors: &[u8]) -> Result<u64> {
+        if let Err(e) = self
+            .backend
+            .write_at(self.header.data_offset() + start, sectors)
+        {
+            let why = format!(
+                "write of {} bytes at volume offset {start} to {} failed: {e}",
+                sectors.len(),
+                self.name
+            );
+            self.fail(why.clone(), e.raw_os_error());
+            return Err(Error::io(why, e));
+        }
+        Ok(self.completed.fetch_add(1, Ordering::SeqCst) + 1)
+    }
+
+    /// Volumes without a journal: the write goes home, then to RAM of Loaded chunks.
+    pub(super) fn write_in_place(
+        &self,
+        offset: u64,
+        data: &[u8],
+        start: u64,
+        sectors: &AlignedBuf,
+    ) -> Result<u64> {
+        let end = offset + data.len() as u64;
+        let (first, last) = (self.chunk_of(offset), self.chunk_of(end - 1));
+        let ticket = self.write_sectors_home(start, sectors)?;
+
+        // Paper §3.3.1 case 2 for loaded chunks; unloaded ones (case 3) got the backend
+        // write only, and the loader — which waits for the caller's io lock — picks it up.
+        for c in first..=last {
+            if self.is_loaded(c) {
+                let (cs, ce) = self.chunk_range(c);
+                let (s, e) = (offset.max(cs), end.min(ce));
+                let _excl = self.chunks[c].ram.write();
+                // SAFETY: io lock and ram write lock held on a Loaded chunk: exclusive.
+                unsafe {
+                    self.ram.copy_in(
+                        s as usize,
+                        &data[(s - offset) as usize..(e - offset) as usize],
+                    )
+                };
+            }
+        }
+        Ok(ticket)
+    }
+
+    pub(super) fn flush(&self) -> Result<()> {
+        if self.read_only {
+            return Ok(());
+        }
+        // A failed volume says so to every flush, even one whose writes were all
+        // durable already: a success after a device error is what misleads callers.
+        if let Some(failure) = self.failure.get() {
+            return Err(failure.clone().into());
+        }
+        let ticket = self.completed.load(Ordering::SeqCst);
+        self.wait_durable(ticket)
+    }
+
+    /// Group commit (hscm_durable::GroupCommit): one sync covers every write
+    /// completed before it started; writers arriving meanwhile share the next.
+    pub(super) fn wait_durable(&self, ticket: u64) -> Result<()> {
+        let what = format!("sync of {}", self.name);
+        let issued = || self.completed.load(Ordering::SeqCst);
+        match self
+            .commit
+            .wait(ticket, &self.failure, &what, issued, || self.backend.sync())
+        {
+            Ok(()) => Ok(()),
+            Err(CommitError::SyncFailed { reason, source }) => {
+                tracing::error!(volume = %self.name, "{reason}; the volume now refuses writes");
+                self.fail_wake();
+                Err(Error::io(reason, source))
+            }
+            Err(e) => Err(Error::from(e)),
+        }
+    }
+}
