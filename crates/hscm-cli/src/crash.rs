@@ -52,7 +52,7 @@ pub fn ring_writer(socket: &Path, seed: u64, block: usize) -> Result<()> {
         q.write(
             b * (block as u64 / 512),
             &stamped_block(b, version, block),
-            true,
+            hscm_ring::WriteFlags::FUA,
         )?;
         writeln!(out, "A {b} {version}")?;
         out.flush()?;

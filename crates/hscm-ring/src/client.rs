@@ -2,6 +2,7 @@
 //! call blocking reads and writes (split into pipelined chunks) or drive the rings
 //! directly with submit/complete.
 
+use hscm_block::WriteFlags;
 use std::fs::File;
 use std::os::unix::net::UnixStream;
 use std::path::Path;
@@ -260,30 +261,57 @@ impl Drop for Lease {
 /// A command for [`Queue::submit`]. Sectors are 512 bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
-    Read { sector: u64, count: u32 },
-    Write { sector: u64, count: u32, fua: bool },
-    ReadBytes { offset: u64, len: u32 },
-    WriteBytes { offset: u64, len: u32, fua: bool },
+    Read {
+        sector: u64,
+        count: u32,
+    },
+    Write {
+        sector: u64,
+        count: u32,
+        flags: WriteFlags,
+    },
+    ReadBytes {
+        offset: u64,
+        len: u32,
+    },
+    WriteBytes {
+        offset: u64,
+        len: u32,
+        flags: WriteFlags,
+    },
     Flush,
-    Discard { sector: u64, count: u32, fua: bool },
+    Discard {
+        sector: u64,
+        count: u32,
+        flags: WriteFlags,
+    },
 }
 
 impl Op {
     fn entry(&self, buffer: u32) -> SqEntry {
-        let (opcode, start, count, fua) = match *self {
-            Op::Read { sector, count } => (proto::OP_READ, sector, count, false),
-            Op::Write { sector, count, fua } => (proto::OP_WRITE, sector, count, fua),
-            Op::ReadBytes { offset, len } => (proto::OP_READ_BYTES, offset, len, false),
-            Op::WriteBytes { offset, len, fua } => (proto::OP_WRITE_BYTES, offset, len, fua),
-            Op::Flush => (proto::OP_FLUSH, 0, 0, false),
-            Op::Discard { sector, count, fua } => (proto::OP_DISCARD, sector, count, fua),
+        let none = WriteFlags::NONE;
+        let (opcode, start, count, flags) = match *self {
+            Op::Read { sector, count } => (proto::OP_READ, sector, count, none),
+            Op::Write {
+                sector,
+                count,
+                flags,
+            } => (proto::OP_WRITE, sector, count, flags),
+            Op::ReadBytes { offset, len } => (proto::OP_READ_BYTES, offset, len, none),
+            Op::WriteBytes { offset, len, flags } => (proto::OP_WRITE_BYTES, offset, len, flags),
+            Op::Flush => (proto::OP_FLUSH, 0, 0, none),
+            Op::Discard {
+                sector,
+                count,
+                flags,
+            } => (proto::OP_DISCARD, sector, count, flags),
         };
         SqEntry {
             opcode,
             start,
             count,
             buffer,
-            flags: if fua { proto::FLAG_FUA } else { 0 },
+            flags: if flags.fua { proto::FLAG_FUA } else { 0 },
             ..Default::default()
         }
     }
@@ -312,7 +340,7 @@ struct Transfer {
     bytes_mode: bool,
     offset: u64,
     len: usize,
-    fua: bool,
+    flags: WriteFlags,
 }
 
 /// One queue pair, owned by one thread (Send, not Sync): no locks on its fast path.
@@ -645,7 +673,7 @@ impl Queue {
             bytes_mode,
             offset,
             len,
-            fua,
+            flags,
         } = t;
         if !bytes_mode && (offset % SECTOR != 0 || len as u64 % SECTOR != 0) {
             return Err(Error::Invalid(format!(
@@ -685,7 +713,7 @@ impl Queue {
                     (true, false) => Op::Write {
                         sector: pos / SECTOR,
                         count: (n as u64 / SECTOR) as u32,
-                        fua,
+                        flags,
                     },
                     (false, true) => Op::ReadBytes {
                         offset: pos,
@@ -694,7 +722,7 @@ impl Queue {
                     (true, true) => Op::WriteBytes {
                         offset: pos,
                         len: n as u32,
-                        fua,
+                        flags,
                     },
                 };
                 let id = self.submit(op, Some(lease))?;
@@ -744,15 +772,15 @@ impl Queue {
         self.read_into(true, offset, buf)
     }
 
-    /// Writes whole sectors. `fua` makes the write durable when this returns; without
-    /// it the volume's own durability applies (see docs/design.md).
-    pub fn write(&mut self, sector: u64, data: &[u8], fua: bool) -> Result<()> {
-        self.write_from(false, sector_offset(sector)?, data, fua)
+    /// Writes whole sectors. `WriteFlags::FUA` makes the write durable when this
+    /// returns; without it the target's own durability applies (see docs/design.md).
+    pub fn write(&mut self, sector: u64, data: &[u8], flags: WriteFlags) -> Result<()> {
+        self.write_from(false, sector_offset(sector)?, data, flags)
     }
 
     /// Writes any byte range of the volume.
-    pub fn write_bytes(&mut self, offset: u64, data: &[u8], fua: bool) -> Result<()> {
-        self.write_from(true, offset, data, fua)
+    pub fn write_bytes(&mut self, offset: u64, data: &[u8], flags: WriteFlags) -> Result<()> {
+        self.write_from(true, offset, data, flags)
     }
 
     /// Reads `len` bytes at byte `offset` and hands them to `f` where the server put
@@ -814,7 +842,7 @@ impl Queue {
             bytes_mode,
             offset,
             len: buf.len(),
-            fua: false,
+            flags: WriteFlags::NONE,
         };
         // Each lease holds exactly its piece.
         self.io(
@@ -824,13 +852,19 @@ impl Queue {
         )
     }
 
-    fn write_from(&mut self, bytes_mode: bool, offset: u64, data: &[u8], fua: bool) -> Result<()> {
+    fn write_from(
+        &mut self,
+        bytes_mode: bool,
+        offset: u64,
+        data: &[u8],
+        flags: WriteFlags,
+    ) -> Result<()> {
         let t = Transfer {
             write: true,
             bytes_mode,
             offset,
             len: data.len(),
-            fua,
+            flags,
         };
         self.io(
             t,
@@ -853,8 +887,12 @@ impl Queue {
     }
 
     /// The sectors read as zeros afterwards.
-    pub fn discard(&mut self, sector: u64, count: u32, fua: bool) -> Result<()> {
-        self.single(Op::Discard { sector, count, fua })
+    pub fn discard(&mut self, sector: u64, count: u32, flags: WriteFlags) -> Result<()> {
+        self.single(Op::Discard {
+            sector,
+            count,
+            flags,
+        })
     }
 }
 

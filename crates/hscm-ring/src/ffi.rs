@@ -3,6 +3,7 @@
 //! the server refused the command, and -1 on a local error whose message
 //! `hscm_ring_last_error` returns.
 
+use crate::WriteFlags;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
@@ -277,7 +278,10 @@ pub unsafe extern "C" fn hscm_ring_write(
             // SAFETY: non-null and valid for len bytes per the contract.
             unsafe { std::slice::from_raw_parts(buf as *const u8, len) }
         };
-        outcome(q.queue.write_bytes(offset, data, fua != 0))
+        outcome(
+            q.queue
+                .write_bytes(offset, data, WriteFlags { fua: fua != 0 }),
+        )
     })
 }
 
@@ -364,7 +368,7 @@ pub unsafe extern "C" fn hscm_ring_submit_write(
             Op::WriteBytes {
                 offset,
                 len,
-                fua: fua != 0,
+                flags: WriteFlags { fua: fua != 0 },
             },
             Some(lease),
         ) {

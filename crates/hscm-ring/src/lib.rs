@@ -10,10 +10,10 @@
 //! docs/ring.md.
 //!
 //! ```no_run
-//! use hscm_ring::{Client, ClientOptions};
+//! use hscm_ring::{Client, ClientOptions, WriteFlags};
 //! let client = Client::connect("/dev/shm/hscm-vol.sock".as_ref(), &ClientOptions::default())?;
 //! let mut q = client.queue()?;
-//! q.write(8, &[7u8; 4096], true)?; // durable when it returns (FUA)
+//! q.write(8, &[7u8; 4096], WriteFlags::FUA)?; // durable when it returns
 //! let mut buf = [0u8; 100];
 //! q.read_bytes(4096 + 10, &mut buf)?; // any byte range
 //! # Ok::<(), hscm_ring::Error>(())
@@ -49,6 +49,8 @@ pub use buddy::{Block, Buddy};
 pub use client::{wait_for_server, Client, ClientOptions, Completion, Lease, Op, Queue};
 #[cfg(not(loom))]
 pub use error::{Error, Result};
+/// The flags of a write or discard (the block layer's).
+pub use hscm_block::WriteFlags;
 #[cfg(not(loom))]
 pub use proto::Status;
 #[cfg(not(loom))]

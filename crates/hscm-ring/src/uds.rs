@@ -2,6 +2,7 @@
 //! socket (request header, then data for writes; reply header, then data for reads),
 //! one server thread per connection, as a local NBD-style server would do it.
 
+use crate::WriteFlags;
 use std::io::{Read, Write};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -141,12 +142,12 @@ impl UdsClient {
             .map_err(Error::io("baseline data"))
     }
 
-    pub fn write(&mut self, sector: u64, data: &[u8], fua: bool) -> Result<()> {
+    pub fn write(&mut self, sector: u64, data: &[u8], flags: WriteFlags) -> Result<()> {
         let e = SqEntry {
             opcode: OP_WRITE,
             start: sector,
             count: (data.len() as u64 / SECTOR) as u32,
-            flags: if fua { FLAG_FUA } else { 0 },
+            flags: if flags.fua { FLAG_FUA } else { 0 },
             ..Default::default()
         };
         self.stream

@@ -8,7 +8,7 @@ use std::time::Duration;
 use common::{pattern, serve};
 use hscm_ring::proto::{OP_READ, OP_WRITE};
 use hscm_ring::ring::SqEntry;
-use hscm_ring::{Client, ClientOptions, Error, Op, ServerOptions, Status, WaitMode};
+use hscm_ring::{Client, ClientOptions, Error, Op, ServerOptions, Status, WaitMode, WriteFlags};
 
 const MIB: u64 = 1 << 20;
 
@@ -33,7 +33,8 @@ fn reads_see_writes_of_every_size_and_mode() {
         {
             let data = pattern((i * 10 + k) as u64, len);
             let sector = (k as u64 * 3000 + i as u64) % 10000;
-            q.write(sector, &data, k % 2 == 0).unwrap();
+            q.write(sector, &data, WriteFlags { fua: k % 2 == 0 })
+                .unwrap();
             let mut back = vec![0u8; len];
             q.read(sector, &mut back).unwrap();
             assert_eq!(back, data, "len {len} mode {}", wait.name());
@@ -58,12 +59,12 @@ fn byte_ranges_flush_and_discard() {
     .unwrap();
     let mut q = client.queue().unwrap();
     let data = pattern(5, 10_001);
-    q.write_bytes(12_345, &data, false).unwrap();
+    q.write_bytes(12_345, &data, WriteFlags::NONE).unwrap();
     q.flush().unwrap();
     let mut back = vec![0u8; 9_000];
     q.read_bytes(12_346, &mut back).unwrap();
     assert_eq!(back, data[1..9_001]);
-    q.discard(24, 8, true).unwrap(); // bytes 12288..16384
+    q.discard(24, 8, WriteFlags::FUA).unwrap(); // bytes 12288..16384
     let mut z = vec![1u8; 4096];
     q.read(24, &mut z).unwrap();
     assert!(z.iter().all(|&b| b == 0));
@@ -93,7 +94,8 @@ fn many_clients_and_queues_at_once() {
                     for i in 0..50u64 {
                         let len = 4096 * (1 + (i % 24) as usize);
                         let data = pattern(c * 1000 + t * 100 + i, len);
-                        q.write(region + (i % 8) * 8, &data, false).unwrap();
+                        q.write(region + (i % 8) * 8, &data, WriteFlags::NONE)
+                            .unwrap();
                         let mut back = vec![0u8; len];
                         q.read(region + (i % 8) * 8, &mut back).unwrap();
                         assert_eq!(back, data);
@@ -130,7 +132,7 @@ fn queue_pairs_are_exclusive_and_reusable() {
     assert!(client.queue().is_err());
     drop(a);
     let mut c = client.queue().unwrap();
-    c.write(0, &[1u8; 512], false).unwrap();
+    c.write(0, &[1u8; 512], WriteFlags::NONE).unwrap();
 }
 
 /// Every kind of garbage entry gets its own status, the queue keeps working, and the
@@ -218,7 +220,7 @@ fn garbage_entries_get_statuses() {
     f.volume.read_at(0, &mut after).unwrap();
     assert!(before == after, "a rejected write changed the volume");
     // The queue still works.
-    q.write(0, &[9u8; 4096], false).unwrap();
+    q.write(0, &[9u8; 4096], WriteFlags::NONE).unwrap();
 }
 
 #[test]
@@ -277,9 +279,9 @@ fn a_server_shutdown_wakes_waiting_clients() {
     )
     .unwrap();
     let mut q = client.queue().unwrap();
-    q.write(0, &[1u8; 512], false).unwrap();
+    q.write(0, &[1u8; 512], WriteFlags::NONE).unwrap();
     f.server.take().unwrap().shutdown();
-    let e = q.write(0, &[1u8; 512], false).unwrap_err();
+    let e = q.write(0, &[1u8; 512], WriteFlags::NONE).unwrap_err();
     assert!(matches!(e, Error::Disconnected), "{e}");
     // Reconnecting to a stopped server fails clearly.
     let e = Client::connect(&f.socket, &ClientOptions::default())
@@ -324,7 +326,7 @@ fn the_socket_baseline_serves_the_same_bytes() {
     hscm_ring::uds::spawn_server(&path, f.volume.clone()).unwrap();
     let mut c = hscm_ring::uds::UdsClient::connect(&path).unwrap();
     let data = pattern(3, 8192);
-    c.write(16, &data, true).unwrap();
+    c.write(16, &data, WriteFlags::FUA).unwrap();
     let mut back = vec![0u8; 8192];
     c.read(16, &mut back).unwrap();
     assert_eq!(back, data);
@@ -408,7 +410,7 @@ fn an_impossible_ring_index_breaks_only_its_queue() {
             .load(std::sync::atomic::Ordering::Relaxed),
         1
     );
-    good.write(0, &[3u8; 512], false).unwrap();
+    good.write(0, &[3u8; 512], WriteFlags::NONE).unwrap();
     other.queue().unwrap().read(0, &mut [0u8; 512]).unwrap();
 }
 
@@ -453,7 +455,7 @@ fn writes_to_a_read_only_volume_get_their_status() {
         .unwrap();
     let client = Client::connect(&socket, &ClientOptions::default()).unwrap();
     let mut q = client.queue().unwrap();
-    let e = q.write(0, &[1u8; 4096], true).unwrap_err();
+    let e = q.write(0, &[1u8; 4096], WriteFlags::FUA).unwrap_err();
     assert!(matches!(e, Error::Command(Status::ReadOnly)), "{e}");
     let mut buf = [9u8; 4096];
     q.read(0, &mut buf).unwrap();
@@ -605,8 +607,8 @@ fn any_block_target_can_be_served() {
     assert_eq!(client.geometry().volume_size, 4 * MIB);
     let mut q = client.queue().unwrap();
     let data = pattern(7, 128 * 1024);
-    q.write(8, &data, true).unwrap();
-    q.write_bytes(3, b"bytes", false).unwrap();
+    q.write(8, &data, WriteFlags::FUA).unwrap();
+    q.write_bytes(3, b"bytes", WriteFlags::NONE).unwrap();
     q.flush().unwrap();
     let mut back = vec![0u8; data.len()];
     q.read(8, &mut back).unwrap();
@@ -614,7 +616,7 @@ fn any_block_target_can_be_served() {
     let mut direct = [0u8; 5];
     target.read_at(3, &mut direct).unwrap();
     assert_eq!(&direct, b"bytes");
-    q.discard(8, 16, false).unwrap();
+    q.discard(8, 16, WriteFlags::NONE).unwrap();
     q.read(8, &mut back[..8192]).unwrap();
     assert!(back[..8192].iter().all(|&b| b == 0));
     let counted = target.snapshot();
