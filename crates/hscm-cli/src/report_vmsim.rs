@@ -208,6 +208,7 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
                     capacity,
                     objects: false,
                     ghost_entries: None,
+                    admission: None,
                     profiles: &profiles,
                 };
                 Ok(cache::run(

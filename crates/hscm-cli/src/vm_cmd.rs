@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
+use hscm_policy::cache::AdmissionName;
 use hscm_trace::{
     Format, MemRef, RequestFormat, RequestReader, RequestSynth, RequestSynthSpec, TraceError,
     TraceReader,
@@ -66,6 +67,16 @@ pub fn parse_policy(s: &str) -> Result<PolicyName, String> {
     })
 }
 
+pub fn parse_admission(s: &str) -> Result<AdmissionName, String> {
+    AdmissionName::from_name(s).ok_or_else(|| {
+        let names: Vec<_> = AdmissionName::ALL.iter().map(|a| a.name()).collect();
+        format!(
+            "unknown admission filter {s:?} (known: {})",
+            names.join(", ")
+        )
+    })
+}
+
 pub fn parse_profile(s: &str) -> Result<StorageProfile, String> {
     StorageProfile::from_name(s).ok_or_else(|| {
         format!(
@@ -101,9 +112,16 @@ pub struct CacheArgs {
     /// one pass per size. In bytes, every object must fit the smallest size.
     #[arg(long)]
     pub one_pass: bool,
-    /// AC-LRU's ghost history in keys (default: unbounded).
+    /// AC-LRU's ghost history in keys (default: unbounded); also the history of
+    /// --admission second-miss.
     #[arg(long)]
     pub ghost: Option<usize>,
+    /// Put an admission filter in front of every policy: second-miss (cache an object
+    /// on its second miss within the history, forgetting it once admitted: AC-LRU's
+    /// rule) or seen-before (on any miss after its first request, remembering every
+    /// key: libCacheSim's bloom-filter admission, exactly). Not with ac-lru or belady.
+    #[arg(long, value_parser = parse_admission)]
+    pub admission: Option<AdmissionName>,
     /// Storage behind the cache for the headline access time: hdd, ssd, scm, dram
     /// (all four are in `access_times`).
     #[arg(long, value_parser = parse_profile, default_value = "scm")]
@@ -162,8 +180,8 @@ pub fn sim_cache(a: &CacheArgs) -> Result<Vec<CacheResult>> {
         }
     }
     if a.one_pass {
-        if a.policy != [PolicyName::Lru] {
-            bail!("--one-pass works for --policy lru only");
+        if a.policy != [PolicyName::Lru] || a.admission.is_some() {
+            bail!("--one-pass works for --policy lru only, without --admission");
         }
         let bar = (!a.json && !a.csv).then(|| {
             crate::par::spinner(
@@ -210,6 +228,7 @@ pub fn sim_cache(a: &CacheArgs) -> Result<Vec<CacheResult>> {
             capacity,
             objects,
             ghost_entries: a.ghost,
+            admission: a.admission,
             profiles: &profiles,
         };
         Ok(cache::run(
@@ -663,6 +682,7 @@ pub fn bench_cache(requests: u64, objects: u64, progress: bool) -> Result<CacheB
             capacity: cache_objects,
             objects: true,
             ghost_entries: None,
+            admission: None,
             profiles: &profiles,
         };
         let c0 = crate::sim_cmd::cpu_seconds();

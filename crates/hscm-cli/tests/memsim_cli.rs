@@ -420,3 +420,62 @@ fn bench_cache_json_has_its_fields() {
     assert_eq!(v["runs"].as_array().unwrap().len(), 8);
     assert!(v["peak_rss_mb"].as_f64().unwrap() > 0.0);
 }
+
+#[test]
+fn an_admission_filter_goes_in_front_of_any_eviction_policy() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = util::request_trace(dir.path(), &["--one-time", "0.3"]);
+    let t = t.to_str().unwrap();
+    let rows = |policy: &str, admission: Option<&str>| {
+        let mut a = vec![
+            "sim", "cache", "--trace", t, "--policy", policy, "--size", "500", "--json",
+        ];
+        if let Some(adm) = admission {
+            a.extend(["--admission", adm]);
+        }
+        ok_json(&a).as_array().unwrap().clone()
+    };
+    let plain = rows("fifo,sieve", None);
+    let seen = rows("fifo,sieve", Some("seen-before"));
+    assert_eq!(seen[0]["policy"], "fifo+seen-before");
+    assert_eq!(seen[1]["policy"], "sieve+seen-before");
+    for (p, s) in plain.iter().zip(&seen) {
+        assert_eq!(p["bypassed"], 0, "{p}");
+        // Every one-time object (30% of requests) is bypassed, and the first
+        // request of every other object.
+        assert!(s["bypassed"].as_u64().unwrap() > 6000, "{s}");
+    }
+    // LRU behind second-miss is AC-LRU, decision for decision.
+    let ac = rows("ac-lru", None);
+    let lru_second = rows("lru", Some("second-miss"));
+    assert_eq!(lru_second[0]["policy"], "ac-lru");
+    for f in ["miss_ratio", "byte_miss_ratio", "inserted", "bypassed"] {
+        assert_eq!(ac[0][f], lru_second[0][f], "{f}");
+    }
+    // The two filters differ: seen-before re-admits an evicted object at once.
+    let lru_seen = rows("lru", Some("seen-before"));
+    assert!(
+        lru_seen[0]["inserted"].as_u64() > ac[0]["inserted"].as_u64(),
+        "{lru_seen:?} {ac:?}"
+    );
+    for (policy, want) in [
+        ("ac-lru", "has its own admission filter"),
+        ("belady", "takes no admission filter"),
+    ] {
+        let o = hscm(&[
+            "sim",
+            "cache",
+            "--trace",
+            t,
+            "--policy",
+            policy,
+            "--admission",
+            "seen-before",
+        ]);
+        assert!(!o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(want), "{policy}: {err}");
+    }
+    let o = hscm(&["sim", "cache", "--trace", t, "--admission", "bloom"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown admission filter"));
+}

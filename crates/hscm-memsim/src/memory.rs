@@ -6,7 +6,7 @@ use std::collections::VecDeque;
 
 use rustc_hash::FxHashMap as HashMap;
 
-use hscm_policy::{Clock, Rapp, Warm, WarmDecision};
+use hscm_policy::{Clock, MemoryAccess, MigrationDecision, MigrationPolicy, Rapp, Warm};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
@@ -32,12 +32,6 @@ struct DevQueue {
     write: VecDeque<Req>,
     decision: u64,
     draining: bool,
-}
-
-enum Policy {
-    None,
-    Warm(Warm<u32>),
-    Rapp(Rapp<u32>),
 }
 
 /// Latency of one demand request, for the statistics.
@@ -74,7 +68,8 @@ pub(crate) struct Memory {
     // Remap: only moved frames appear.
     slot_of: HashMap<u32, u32>,
     frame_at: HashMap<u32, u32>,
-    policy: Policy,
+    /// The migration policy (WARM, RaPP), or none.
+    policy: Option<Box<dyn MigrationPolicy<u32>>>,
     clock: Clock,
     free_cursor: u32,
     next_id: u64,
@@ -123,10 +118,10 @@ impl Memory {
                 draining: false,
             })
             .collect();
-        let policy_state = match policy {
-            PolicyKind::Warm => Policy::Warm(Warm::new(cfg.warm)),
-            PolicyKind::Rapp => Policy::Rapp(Rapp::new(cfg.rapp)),
-            _ => Policy::None,
+        let policy_state: Option<Box<dyn MigrationPolicy<u32>>> = match policy {
+            PolicyKind::Warm => Some(Box::new(Warm::new(cfg.warm))),
+            PolicyKind::Rapp => Some(Box::new(Rapp::new(cfg.rapp))),
+            _ => None,
         };
         Self {
             queues,
@@ -163,10 +158,7 @@ impl Memory {
     }
 
     pub(crate) fn warm_resets(&self) -> u64 {
-        match &self.policy {
-            Policy::Warm(w) => w.resets(),
-            _ => 0,
-        }
+        self.policy.as_ref().map_or(0, |p| p.resets())
     }
 
     pub(crate) fn pages_touched(&self) -> u64 {
@@ -383,27 +375,24 @@ impl Memory {
         if !in_slow {
             self.clock.touch(local as usize);
         }
-        match &mut self.policy {
-            Policy::None => {}
-            Policy::Warm(w) => {
-                if in_slow {
-                    match w.on_slow_access(frame, write, row_hit) {
-                        WarmDecision::Stay => {}
-                        WarmDecision::Migrate(f) => self.migrate(f, done),
-                        WarmDecision::ResetThenMigrate { restore, migrate } => {
-                            let mut t = done;
-                            for f in restore {
-                                t = self.restore_home(f, t);
-                            }
-                            self.migrate(migrate, t);
-                        }
-                    }
+        let Some(policy) = &mut self.policy else {
+            return;
+        };
+        let access = MemoryAccess {
+            unit: frame,
+            in_slow,
+            is_write: write,
+            row_hit,
+        };
+        match policy.observe(access) {
+            MigrationDecision::Stay => {}
+            MigrationDecision::Migrate(f) => self.migrate(f, done),
+            MigrationDecision::ResetThenMigrate { restore, migrate } => {
+                let mut t = done;
+                for f in restore {
+                    t = self.restore_home(f, t);
                 }
-            }
-            Policy::Rapp(r) => {
-                if r.on_access(frame, in_slow, write) {
-                    self.migrate(frame, done);
-                }
+                self.migrate(migrate, t);
             }
         }
     }
@@ -513,8 +502,8 @@ impl Memory {
         let displaced = holder(&self.frame_at, &self.allocated, victim);
         self.exchange(from, victim, at);
         self.migrations += 1;
-        if let (Some(x), Policy::Warm(w)) = (displaced, &mut self.policy) {
-            w.forget(&x);
+        if let (Some(x), Some(p)) = (displaced, &mut self.policy) {
+            p.forget(&x);
         }
     }
 

@@ -52,19 +52,8 @@ impl WarmConfig {
     }
 }
 
-/// What the controller must do after an access.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum WarmDecision<K> {
-    Stay,
-    /// Move this row to the fast device.
-    Migrate(K),
-    /// The remap table is full: first move every listed row back to its home in the
-    /// slow device, then move this row.
-    ResetThenMigrate {
-        restore: Vec<K>,
-        migrate: K,
-    },
-}
+/// WARM's decisions are the migration layer's.
+pub type WarmDecision<K> = crate::migration::MigrationDecision<K>;
 
 pub struct Warm<K> {
     config: WarmConfig,

@@ -2,10 +2,7 @@
 
 use std::collections::BinaryHeap;
 
-use hscm_policy::cache::{
-    AcLruCache, ArcCache, CacheOutcome, CachePolicy, ClockCache, FifoCache, LruCache, S3FifoCache,
-    SieveCache,
-};
+use hscm_policy::cache::{AdmissionName, CacheOutcome, CachePolicy, EvictionName, PolicySpec};
 use hscm_trace::{Request, TraceError};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -54,22 +51,29 @@ impl PolicyName {
         Self::ALL.into_iter().find(|p| p.name() == s)
     }
 
-    /// An online policy; None for Belady (it needs the future, see [`run_belady`]).
+    /// The online policy this names (built by hscm-policy's factory); None for Belady
+    /// (it needs the future, see [`run_belady`]).
+    pub fn spec(self, ghost_entries: Option<usize>) -> Option<PolicySpec> {
+        let eviction = |e| Some(PolicySpec::eviction(e));
+        match self {
+            Self::Lru => eviction(EvictionName::Lru),
+            Self::AcLru => Some(PolicySpec::ac_lru(ghost_entries)),
+            Self::Clock => eviction(EvictionName::Clock),
+            Self::Fifo => eviction(EvictionName::Fifo),
+            Self::Arc => eviction(EvictionName::Arc),
+            Self::S3fifo => eviction(EvictionName::S3fifo),
+            Self::Sieve => eviction(EvictionName::Sieve),
+            Self::Belady => None,
+        }
+    }
+
+    /// An online policy; None for Belady.
     pub fn build(
         self,
         capacity: u64,
         ghost_entries: Option<usize>,
     ) -> Option<Box<dyn CachePolicy>> {
-        Some(match self {
-            Self::Lru => Box::new(LruCache::new(capacity)),
-            Self::AcLru => Box::new(AcLruCache::new(capacity, ghost_entries)),
-            Self::Clock => Box::new(ClockCache::new(capacity)),
-            Self::Fifo => Box::new(FifoCache::new(capacity)),
-            Self::Arc => Box::new(ArcCache::new(capacity)),
-            Self::S3fifo => Box::new(S3FifoCache::new(capacity)),
-            Self::Sieve => Box::new(SieveCache::new(capacity)),
-            Self::Belady => return None,
-        })
+        self.spec(ghost_entries).map(|s| s.build(capacity))
     }
 }
 
@@ -275,6 +279,8 @@ pub struct CacheRun<'a> {
     /// Count objects (every object weighs 1) instead of bytes.
     pub objects: bool,
     pub ghost_entries: Option<usize>,
+    /// An admission filter in front of the policy (`None`: the policy's own).
+    pub admission: Option<AdmissionName>,
     /// The first is the headline `access_time`.
     pub profiles: &'a [StorageProfile],
 }
@@ -288,14 +294,30 @@ pub fn run(
     let start = std::time::Instant::now();
     let mut tally = Tally::new();
     let unit = if spec.objects { "objects" } else { "bytes" };
-    if spec.policy == PolicyName::Belady {
-        let all: Vec<Request> = requests.collect::<Result<_, _>>()?;
-        run_belady_into(&all, spec.capacity, spec.objects, &mut tally);
-    } else {
-        let mut cache = spec
-            .policy
-            .build(spec.capacity, spec.ghost_entries)
-            .expect("online policy");
+    let online = spec.policy.spec(spec.ghost_entries);
+    let online = match (online, spec.admission) {
+        (None, Some(a)) => {
+            return Err(VmError::Config(format!(
+                "belady is offline: it takes no admission filter ({})",
+                a.name()
+            )))
+        }
+        (Some(s), Some(a)) if s.admission.is_some() => {
+            return Err(VmError::Config(format!(
+                "{} has its own admission filter; put {} in front of an eviction policy (lru, fifo, …) instead",
+                spec.policy.name(),
+                a.name()
+            )))
+        }
+        (Some(s), Some(a)) => Some(PolicySpec {
+            admission: Some(a),
+            ..s
+        }),
+        (online, None) => online,
+    };
+    let policy_name = online.map_or_else(|| spec.policy.name().to_string(), |s| s.name());
+    if let Some(online) = online {
+        let mut cache = online.build(spec.capacity);
         // Look a few requests ahead so the policy can start loading their entries
         // while it serves the current one.
         const AHEAD: usize = 8;
@@ -320,11 +342,14 @@ pub fn run(
                 progress(tally.requests);
             }
         }
+    } else {
+        let all: Vec<Request> = requests.collect::<Result<_, _>>()?;
+        run_belady_into(&all, spec.capacity, spec.objects, &mut tally);
     }
     progress(tally.requests);
     Ok(tally.finish(
         spec.trace,
-        spec.policy.name(),
+        &policy_name,
         spec.capacity,
         unit,
         spec.profiles,
@@ -518,6 +543,7 @@ mod tests {
             capacity: 3,
             objects: true,
             ghost_entries: None,
+            admission: None,
             profiles: &p,
         };
         let b = run(
@@ -582,7 +608,7 @@ mod tests {
         #[test]
         fn belady_matches_the_exhaustive_optimum(t in proptest::collection::vec(0u64..6, 1..16), cap in 1u64..4) {
             let p = profiles();
-            let spec = CacheRun { trace: "t", policy: PolicyName::Belady, capacity: cap, objects: true, ghost_entries: None, profiles: &p };
+            let spec = CacheRun { trace: "t", policy: PolicyName::Belady, capacity: cap, objects: true, ghost_entries: None, admission: None, profiles: &p };
             let b = run(&spec, t.iter().map(|&k| req(k)), &mut |_| {}).unwrap();
             proptest::prop_assert_eq!(b.requests - b.hits, brute_force_min(&t, cap as usize));
         }
@@ -597,6 +623,7 @@ mod tests {
             capacity: 1 << 20,
             objects: false,
             ghost_entries: None,
+            admission: None,
             profiles: &p,
         };
         // One object accessed n = 3 times: Tc = Tm + 2t = 1.8 + 2 = 3.8 µs; Tx = 3T = 3.9 µs.

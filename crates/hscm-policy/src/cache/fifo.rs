@@ -1,0 +1,38 @@
+//! FIFO: objects leave in the order they came, hits or not.
+
+use super::{make_room, CacheOutcome, CachePolicy};
+use crate::Lru;
+
+pub struct FifoCache {
+    capacity: u64,
+    used: u64,
+    map: Lru<u64, u64>,
+}
+
+impl FifoCache {
+    pub fn new(capacity: u64) -> Self {
+        Self {
+            capacity,
+            used: 0,
+            map: Lru::new(),
+        }
+    }
+}
+
+impl CachePolicy for FifoCache {
+    fn lookup(&mut self, key: u64) -> bool {
+        self.map.contains(&key)
+    }
+    fn insert(&mut self, key: u64, size: u64) -> CacheOutcome {
+        if size > self.capacity {
+            return CacheOutcome::Bypassed;
+        }
+        make_room(&mut self.map, &mut self.used, self.capacity, size, |s| *s);
+        self.map.insert(key, size);
+        self.used += size;
+        CacheOutcome::Inserted
+    }
+    fn used(&self) -> u64 {
+        self.used
+    }
+}
