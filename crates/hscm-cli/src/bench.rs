@@ -9,10 +9,9 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use hdrhistogram::Histogram;
+use hscm_lab::{closed_loop, Phase, Step};
 use hscm_store::{AlignedBuf, CreateOptions, Durability, OpenOptions, Volume, SECTOR};
-use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 use serde::Serialize;
 
 use crate::units::human_bytes;
@@ -237,85 +236,66 @@ impl Worker for MemWorker<'_> {
 }
 
 /// 1 ns to 100 s at 3 significant digits; longer latencies saturate.
-fn latency_histogram() -> Histogram<u64> {
-    Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("static bounds are valid")
+/// One benchmark thread: its worker, buffers, and where its sequential stream is.
+struct Thread<W> {
+    worker: W,
+    buf: Vec<u8>,
+    data: Vec<u8>,
+    slots: u64,
+    next_seq: u64,
 }
 
-/// Runs the workload on every worker (one thread each) until the time is up.
+/// Runs the workload on every worker (one thread each) until the time is up, on the
+/// one closed-loop driver (hscm_lab::driver).
 fn drive<W: Worker>(workers: Vec<W>, spec: &VolumeBenchSpec) -> Result<Stats> {
-    let threads = workers.len();
+    let threads = workers.len() as u64;
     let bs = spec.bs;
     let read_fraction = spec.workload.read_fraction();
     let sequential = spec.workload.sequential();
-    let start = Instant::now();
-    let deadline = start + Duration::from_secs_f64(spec.seconds);
-    let results: Vec<Result<(u64, Histogram<u64>)>> = std::thread::scope(|s| {
-        let handles: Vec<_> = workers
-            .into_iter()
-            .enumerate()
-            .map(|(t, mut w)| {
-                s.spawn(move || -> Result<(u64, Histogram<u64>)> {
-                    let mut rng = SmallRng::seed_from_u64(0x5eed + t as u64);
-                    let mut hist = latency_histogram();
-                    let mut buf = vec![0u8; bs];
-                    let data: Vec<u8> = (0..bs).map(|i| (i * 7 + t) as u8).collect();
-                    let slots = w.span() / bs as u64;
-                    if slots == 0 {
-                        bail!(
-                            "block size {bs} is larger than the {}-byte target",
-                            w.span()
-                        );
-                    }
-                    // Sequential streams start spread out so threads do not share blocks.
-                    let mut next_seq = slots * t as u64 / threads as u64;
-                    let mut ops = 0u64;
-                    loop {
-                        let t0 = Instant::now();
-                        if t0 >= deadline {
-                            break;
-                        }
-                        let slot = if sequential {
-                            let s = next_seq;
-                            next_seq = (next_seq + 1) % slots;
-                            s
-                        } else {
-                            rng.gen_range(0..slots)
-                        };
-                        let is_read = read_fraction >= 1.0
-                            || (read_fraction > 0.0 && rng.gen_bool(read_fraction));
-                        if is_read {
-                            w.read(slot * bs as u64, &mut buf)?;
-                        } else {
-                            w.write(slot * bs as u64, &data)?;
-                        }
-                        hist.saturating_record(t0.elapsed().as_nanos() as u64);
-                        ops += 1;
-                    }
-                    std::hint::black_box(&buf);
-                    Ok((ops, hist))
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("benchmark thread panicked"))
-            .collect()
-    });
-    let elapsed = start.elapsed().as_secs_f64();
-    let mut total = latency_histogram();
-    let mut ops = 0;
-    for r in results {
-        let (n, h) = r?;
-        ops += n;
-        total.add(&h).expect("same precision");
+    let mut states = Vec::new();
+    for (t, worker) in workers.into_iter().enumerate() {
+        let slots = worker.span() / bs as u64;
+        if slots == 0 {
+            bail!(
+                "block size {bs} is larger than the {}-byte target",
+                worker.span()
+            );
+        }
+        states.push(Thread {
+            worker,
+            buf: vec![0u8; bs],
+            data: (0..bs).map(|i| (i * 7 + t) as u8).collect(),
+            // Sequential streams start spread out so threads do not share blocks.
+            next_seq: slots * t as u64 / threads,
+            slots,
+        });
     }
-    let iops = ops as f64 / elapsed;
+    let phase = Phase::timed(Duration::ZERO, spec.seconds);
+    let (m, states) = closed_loop(states, 1, &phase, |st, ctx| -> Result<Step> {
+        let slot = if sequential {
+            let s = st.next_seq;
+            st.next_seq = (st.next_seq + 1) % st.slots;
+            s
+        } else {
+            ctx.rng.gen_range(0..st.slots)
+        };
+        let is_read =
+            read_fraction >= 1.0 || (read_fraction > 0.0 && ctx.rng.gen_bool(read_fraction));
+        if is_read {
+            st.worker.read(slot * bs as u64, &mut st.buf)?;
+        } else {
+            st.worker.write(slot * bs as u64, &st.data)?;
+        }
+        Ok(Step::Done(0))
+    })?;
+    std::hint::black_box(&states);
+    let iops = m.ops_per_s();
     Ok(Stats {
         iops,
         mbps: iops * bs as f64 / 1e6,
-        p50_us: total.value_at_quantile(0.5) as f64 / 1e3,
-        p99_us: total.value_at_quantile(0.99) as f64 / 1e3,
-        ops,
+        p50_us: m.quantile_us(0.5),
+        p99_us: m.quantile_us(0.99),
+        ops: m.ops,
     })
 }
 

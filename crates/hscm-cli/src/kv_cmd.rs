@@ -1,6 +1,7 @@
 //! `hscm kv`: the energy-aware multi-device key-value store (after the Sprint-AEP paper) — create,
 //! check, bench one mode on one workload, compare every mode on every workload.
 
+use hscm_lab::{closed_loop, Measured, Phase, Step};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -8,7 +9,6 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::builder::TypedValueParser as _;
-use hdrhistogram::Histogram;
 use hscm_kv::{KvOptions, KvStats, KvStore, Mode, Primaries, Trial};
 use hscm_model::{PowerProfile, Timeline, POWER_PRESETS};
 use hscm_trace::{ycsb_key, KvOp, YcsbGen, YcsbSpec};
@@ -282,13 +282,6 @@ fn value_for(key: &str, len: usize, round: u64) -> Vec<u8> {
         .collect()
 }
 
-struct Latencies {
-    read: Histogram<u64>,
-    write: Histogram<u64>,
-    /// Operations by kind, and reads that found nothing.
-    counts: OpCounts,
-}
-
 #[derive(Default, Clone, Copy)]
 struct OpCounts {
     reads: u64,
@@ -308,18 +301,22 @@ impl OpCounts {
     }
 }
 
-impl Latencies {
-    fn new() -> Latencies {
-        Latencies {
-            read: Histogram::new(3).expect("valid precision"),
-            write: Histogram::new(3).expect("valid precision"),
-            counts: OpCounts::default(),
-        }
-    }
+/// What the store's clients did: their latencies (class 0 reads, 1 writes) and the
+/// operations by kind.
+struct Latencies {
+    measured: Measured,
+    counts: OpCounts,
 }
 
-/// Runs `ops` split over `threads`, pausing `gap` after each request (a yielding
-/// wait: sleeping would overshoot 50 us several times on a loaded 2-core machine).
+/// One client thread: its requests, how far it is, and what it did.
+struct ClientThread<'a> {
+    ops: &'a [KvOp],
+    next: usize,
+    counts: OpCounts,
+}
+
+/// Runs `ops` (one list per client thread) on the closed-loop driver
+/// (hscm_lab::driver), pausing `gap` after each request.
 fn drive(
     store: &KvStore,
     ops: &[Vec<KvOp>],
@@ -328,77 +325,60 @@ fn drive(
     progress: Option<&indicatif::ProgressBar>,
 ) -> Result<Latencies> {
     let done = AtomicU64::new(0);
-    let results: Vec<Result<Latencies>> = std::thread::scope(|s| {
-        let handles: Vec<_> = ops
-            .iter()
-            .map(|mine| {
-                let done = &done;
-                s.spawn(move || -> Result<Latencies> {
-                    let mut lat = Latencies::new();
-                    for op in mine {
-                        let t = Instant::now();
-                        let c = &mut lat.counts;
-                        let is_read = match op {
-                            KvOp::Read(k) => {
-                                c.reads += 1;
-                                if store.get(k.as_bytes())?.is_none() {
-                                    c.reads_not_found += 1;
-                                }
-                                true
-                            }
-                            KvOp::Update(k, n) | KvOp::Insert(k, n) => {
-                                if matches!(op, KvOp::Insert(..)) {
-                                    c.inserts += 1;
-                                } else {
-                                    c.updates += 1;
-                                }
-                                store.put(k.as_bytes(), &value_for(k, *n, round))?;
-                                false
-                            }
-                            KvOp::Delete(k) => {
-                                c.deletes += 1;
-                                store.delete(k.as_bytes())?;
-                                false
-                            }
-                        };
-                        let us = t.elapsed().as_nanos() as u64 / 1000;
-                        if is_read {
-                            lat.read.record(us.max(1))?;
-                        } else {
-                            lat.write.record(us.max(1))?;
-                        }
-                        if !gap.is_zero() {
-                            let until = Instant::now() + gap;
-                            while Instant::now() < until {
-                                std::thread::yield_now();
-                            }
-                        }
-                        if let Some(p) = progress {
-                            if done.fetch_add(1, Ordering::Relaxed) % 1024 == 0 {
-                                p.set_position(done.load(Ordering::Relaxed));
-                            }
-                        }
+    let clients: Vec<ClientThread<'_>> = ops
+        .iter()
+        .map(|mine| ClientThread {
+            ops: mine,
+            next: 0,
+            counts: OpCounts::default(),
+        })
+        .collect();
+    let (measured, clients) = closed_loop(
+        clients,
+        2,
+        &Phase::until_finished(gap),
+        |cl, _| -> Result<Step> {
+            let Some(op) = cl.ops.get(cl.next) else {
+                return Ok(Step::Finished);
+            };
+            cl.next += 1;
+            let c = &mut cl.counts;
+            let class = match op {
+                KvOp::Read(k) => {
+                    c.reads += 1;
+                    if store.get(k.as_bytes())?.is_none() {
+                        c.reads_not_found += 1;
                     }
-                    Ok(lat)
-                })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a client thread panicked")))
-            })
-            .collect()
-    });
-    let mut all = Latencies::new();
-    for r in results {
-        let r = r?;
-        all.read.add(&r.read)?;
-        all.write.add(&r.write)?;
-        all.counts.add(&r.counts);
+                    0
+                }
+                KvOp::Update(k, n) | KvOp::Insert(k, n) => {
+                    if matches!(op, KvOp::Insert(..)) {
+                        c.inserts += 1;
+                    } else {
+                        c.updates += 1;
+                    }
+                    store.put(k.as_bytes(), &value_for(k, *n, round))?;
+                    1
+                }
+                KvOp::Delete(k) => {
+                    c.deletes += 1;
+                    store.delete(k.as_bytes())?;
+                    1
+                }
+            };
+            if let Some(p) = progress {
+                if done.fetch_add(1, Ordering::Relaxed) % 1024 == 0 {
+                    p.set_position(done.load(Ordering::Relaxed));
+                }
+            }
+            Ok(Step::Done(class))
+        },
+    )?;
+    let mut counts = OpCounts::default();
+    for c in &clients {
+        counts.add(&c.counts);
     }
-    Ok(all)
+    Ok(Latencies { measured, counts })
 }
 
 /// Counters of the measured phase only.
@@ -689,8 +669,7 @@ pub fn run(mode_name: &str, workload: &str, a: &KvRunArgs, quiet: bool) -> Resul
         .iter()
         .map(|t| profile.energy(t, start, end))
         .sum();
-    let mean = |h: &Histogram<u64>| if h.is_empty() { 0.0 } else { h.mean() };
-    let p99 = |h: &Histogram<u64>| h.value_at_quantile(0.99) as f64;
+    let m = &lat.measured;
     let idle_device_reads = if mode == Mode::Standard {
         // No device is idle in standard mode; count the reads of the devices Sprint
         // idles with one primary (all but device 0), the paper's comparison.
@@ -705,12 +684,12 @@ pub fn run(mode_name: &str, workload: &str, a: &KvRunArgs, quiet: bool) -> Resul
         ops: total,
         seconds,
         ops_per_s: total as f64 / seconds,
-        read_ops_per_s: lat.read.len() as f64 / seconds,
-        write_ops_per_s: lat.write.len() as f64 / seconds,
-        read_p99_us: p99(&lat.read),
-        write_p99_us: p99(&lat.write),
-        read_mean_us: mean(&lat.read),
-        write_mean_us: mean(&lat.write),
+        read_ops_per_s: m.class_ops(0) as f64 / seconds,
+        write_ops_per_s: m.class_ops(1) as f64 / seconds,
+        read_p99_us: m.class_quantile_us(0, 0.99),
+        write_p99_us: m.class_quantile_us(1, 0.99),
+        read_mean_us: m.class_mean_us(0),
+        write_mean_us: m.class_mean_us(1),
         energy_j: Energy {
             execution,
             equal_time: execution,

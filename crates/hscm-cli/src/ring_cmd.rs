@@ -1,6 +1,7 @@
 //! `hscm serve` (a volume over the shared-memory queue transport) and `hscm bench ring`
 //! (the transport against plain memcpy and a Unix-socket transport, same run).
 
+use hscm_lab::{closed_loop, paired, Phase, Step};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -363,22 +364,14 @@ impl Measured {
         self.elapsed / self.ops.max(1) as f64 * 1e9
     }
 
-    /// Several threads' tallies of `chunk`-byte requests run side by side: their
-    /// requests add up over the longest thread's time.
-    fn merge(tallies: impl IntoIterator<Item = Tally>, chunk: u64) -> Result<Measured> {
-        let mut hist = latency_histogram()?;
-        let (mut ops, mut elapsed) = (0u64, 0f64);
-        for t in tallies {
-            ops += t.ops;
-            elapsed = elapsed.max(t.elapsed);
-            hist.add(t.hist)?;
+    /// The driver's measurement of `chunk`-byte requests.
+    fn of(m: hscm_lab::Measured, chunk: u64) -> Measured {
+        Measured {
+            bytes: m.ops * chunk,
+            ops: m.ops,
+            elapsed: m.elapsed_s,
+            hist: m.all(),
         }
-        Ok(Measured {
-            bytes: ops * chunk,
-            ops,
-            elapsed,
-            hist,
-        })
     }
 
     /// MB/s over several measurements of the same requests taken at different times.
@@ -389,48 +382,8 @@ impl Measured {
     }
 }
 
-fn latency_histogram() -> Result<Histogram<u64>> {
-    Ok(Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3)?)
-}
-
-/// One thread's requests, latencies and measured time.
-struct Tally {
-    ops: u64,
-    elapsed: f64,
-    hist: Histogram<u64>,
-}
-
-impl Tally {
-    fn new() -> Result<Tally> {
-        Ok(Tally {
-            ops: 0,
-            elapsed: 0.0,
-            hist: latency_histogram()?,
-        })
-    }
-
-    /// Repeats `op` for `limit`, timing each call, after one call that is not counted:
-    /// the first request after a pause or a switch of workload pays for what happened
-    /// meanwhile (a server gone to sleep, lines evicted), not for itself.
-    fn run(&mut self, limit: Duration, mut op: impl FnMut() -> Result<()>) -> Result<()> {
-        op()?;
-        let start = Instant::now();
-        loop {
-            let t0 = Instant::now();
-            op()?;
-            let t1 = Instant::now();
-            self.hist.record((t1 - t0).as_nanos().max(1) as u64)?;
-            self.ops += 1;
-            if t1 - start >= limit {
-                self.elapsed += (t1 - start).as_secs_f64();
-                return Ok(());
-            }
-        }
-    }
-}
-
 /// Runs `threads` workers, each repeating `op(rng)` (one request of `chunk` bytes) for
-/// `seconds` after a short warm-up, and merges their latencies.
+/// `seconds` after a short warm-up, on the one closed-loop driver (hscm_lab::driver).
 fn drive<S: Send>(
     threads: u32,
     seconds: f64,
@@ -439,19 +392,11 @@ fn drive<S: Send>(
     op: impl Fn(&mut S, &mut SmallRng) -> Result<()> + Sync,
 ) -> Result<Measured> {
     let states: Vec<S> = (0..threads).map(&mut setup).collect::<Result<_>>()?;
-    let barrier = std::sync::Barrier::new(threads as usize);
-    let tallies = on_threads(states, |t, mut st| {
-        let mut rng = SmallRng::seed_from_u64(t as u64 + 1);
-        let mut warm = Tally::new()?;
-        // A failed worker still meets the barrier, or the others would wait for ever.
-        let warmed = warm.run(WARM_UP, || op(&mut st, &mut rng));
-        barrier.wait();
-        warmed?;
-        let mut tally = Tally::new()?;
-        tally.run(Duration::from_secs_f64(seconds), || op(&mut st, &mut rng))?;
-        Ok(tally)
+    let phase = Phase::timed(WARM_UP, seconds);
+    let (m, _) = closed_loop(states, 1, &phase, |st, ctx| {
+        op(st, &mut ctx.rng).map(|()| Step::Done(0))
     })?;
-    Measured::merge(tallies, chunk)
+    Ok(Measured::of(m, chunk))
 }
 
 const WARM_UP: Duration = Duration::from_millis(50);
@@ -464,11 +409,11 @@ const SLICE: Duration = Duration::from_millis(100);
 
 /// Two workloads (`threads` workers each, requests of `chunk` bytes) measured in
 /// alternating slices of [`SLICE`] (or `seconds`, if shorter), all workers switching
-/// together, until each has run `seconds`: both see the same machine, whatever it does
-/// meanwhile. On this kind of shared VM memcpy bandwidth alone moves by 10% and more
-/// from one second to the next, more than the overheads being measured; one
-/// measurement after the other compared a ring row with a memcpy taken up to seconds
-/// earlier.
+/// together, until each has run `seconds` (hscm_lab::driver::paired): both see the
+/// same machine, whatever it does meanwhile. On this kind of shared VM memcpy
+/// bandwidth alone moves by 10% and more from one second to the next, more than the
+/// overheads being measured; one measurement after the other compared a ring row with
+/// a memcpy taken up to seconds earlier.
 fn drive_paired<A: Send, B: Send>(
     threads: u32,
     seconds: f64,
@@ -478,63 +423,25 @@ fn drive_paired<A: Send, B: Send>(
     op_b: impl Fn(&mut B, &mut SmallRng) -> Result<()> + Sync,
 ) -> Result<(Measured, Measured)> {
     let states: Vec<(A, B)> = (0..threads).map(&mut setup).collect::<Result<_>>()?;
-    let slice = SLICE.min(Duration::from_secs_f64(seconds));
-    let slices = ((seconds / slice.as_secs_f64()).round() as u32).max(1);
-    let barrier = std::sync::Barrier::new(threads as usize);
-    let pairs = on_threads(states, |t, (mut a, mut b)| {
-        let mut rng = SmallRng::seed_from_u64(t as u64 + 1);
-        let (mut ta, mut tb) = (Tally::new()?, Tally::new()?);
-        let mut warm = Tally::new()?;
-        // A failed worker goes on meeting the barriers, or the others would wait for
-        // ever; it reports its error at the end.
-        let mut outcome = warm
-            .run(WARM_UP / 2, || op_a(&mut a, &mut rng))
-            .and_then(|()| warm.run(WARM_UP / 2, || op_b(&mut b, &mut rng)));
-        for _ in 0..slices {
-            barrier.wait();
-            if outcome.is_ok() {
-                outcome = ta.run(slice, || op_a(&mut a, &mut rng));
-            }
-            barrier.wait();
-            if outcome.is_ok() {
-                outcome = tb.run(slice, || op_b(&mut b, &mut rng));
-            }
-        }
-        outcome.map(|()| (ta, tb))
-    })?;
-    let (ta, tb): (Vec<Tally>, Vec<Tally>) = pairs.into_iter().unzip();
-    Ok((Measured::merge(ta, chunk)?, Measured::merge(tb, chunk)?))
-}
-
-/// Runs `work(index, state)` on one scoped thread per state and collects the results.
-fn on_threads<S: Send, R: Send>(
-    states: Vec<S>,
-    work: impl Fn(usize, S) -> Result<R> + Sync,
-) -> Result<Vec<R>> {
-    std::thread::scope(|s| {
-        let handles: Vec<_> = states
-            .into_iter()
-            .enumerate()
-            .map(|(t, st)| {
-                let work = &work;
-                s.spawn(move || work(t, st))
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| h.join().expect("bench thread panicked"))
-            .collect()
-    })
+    let (a, b) = paired(
+        states,
+        &Phase::timed(WARM_UP, seconds),
+        SLICE,
+        |a, ctx| op_a(a, &mut ctx.rng).map(|()| Step::Done(0)),
+        |b, ctx| op_b(b, &mut ctx.rng).map(|()| Step::Done(0)),
+    )?;
+    Ok((Measured::of(a, chunk), Measured::of(b, chunk)))
 }
 
 /// One thread keeping `qd` reads in flight with submit/complete (the storage sense of
-/// queue depth, as fio's iodepth); latency is per command, submit to completion.
+/// queue depth, as fio's iodepth); latency is per command, submit to completion. Not a
+/// closed loop per thread, so not on the driver; it records in the driver's histogram.
 fn drive_async(client: &Client, qd: u32, seconds: f64, chunk: u64, size: u64) -> Result<Measured> {
     let mut q = client.queue()?;
     let mut rng = SmallRng::seed_from_u64(7);
     let mut dst = Destination::new(chunk);
     let buf = dst.bytes();
-    let mut hist = latency_histogram()?;
+    let mut hist = hscm_lab::latency_histogram();
     let mut started = vec![Instant::now(); 1 << 16];
     let submit =
         |q: &mut hscm_ring::Queue, rng: &mut SmallRng, started: &mut Vec<Instant>| -> Result<()> {
@@ -573,7 +480,9 @@ fn drive_async(client: &Client, qd: u32, seconds: f64, chunk: u64, size: u64) ->
             None if warm.elapsed() >= Duration::from_millis(50) => start = Some(now),
             None => {}
             Some(s) => {
-                hist.record((now - started[(c.id & 0xffff) as usize]).as_nanos().max(1) as u64)?;
+                hist.saturating_record(
+                    (now - started[(c.id & 0xffff) as usize]).as_nanos().max(1) as u64
+                );
                 ops += 1;
                 if now - s >= limit {
                     while q.in_flight() > 0 {
