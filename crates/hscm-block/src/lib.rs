@@ -2,7 +2,7 @@
 //!
 //! A [`BlockTarget`] is a byte-addressed device: read (copying, or lending the bytes to
 //! a sink), write with flags (FUA), flush, discard (trim), write zeroes, and what it can
-//! do ([`Capabilities`]). The durable volume implements it (in `hscm-store`), so does
+//! do ([`Capabilities`]). The durable volume implements it (in `hscm-volume`), so does
 //! [`MemTarget`], a volatile in-memory target for tests and baselines; the shared-memory
 //! ring serves any target, and so will the NBD and FUSE front-ends. The shape follows
 //! nbdkit's plugin interface (pread, pwrite with FUA, flush, trim, zero, the can_*

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use hscm_lab::{closed_loop, Phase, Step};
-use hscm_store::{AlignedBuf, CreateOptions, Durability, OpenOptions, Volume, SECTOR};
+use hscm_volume::{AlignedBuf, CreateOptions, Durability, OpenOptions, Volume, SECTOR};
 use rand::Rng;
 use serde::Serialize;
 

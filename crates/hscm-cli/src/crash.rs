@@ -5,8 +5,8 @@ use std::io::Write;
 use std::path::Path;
 
 use anyhow::Result;
-use hscm_store::testing::stamped_block;
-use hscm_store::{Durability, OpenOptions, Volume};
+use hscm_volume::testing::stamped_block;
+use hscm_volume::{Durability, OpenOptions, Volume};
 use rand::{Rng, SeedableRng};
 
 pub fn crash_writer(path: &Path, seed: u64, block: usize, durability: Durability) -> Result<()> {

@@ -24,7 +24,7 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use clap::builder::TypedValueParser as _;
 use clap::{Args, CommandFactory, Parser, Subcommand};
-use hscm_store::Durability;
+use hscm_volume::Durability;
 
 use crate::bench::{TargetKind, Workload};
 
@@ -499,7 +499,7 @@ fn run(cli: Cli) -> Result<()> {
             larger_than_ram,
         }) => {
             if !larger_than_ram {
-                hscm_store::check_fits_in_memory(&path.display().to_string(), size)
+                hscm_volume::check_fits_in_memory(&path.display().to_string(), size)
                     .context("refusing to create a volume that cannot open on this machine (--larger-than-ram creates it anyway)")?;
             }
             volume_cmd::create(&path, size, chunk, durability, journal, force)

@@ -98,10 +98,10 @@ pub fn render_error(e: &anyhow::Error) -> String {
 /// What the user can do about an error the libraries describe without naming flags.
 fn hint(e: &anyhow::Error) -> Option<&'static str> {
     e.chain().find_map(|c| {
-        if let Some(e) = c.downcast_ref::<hscm_store::Error>() {
+        if let Some(e) = c.downcast_ref::<hscm_volume::Error>() {
             return match e {
-                hscm_store::Error::AlreadyExists { .. } => Some("use --force to overwrite it"),
-                hscm_store::Error::Locked { .. } => {
+                hscm_volume::Error::AlreadyExists { .. } => Some("use --force to overwrite it"),
+                hscm_volume::Error::Locked { .. } => {
                     Some("stop the process that has it open, or wait for it to close the volume")
                 }
                 _ => None,
@@ -147,7 +147,7 @@ mod tests {
     #[test]
     fn each_cause_is_printed_once() {
         let os = io::Error::from_raw_os_error(2);
-        let lib = hscm_store::Error::Io {
+        let lib = hscm_volume::Error::Io {
             what: "cannot open v.hscm".into(),
             source: os,
         };
@@ -165,7 +165,7 @@ mod tests {
 
     #[test]
     fn hints_name_the_flag_the_library_does_not() {
-        let e = anyhow::Error::new(hscm_store::Error::AlreadyExists {
+        let e = anyhow::Error::new(hscm_volume::Error::AlreadyExists {
             path: "v".into(),
             kind: "a file",
         });

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use anyhow::{Context, Result};
-use hscm_store::Durability;
+use hscm_volume::Durability;
 use plotters::prelude::*;
 use serde_json::{json, Value};
 
@@ -195,7 +195,7 @@ fn experiments(size: u64, seconds: f64) -> Vec<Experiment> {
             id: "randwrite-4k-8t-immediate-journal-eighth",
             title: "4 KiB random writes, 8 threads, immediate, journal = 1/8 of the working set",
             paper: "(beyond the paper: a journal much smaller than the hot set costs more than it saves)",
-            spec: spec_with(Randwrite, 4096, 8, Immediate, (size / 8).max(hscm_store::MIN_JOURNAL)),
+            spec: spec_with(Randwrite, 4096, 8, Immediate, (size / 8).max(hscm_volume::MIN_JOURNAL)),
         },
         Experiment {
             id: "randwrite-1000-1t-onflush",

@@ -12,7 +12,7 @@ use anyhow::{Context, Result};
 use hdrhistogram::Histogram;
 use hscm_ring::uds::UdsClient;
 use hscm_ring::{Client, ClientOptions, Op, Server, ServerOptions, WaitMode};
-use hscm_store::{AlignedBuf, CreateOptions, OpenOptions, Volume};
+use hscm_volume::{AlignedBuf, CreateOptions, OpenOptions, Volume};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use serde::Serialize;
@@ -604,7 +604,7 @@ pub fn bench(a: &RingBenchArgs) -> Result<RingReport> {
     let fill = vec![0x5au8; 1 << 20];
     for off in (0..a.size).step_by(1 << 20) {
         let n = (a.size - off).min(1 << 20) as usize;
-        volume.write_at_with(off, &fill[..n], hscm_store::Durability::OnFlush)?;
+        volume.write_at_with(off, &fill[..n], hscm_volume::Durability::OnFlush)?;
     }
     // Home locations written and synced now: otherwise the volume's checkpointer starts
     // a second after the last write and writes the fill out to disk while the first

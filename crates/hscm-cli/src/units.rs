@@ -48,7 +48,7 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
 /// Refuses work whose input asks for more memory than this machine has (RAM and swap),
 /// before the allocation would abort the process: `what` says what needs `bytes`.
 pub fn ensure_fits_in_memory(what: &str, bytes: u128) -> anyhow::Result<()> {
-    if let Some(memory) = hscm_store::memory_available_for_volumes() {
+    if let Some(memory) = hscm_volume::memory_available_for_volumes() {
         anyhow::ensure!(
             bytes <= u128::from(memory),
             "{what} needs about {} of memory; this machine has {}",

@@ -5,7 +5,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
-use hscm_store::{
+use hscm_volume::{
     CreateOptions, Durability, Header, Inspection, LoadState, OpenOptions, Volume, HEADER_LEN,
     JOURNAL_OFFSET,
 };
@@ -151,7 +151,7 @@ pub fn info(path: &Path, json_out: bool, load: bool) -> Result<()> {
 }
 
 /// Waits for warm-up, with a progress bar when a person is watching.
-pub fn watch_warmup(vol: &Volume, bar: bool) -> Result<hscm_store::LoadProgress> {
+pub fn watch_warmup(vol: &Volume, bar: bool) -> Result<hscm_volume::LoadProgress> {
     let pb = bar.then(|| {
         let pb = indicatif::ProgressBar::new(vol.size());
         pb.set_style(

@@ -11,8 +11,8 @@ use std::path::Path;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use hscm_store::testing::check_restarted_block;
-use hscm_store::{CreateOptions, Durability, OpenOptions, Volume};
+use hscm_volume::testing::check_restarted_block;
+use hscm_volume::{CreateOptions, Durability, OpenOptions, Volume};
 use rand::{Rng, SeedableRng};
 
 const BLOCK: u64 = 1536;

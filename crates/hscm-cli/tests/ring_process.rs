@@ -9,8 +9,8 @@ use std::time::Duration;
 mod util;
 
 use hscm_ring::{Client, ClientOptions};
-use hscm_store::testing::check_restarted_block;
-use hscm_store::{CreateOptions, OpenOptions, Volume};
+use hscm_volume::testing::check_restarted_block;
+use hscm_volume::{CreateOptions, OpenOptions, Volume};
 use util::{hscm, wait_until};
 
 const BLOCK: u64 = 4096;

@@ -442,12 +442,12 @@ fn clients_beyond_the_limit_are_refused_with_a_reason() {
 fn writes_to_a_read_only_volume_get_their_status() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("ro.hscm");
-    hscm_store::Volume::create(&path, MIB, &hscm_store::CreateOptions::default()).unwrap();
-    let ro = hscm_store::OpenOptions {
+    hscm_volume::Volume::create(&path, MIB, &hscm_volume::CreateOptions::default()).unwrap();
+    let ro = hscm_volume::OpenOptions {
         read_only: true,
         ..Default::default()
     };
-    let volume = std::sync::Arc::new(hscm_store::Volume::open(&path, &ro).unwrap());
+    let volume = std::sync::Arc::new(hscm_volume::Volume::open(&path, &ro).unwrap());
     let socket = dir.path().join("ro.sock");
     let _server = hscm_ring::Server::bind(&socket, volume, ServerOptions::default())
         .unwrap()

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use hscm_ring::{Server, ServerHandle, ServerOptions};
-use hscm_store::{CreateOptions, OpenOptions, Volume};
+use hscm_volume::{CreateOptions, OpenOptions, Volume};
 
 /// Fields drop in order: the server stops before its directory goes.
 pub struct Fixture {

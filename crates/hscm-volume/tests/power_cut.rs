@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hscm_store::testing::{check_restarted_block, FaultyBackend};
-use hscm_store::{CreateOptions, Durability, OpenOptions, Volume};
+use hscm_volume::testing::{check_restarted_block, FaultyBackend};
+use hscm_volume::{CreateOptions, Durability, OpenOptions, Volume};
 use rand::{Rng, SeedableRng};
 
 const BLOCK: usize = 1536; // not a sector multiple: exercises unaligned writes too

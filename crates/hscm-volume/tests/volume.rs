@@ -1,8 +1,8 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use hscm_store::testing::FaultyBackend;
-use hscm_store::{Backend, CreateOptions, Durability, Error, OpenOptions, Volume};
+use hscm_volume::testing::FaultyBackend;
+use hscm_volume::{Backend, CreateOptions, Durability, Error, OpenOptions, Volume};
 
 const MIB: u64 = 1 << 20;
 
@@ -342,7 +342,7 @@ fn geometry_is_validated_at_create() {
 /// block version no older than the last one acknowledged before the read began.
 #[test]
 fn concurrent_io_during_warm_up_sees_whole_current_blocks() {
-    use hscm_store::testing::{stamped_block, stamped_version};
+    use hscm_volume::testing::{stamped_block, stamped_version};
     use std::sync::atomic::{AtomicU64, Ordering};
     const BLOCK: u64 = 2048; // half a sector: every write completes a sector from RAM
     const SIZE: u64 = 8 * MIB;

@@ -1,4 +1,4 @@
-//! hscm-store: the durable hybrid RAM volume.
+//! hscm-volume: the durable hybrid RAM volume.
 //!
 //! A [`Volume`] keeps its working copy in DRAM and writes every change through to a
 //! durable [`Backend`] before the write completes. It is usable the moment it opens:
@@ -6,7 +6,7 @@
 //! served (Baek & Park, "A Durable Hybrid RAM Disk with a Rapid Resilience", 2020, §3.3).
 //!
 //! ```
-//! use hscm_store::{CreateOptions, Durability, OpenOptions, Volume};
+//! use hscm_volume::{CreateOptions, Durability, OpenOptions, Volume};
 //! # let dir = tempfile::tempdir()?;
 //! let path = dir.path().join("data.hscm");
 //! Volume::create(&path, 1 << 20, &CreateOptions::default())?;

@@ -3,8 +3,8 @@
 //! exactly what a flat byte array would, and once loaded, RAM must equal the device.
 //! Run with and without a journal: both layouts obey the same model.
 
-use hscm_store::testing::FaultyBackend;
-use hscm_store::{CreateOptions, Durability, OpenOptions, Volume, MIN_JOURNAL};
+use hscm_volume::testing::FaultyBackend;
+use hscm_volume::{CreateOptions, Durability, OpenOptions, Volume, MIN_JOURNAL};
 use proptest::prelude::*;
 
 const SIZE: u64 = 16 * 4096;

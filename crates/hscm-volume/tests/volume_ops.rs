@@ -1,4 +1,4 @@
-//! The whole-volume fuzz target (`hscm_store::testing::volume_ops`, also the
+//! The whole-volume fuzz target (`hscm_volume::testing::volume_ops`, also the
 //! `volume_ops` cargo-fuzz target) on a bounded number of seeded random sequences, plus
 //! every saved input under `fuzz/corpus/volume_ops`: requests, loader steps, injected
 //! device failures, power cuts and clean closes, each restart checked against the model.
@@ -6,7 +6,7 @@
 //! `HSCM_FUZZ_CASES` raises the count for a longer run; a failing case prints its input
 //! in hex, to save under the corpus and replay.
 
-use hscm_store::testing::volume_ops;
+use hscm_volume::testing::volume_ops;
 use rand::{Rng, SeedableRng};
 
 fn hex(bytes: &[u8]) -> String {

@@ -6,8 +6,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
-use hscm_store::testing::stamped_block;
-use hscm_store::{Durability, Volume};
+use hscm_volume::testing::stamped_block;
+use hscm_volume::{Durability, Volume};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 

@@ -18,7 +18,7 @@ pub(crate) struct RamImage {
 
 // SAFETY: the mapping lives as long as the RamImage and is never remapped. The
 // raw accessors below are unsafe and their callers uphold the volume's chunk-locking
-// invariant (see `volume.rs`: RAM of a chunk is written only by a holder of that
+// invariant (see `volume/mod.rs`: RAM of a chunk is written only by a holder of that
 // chunk's io lock, and while the chunk is Loaded only under its ram write lock
 // too), so no byte is written while another thread reads or writes it.
 unsafe impl Send for RamImage {}

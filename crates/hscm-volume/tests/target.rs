@@ -3,8 +3,8 @@
 //! survive a power cut exactly as writes do.
 
 use hscm_block::{conformance, BlockTarget, FuaSupport, WriteFlags, ZeroFlags};
-use hscm_store::testing::FaultyBackend;
-use hscm_store::{CreateOptions, Durability, OpenOptions, Volume, MIN_JOURNAL};
+use hscm_volume::testing::FaultyBackend;
+use hscm_volume::{CreateOptions, Durability, OpenOptions, Volume, MIN_JOURNAL};
 
 const SIZE: u64 = 1 << 20;
 
@@ -75,7 +75,7 @@ fn acknowledged_zeroes_survive_a_power_cut() {
             drop(v);
             let v2 = Volume::open_backend(Box::new(after), &OpenOptions::default()).unwrap();
             let mut back = vec![0u8; data.len()];
-            hscm_store::Volume::read_at(&v2, 0, &mut back).unwrap();
+            hscm_volume::Volume::read_at(&v2, 0, &mut back).unwrap();
             assert!(back[..1000].iter().all(|&b| b == 0xa5), "{durability}");
             assert!(
                 back[1000..151_000].iter().all(|&b| b == 0),

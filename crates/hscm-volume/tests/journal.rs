@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use hscm_store::testing::{check_restarted_block, stamped_block, FaultyBackend};
-use hscm_store::{CreateOptions, Durability, Error, OpenOptions, Volume, MIN_JOURNAL};
+use hscm_volume::testing::{check_restarted_block, stamped_block, FaultyBackend};
+use hscm_volume::{CreateOptions, Durability, Error, OpenOptions, Volume, MIN_JOURNAL};
 use rand::{Rng, SeedableRng};
 
 const MIB: u64 = 1 << 20;
@@ -190,11 +190,11 @@ fn stale_batches_of_an_earlier_incarnation_are_never_replayed() {
     drop(dev.power_cut(1));
     std::mem::forget(v); // a crash: no close, no checkpoint
                          // The device lost Y's batch but kept Z's.
-    let y = (hscm_store::JOURNAL_OFFSET + 8192) as usize;
+    let y = (hscm_volume::JOURNAL_OFFSET + 8192) as usize;
     image[y..y + 4096].fill(0);
     let dev2 = FaultyBackend::new(image.len(), "stale-dev");
-    hscm_store::Backend::write_at(&dev2, 0, &image).unwrap();
-    hscm_store::Backend::sync(&dev2).unwrap();
+    hscm_volume::Backend::write_at(&dev2, 0, &image).unwrap();
+    hscm_volume::Backend::sync(&dev2).unwrap();
 
     // Incarnation 2 replays X only, then acknowledges V at offset 4096: its batch
     // lands where Y was, with Y's number, so the chain continues exactly where the
@@ -298,9 +298,9 @@ fn a_refused_journal_write_fails_clearly_and_loses_nothing() {
 /// inspection and for a writable open alike, and nothing is written.
 #[test]
 fn damaged_checkpoint_slots_are_named_as_such() {
-    use hscm_store::Backend;
+    use hscm_volume::Backend;
     let (dev, _) = journaled(MIB, 64 << 10, Durability::Immediate);
-    let junk = hscm_store::AlignedBuf::zeroed(4096);
+    let junk = hscm_volume::AlignedBuf::zeroed(4096);
     for slot in [4096, 8192] {
         dev.write_at(slot, &junk).unwrap();
     }
