@@ -45,6 +45,12 @@ pub struct ServeArgs {
 }
 
 pub fn serve(a: &ServeArgs) -> Result<()> {
+    // Handlers first: a SIGTERM that arrives once clients can connect (or while the
+    // volume opens) must stop the server cleanly, not kill it mid-way.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing a signal handler")?;
+    }
     let volume = Volume::open(
         &a.volume,
         &OpenOptions {
@@ -71,10 +77,6 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
         path.display()
     );
     let handle = server.spawn()?;
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).context("installing a signal handler")?;
-    }
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
     }
