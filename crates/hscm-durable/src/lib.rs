@@ -9,6 +9,7 @@
 //!   or, for tests, on a model that cuts the power ([`testing::FaultyDisks`]).
 
 mod commit;
+mod conversions;
 pub mod lock;
 mod media;
 mod poison;

@@ -138,12 +138,7 @@ impl Device {
 
     /// Writes one record durably to this device's home log.
     pub fn put(&self, seq: &AtomicU64, kind: Kind, key: &[u8], value: &[u8]) -> Result<u64> {
-        let (at, end, seq) = self.data.append(|_| {
-            let seq = seq.fetch_add(1, Ordering::Relaxed);
-            let mut buf = Vec::with_capacity(record::encoded_len(key, value));
-            record::encode(&mut buf, seq, kind, key, value);
-            (buf, seq)
-        })?;
+        let (at, end, seq) = self.data.append(record::numbered(seq, kind, key, value))?;
         self.data.sync_to(end)?;
         let rec = record::View {
             seq,

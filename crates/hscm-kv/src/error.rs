@@ -52,41 +52,4 @@ impl Error {
     }
 }
 
-impl From<hscm_durable::Failure> for Error {
-    fn from(f: hscm_durable::Failure) -> Error {
-        Error::Failed {
-            reason: f.reason,
-            errno: f.errno,
-        }
-    }
-}
-
-impl From<hscm_durable::LockError> for Error {
-    fn from(e: hscm_durable::LockError) -> Error {
-        match e {
-            hscm_durable::LockError::Locked {
-                path,
-                holder,
-                read_write,
-            } => Error::Locked {
-                path,
-                holder,
-                read_write,
-            },
-            hscm_durable::LockError::Io { path, source } => {
-                Error::io(format!("cannot lock {path}"), source)
-            }
-            other => Error::io("locking", io::Error::other(other.to_string())),
-        }
-    }
-}
-
-impl From<hscm_durable::CommitError> for Error {
-    fn from(e: hscm_durable::CommitError) -> Error {
-        match e {
-            hscm_durable::CommitError::Poisoned(f) => f.into(),
-            hscm_durable::CommitError::SyncFailed { reason, source } => Error::io(reason, source),
-            other => Error::io("sync", io::Error::other(other.to_string())),
-        }
-    }
-}
+hscm_durable::engine_error_conversions!(Error);

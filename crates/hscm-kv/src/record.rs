@@ -112,6 +112,22 @@ pub(crate) fn decode(buf: &[u8]) -> std::result::Result<View<'_>, String> {
     })
 }
 
+/// The next record to append: takes the store-wide sequence number when the log's
+/// append lock runs it (so numbers are in file order), for [`crate::log::LogFile::append`].
+pub(crate) fn numbered<'a>(
+    seq: &'a std::sync::atomic::AtomicU64,
+    kind: Kind,
+    key: &'a [u8],
+    value: &'a [u8],
+) -> impl FnOnce(u64) -> (Vec<u8>, u64) + 'a {
+    move |_| {
+        let seq = seq.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut buf = Vec::with_capacity(encoded_len(key, value));
+        encode(&mut buf, seq, kind, key, value);
+        (buf, seq)
+    }
+}
+
 /// Scans a log image as opening a store does: the number of whole records kept and
 /// the bytes they span. Public for fuzzing.
 pub fn scan_image(image: &[u8]) -> (u64, u64) {
@@ -128,19 +144,23 @@ pub(crate) struct Scanned {
     /// Bytes after them, cut: a write torn by a power cut, or whatever follows a bad
     /// record.
     pub torn_bytes: u64,
-    /// When valid records follow the first bad one: the bad record's offset, why it is
-    /// bad, and where the next valid record starts.
-    pub valid_after_bad: Option<(u64, String, u64)>,
+    /// Why the record at `valid_len` is bad, when the image does not end there.
+    pub bad: Option<String>,
+    /// Where the first valid record after the bad one starts, if any does.
+    pub next_valid: Option<u64>,
 }
 
 impl Scanned {
     /// The warning (or `check` finding) for valid records behind a bad one.
     pub fn bad_record_error(&self, path: &str) -> Option<Error> {
-        let (offset, reason, next) = self.valid_after_bad.clone()?;
+        let next = self.next_valid?;
         Some(Error::CorruptRecord {
             path: path.to_string(),
-            offset,
-            reason: format!("{reason}; valid records follow from byte {next}"),
+            offset: self.valid_len,
+            reason: format!(
+                "{}; valid records follow from byte {next}",
+                self.bad.as_deref().unwrap_or("bad record")
+            ),
         })
     }
 }
@@ -151,7 +171,7 @@ impl Scanned {
 /// last sync, and so does everything after it: the cut drops no acknowledged record,
 /// even where the device persisted a later unsynced write and lost an earlier one
 /// (out-of-order write-back before a power cut). Valid records after the cut are
-/// reported in [`Scanned::valid_after_bad`], for a warning.
+/// reported in [`Scanned::next_valid`], for a warning.
 pub(crate) fn scan<'a>(buf: &'a [u8], mut each: impl FnMut(u64, View<'a>)) -> Scanned {
     let mut at = 0usize;
     while at < buf.len() {
@@ -164,8 +184,8 @@ pub(crate) fn scan<'a>(buf: &'a [u8], mut each: impl FnMut(u64, View<'a>)) -> Sc
                 return Scanned {
                     valid_len: at as u64,
                     torn_bytes: (buf.len() - at) as u64,
-                    valid_after_bad: next_valid(buf, at + 1)
-                        .map(|next| (at as u64, reason, next as u64)),
+                    bad: Some(reason),
+                    next_valid: next_valid(buf, at + 1).map(|n| n as u64),
                 };
             }
         }
@@ -173,7 +193,8 @@ pub(crate) fn scan<'a>(buf: &'a [u8], mut each: impl FnMut(u64, View<'a>)) -> Sc
     Scanned {
         valid_len: at as u64,
         torn_bytes: 0,
-        valid_after_bad: None,
+        bad: None,
+        next_valid: None,
     }
 }
 
@@ -186,16 +207,14 @@ pub(crate) fn scan_whole<'a>(
     each: impl FnMut(u64, View<'a>),
 ) -> Result<()> {
     let scanned = scan(buf, each);
-    if scanned.torn_bytes == 0 {
-        return Ok(());
+    match scanned.bad {
+        None => Ok(()),
+        Some(reason) => Err(Error::CorruptRecord {
+            path: path.to_string(),
+            offset: scanned.valid_len,
+            reason: format!("{reason} (in bytes this store synced itself)"),
+        }),
     }
-    let offset = scanned.valid_len as usize;
-    let reason = decode(&buf[offset..]).err().unwrap_or_default();
-    Err(Error::CorruptRecord {
-        path: path.to_string(),
-        offset: offset as u64,
-        reason: format!("{reason} (in bytes this store synced itself)"),
-    })
 }
 
 /// Offset of the first valid record at or after `from`.
@@ -240,7 +259,8 @@ mod tests {
             Scanned {
                 valid_len: buf.len() as u64,
                 torn_bytes: 0,
-                valid_after_bad: None,
+                bad: None,
+                next_valid: None,
             }
         );
     }
@@ -254,7 +274,7 @@ mod tests {
             assert_eq!(got.len(), 1, "cut {cut}");
             assert_eq!(s.valid_len, first as u64);
             assert_eq!(s.torn_bytes, (cut - first) as u64);
-            assert_eq!(s.valid_after_bad, None, "a plain torn tail");
+            assert_eq!(s.next_valid, None, "a plain torn tail");
         }
     }
 

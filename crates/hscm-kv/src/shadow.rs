@@ -198,12 +198,9 @@ impl Shadow {
         // from a log that is then removed: the power-cut test found exactly this).
         let (segment, at, end, seq) = {
             let current = self.current.read();
-            let (at, end, seq) = current.log.append(|_| {
-                let seq = seq.fetch_add(1, Ordering::Relaxed);
-                let mut buf = Vec::with_capacity(record::encoded_len(key, value));
-                record::encode(&mut buf, seq, kind, key, value);
-                (buf, seq)
-            })?;
+            let (at, end, seq) = current
+                .log
+                .append(record::numbered(seq, kind, key, value))?;
             (current.clone(), at, end, seq)
         };
         segment.log.sync_to(end)?;

@@ -80,45 +80,6 @@ fn gib(bytes: u64) -> f64 {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-impl From<hscm_durable::Failure> for Error {
-    fn from(f: hscm_durable::Failure) -> Error {
-        Error::Failed {
-            reason: f.reason,
-            errno: f.errno,
-        }
-    }
-}
-
-impl From<hscm_durable::LockError> for Error {
-    fn from(e: hscm_durable::LockError) -> Error {
-        match e {
-            hscm_durable::LockError::Locked {
-                path,
-                holder,
-                read_write,
-            } => Error::Locked {
-                path,
-                holder,
-                read_write,
-            },
-            hscm_durable::LockError::Io { path, source } => {
-                Error::io(format!("cannot lock {path}"), source)
-            }
-            other => Error::io("locking", std::io::Error::other(other.to_string())),
-        }
-    }
-}
-
-impl From<hscm_durable::CommitError> for Error {
-    fn from(e: hscm_durable::CommitError) -> Error {
-        match e {
-            hscm_durable::CommitError::Poisoned(f) => f.into(),
-            hscm_durable::CommitError::SyncFailed { reason, source } => Error::io(reason, source),
-            other => Error::io("sync", std::io::Error::other(other.to_string())),
-        }
-    }
-}
-
 impl Error {
     pub(crate) fn io(what: impl Into<String>, source: io::Error) -> Self {
         Error::Io {
@@ -127,3 +88,5 @@ impl Error {
         }
     }
 }
+
+hscm_durable::engine_error_conversions!(Error);

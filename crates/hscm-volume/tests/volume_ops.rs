@@ -1,10 +1,11 @@
 //! The whole-volume fuzz target (`hscm_volume::testing::volume_ops`, also the
 //! `volume_ops` cargo-fuzz target) on a bounded number of seeded random sequences, plus
-//! every saved input under `fuzz/corpus/volume_ops`: requests, loader steps, injected
-//! device failures, power cuts and clean closes, each restart checked against the model.
+//! every saved input under `tests/volume_ops_inputs` (and a local
+//! `fuzz/corpus/volume_ops`): requests, loader steps, injected device failures, power
+//! cuts and clean closes, each restart checked against the model.
 //!
 //! `HSCM_FUZZ_CASES` raises the count for a longer run; a failing case prints its input
-//! in hex, to save under the corpus and replay.
+//! in hex, to save under `tests/volume_ops_inputs` and replay.
 
 use hscm_volume::testing::volume_ops;
 use rand::{Rng, SeedableRng};
@@ -51,15 +52,25 @@ fn random_operation_sequences_keep_every_promise_across_failures_and_power_cuts(
 
 #[test]
 fn saved_inputs_replay_clean() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz/corpus/volume_ops");
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        return;
-    };
-    for entry in entries {
-        let path = entry.unwrap().path();
-        let input = std::fs::read(&path).unwrap();
-        if let Err(broken) = volume_ops::run(&input) {
-            panic!("{}: {broken}", path.display());
+    // Regression inputs kept with the tests, and whatever a local `cargo fuzz` run left
+    // in its (untracked) corpus.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let kept = root.join("tests/volume_ops_inputs");
+    let fuzzed = root.join("../../fuzz/corpus/volume_ops");
+    let mut replayed = 0;
+    for dir in [&kept, &fuzzed] {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for entry in entries {
+            let path = entry.unwrap().path();
+            let input = std::fs::read(&path).unwrap();
+            if let Err(broken) = volume_ops::run(&input) {
+                panic!("{}: {broken}", path.display());
+            }
+            replayed += 1;
         }
     }
+    // At least the input that found a failed volume answering flush with success.
+    assert!(replayed > 0, "no saved inputs under {}", kept.display());
 }

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use super::{CrashImage, XorShift};
+use super::{Countdown, CrashImage, XorShift};
 use crate::media::{Media, MediaFile};
 
 /// The machine: its devices and its power.
@@ -23,10 +23,7 @@ pub struct FaultyDisks {
 struct Machine {
     disks: Vec<Disk>,
     powered: bool,
-    writes: u64,
-    syncs: u64,
-    fail_write_at: Option<(u64, i32)>,
-    fail_sync_at: Option<u64>,
+    faults: Countdown,
 }
 
 #[derive(Default)]
@@ -52,22 +49,12 @@ impl Machine {
 
     fn count_write(&mut self) -> io::Result<()> {
         self.powered()?;
-        let n = self.writes;
-        self.writes += 1;
-        match self.fail_write_at {
-            Some((at, errno)) if n >= at => Err(io::Error::from_raw_os_error(errno)),
-            _ => Ok(()),
-        }
+        self.faults.write()
     }
 
     fn count_sync(&mut self) -> io::Result<()> {
         self.powered()?;
-        let n = self.syncs;
-        self.syncs += 1;
-        match self.fail_sync_at {
-            Some(at) if n >= at => Err(eio()),
-            _ => Ok(()),
-        }
+        self.faults.sync()
     }
 }
 
@@ -78,10 +65,7 @@ impl FaultyDisks {
             machine: Arc::new(Mutex::new(Machine {
                 disks: (0..devices).map(|_| Disk::default()).collect(),
                 powered: true,
-                writes: 0,
-                syncs: 0,
-                fail_write_at: None,
-                fail_sync_at: None,
+                faults: Countdown::default(),
             })),
         }
     }
@@ -101,14 +85,12 @@ impl FaultyDisks {
 
     /// The `n`-th write from now (0 = the next) fails with `errno`, and all after it.
     pub fn fail_write_after(&self, n: u64, errno: i32) {
-        let mut m = self.machine.lock();
-        m.fail_write_at = Some((m.writes + n, errno));
+        self.machine.lock().faults.fail_write_after(n, errno);
     }
 
     /// The `n`-th sync (of a file or a directory) from now fails with EIO, and all after.
     pub fn fail_sync_after(&self, n: u64) {
-        let mut m = self.machine.lock();
-        m.fail_sync_at = Some(m.syncs + n);
+        self.machine.lock().faults.fail_sync_after(n);
     }
 
     /// Cuts the power: every device answers EIO from now on, and the returned machine
@@ -139,17 +121,9 @@ impl FaultyDisks {
             machine: Arc::new(Mutex::new(Machine {
                 disks,
                 powered: true,
-                writes: 0,
-                syncs: 0,
-                fail_write_at: None,
-                fail_sync_at: None,
+                faults: Countdown::default(),
             })),
         }
-    }
-
-    /// How many syncs (file and directory) the devices have served.
-    pub fn sync_count(&self) -> u64 {
-        self.machine.lock().syncs
     }
 }
 

@@ -2,9 +2,11 @@
 //! see) and a durable one (what a sync covered), torn by a power cut; and media made
 //! of such images, with a namespace that is durable only after a directory sync.
 
+mod countdown;
 mod disks;
 mod image;
 
+pub use countdown::Countdown;
 pub use disks::FaultyDisks;
 pub use image::CrashImage;
 

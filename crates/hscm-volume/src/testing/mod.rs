@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 
-use hscm_durable::testing::CrashImage;
+use hscm_durable::testing::{Countdown, CrashImage};
 
 use crate::backend::Backend;
 
@@ -25,10 +25,7 @@ pub struct FaultyBackend {
 
 struct Device {
     image: CrashImage,
-    writes: u64,
-    syncs: u64,
-    fail_write_at: Option<(u64, i32)>,
-    fail_sync_at: Option<u64>,
+    faults: Countdown,
     sync_latency: std::time::Duration,
     /// The next sync panics (a bug in a background thread, simulated).
     panic_on_sync: bool,
@@ -44,10 +41,7 @@ impl FaultyBackend {
         FaultyBackend {
             inner: Arc::new(Mutex::new(Device {
                 image: CrashImage::new(image),
-                writes: 0,
-                syncs: 0,
-                fail_write_at: None,
-                fail_sync_at: None,
+                faults: Countdown::default(),
                 sync_latency: std::time::Duration::ZERO,
                 panic_on_sync: false,
                 powered: true,
@@ -58,14 +52,12 @@ impl FaultyBackend {
 
     /// The `n`-th write from now (0 = the next) fails with `errno`, as do all after it.
     pub fn fail_write_after(&self, n: u64, errno: i32) {
-        let mut d = self.inner.lock();
-        d.fail_write_at = Some((d.writes + n, errno));
+        self.inner.lock().faults.fail_write_after(n, errno);
     }
 
     /// The `n`-th sync from now (0 = the next) fails with EIO, as do all after it.
     pub fn fail_sync_after(&self, n: u64) {
-        let mut d = self.inner.lock();
-        d.fail_sync_at = Some(d.syncs + n);
+        self.inner.lock().faults.fail_sync_after(n);
     }
 
     /// The next sync panics in whichever thread calls it: a stand-in for a bug in a
@@ -95,11 +87,11 @@ impl FaultyBackend {
     }
 
     pub fn sync_count(&self) -> u64 {
-        self.inner.lock().syncs
+        self.inner.lock().faults.syncs()
     }
 
     pub fn write_count(&self) -> u64 {
-        self.inner.lock().writes
+        self.inner.lock().faults.writes()
     }
 }
 
@@ -143,13 +135,7 @@ impl Backend for FaultyBackend {
         if !d.powered {
             return Err(powered_off());
         }
-        let n = d.writes;
-        d.writes += 1;
-        if let Some((at, errno)) = d.fail_write_at {
-            if n >= at {
-                return Err(io::Error::from_raw_os_error(errno));
-            }
-        }
+        d.faults.write()?;
         let off = check_bounds(d.image.live().len(), offset, buf.len())?;
         d.image.write(off, buf);
         Ok(())
@@ -168,13 +154,9 @@ impl Backend for FaultyBackend {
         if !d.powered {
             return Err(powered_off());
         }
-        let n = d.syncs;
-        d.syncs += 1;
-        if d.fail_sync_at.is_some_and(|at| n >= at) {
-            // Like Linux after a failed fsync: the unsynced data's fate is unknown, and
-            // a retry cannot be trusted. We keep it unsynced, so a power cut may drop it.
-            return Err(powered_off());
-        }
+        // Like Linux after a failed fsync: the unsynced data's fate is unknown, and a
+        // retry cannot be trusted. It stays unsynced, so a power cut may drop it.
+        d.faults.sync()?;
         d.image.sync();
         Ok(())
     }

@@ -475,7 +475,7 @@ impl Input<'_> {
         Some((offset, len))
     }
 
-    /// Whole sectors: the engine's path that writes without loading the chunk first.
+    /// Whole sectors, at most three.
     fn sectors(&mut self) -> Option<(u64, u64)> {
         let sectors = VOLUME_SIZE / crate::SECTOR;
         let first = self.below(sectors)?;
@@ -486,51 +486,45 @@ impl Input<'_> {
     fn op(&mut self) -> Option<Op> {
         let kind = self.byte()?;
         Some(match kind % 32 {
-            0..=7 => {
-                let (offset, len) = self.range()?;
+            // Writes at any offset and length, or in whole sectors: the engine's path
+            // that writes without loading the chunk first.
+            class @ 0..=10 => {
+                let (offset, len) = if class <= 7 {
+                    self.range()?
+                } else {
+                    self.sectors()?
+                };
                 let seed = self.byte()?;
+                let fua = seed & 0x80 != 0;
                 Op::Write {
                     offset,
                     len,
                     seed,
-                    fua: seed & 0x80 != 0,
+                    fua,
                 }
             }
-            8..=10 => {
-                let (offset, len) = self.sectors()?;
-                let seed = self.byte()?;
-                Op::Write {
-                    offset,
-                    len,
-                    seed,
-                    fua: seed & 0x80 != 0,
-                }
-            }
-            11..=15 => {
+            class @ (11..=15 | 18..=21) => {
                 let (offset, len) = self.range()?;
-                Op::Read {
-                    offset,
-                    len,
-                    lend: kind & 0x80 != 0,
+                let flag = kind & 0x80 != 0;
+                match class {
+                    11..=15 => Op::Read {
+                        offset,
+                        len,
+                        lend: flag,
+                    },
+                    18..=19 => Op::Discard {
+                        offset,
+                        len,
+                        fua: flag,
+                    },
+                    _ => Op::WriteZeroes {
+                        offset,
+                        len,
+                        fua: flag,
+                    },
                 }
             }
             16..=17 => Op::Flush,
-            18..=19 => {
-                let (offset, len) = self.range()?;
-                Op::Discard {
-                    offset,
-                    len,
-                    fua: kind & 0x80 != 0,
-                }
-            }
-            20..=21 => {
-                let (offset, len) = self.range()?;
-                Op::WriteZeroes {
-                    offset,
-                    len,
-                    fua: kind & 0x80 != 0,
-                }
-            }
             22..=24 => Op::LoadStep,
             25 => Op::Checkpoint,
             26 => {
