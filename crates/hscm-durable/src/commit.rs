@@ -61,12 +61,12 @@ impl GroupCommit {
 
     /// Returns once `ticket` is durable. `issued` gives the newest ticket a sync
     /// starting now covers; `sync` makes them durable (run with no lock held); `what`
-    /// names the sync in the failure (`"sync of data.log"`).
+    /// names the sync in the failure (`"sync of data.log"`), built only if it fails.
     pub fn wait(
         &self,
         ticket: u64,
         poison: &Poison,
-        what: &str,
+        what: impl FnOnce() -> String,
         issued: impl Fn() -> u64,
         mut sync: impl FnMut() -> io::Result<()>,
     ) -> Result<(), CommitError> {
@@ -87,7 +87,7 @@ impl GroupCommit {
             match result {
                 Ok(()) => st.durable = st.durable.max(target),
                 Err(source) => {
-                    let reason = format!("{what} failed: {source}");
+                    let reason = format!("{} failed: {source}", what());
                     poison.set(reason.clone(), source.raw_os_error());
                     self.synced.notify_all();
                     return Err(CommitError::SyncFailed { reason, source });
@@ -131,7 +131,7 @@ mod tests {
                             .wait(
                                 ticket,
                                 &poison,
-                                "sync",
+                                || "sync".into(),
                                 || issued.load(Ordering::SeqCst),
                                 || {
                                     syncs.fetch_add(1, Ordering::SeqCst);
@@ -158,7 +158,7 @@ mod tests {
         let poison = Poison::default();
         let eio = || Err(io::Error::from_raw_os_error(5));
         let err = commit
-            .wait(1, &poison, "sync of log", || 1, eio)
+            .wait(1, &poison, || "sync of log".into(), || 1, eio)
             .unwrap_err();
         assert!(
             matches!(&err, CommitError::SyncFailed { reason, .. } if reason.starts_with("sync of log failed")),
@@ -169,14 +169,14 @@ mod tests {
         let again = commit.wait(
             1,
             &poison,
-            "sync of log",
+            || "sync of log".into(),
             || 1,
             || panic!("retried a failed sync"),
         );
         assert!(matches!(again, Err(CommitError::Poisoned(_))));
         // A ticket already durable needs nothing.
         assert!(commit
-            .wait(0, &poison, "sync", || 0, || unreachable!())
+            .wait(0, &poison, || "sync".into(), || 0, || unreachable!())
             .is_ok());
     }
 }

@@ -173,11 +173,11 @@ impl LogFile {
 
     /// Returns once every byte before `end` is durable.
     pub fn sync_to(&self, end: u64) -> Result<()> {
-        let what = format!("{}: fdatasync", self.path);
+        let what = || format!("{}: fdatasync", self.path);
         let issued = || self.tail.lock().end;
         let sync = || self.disk.activity.busy(|| self.file.sync_data());
         self.commit
-            .wait(end, &self.disk.poison, &what, issued, sync)
+            .wait(end, &self.disk.poison, what, issued, sync)
             .map_err(Error::from)
     }
 

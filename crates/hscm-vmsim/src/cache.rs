@@ -66,15 +66,6 @@ impl PolicyName {
             Self::Belady => None,
         }
     }
-
-    /// An online policy; None for Belady.
-    pub fn build(
-        self,
-        capacity: u64,
-        ghost_entries: Option<usize>,
-    ) -> Option<Box<dyn CachePolicy>> {
-        self.spec(ghost_entries).map(|s| s.build(capacity))
-    }
 }
 
 /// Storage behind the cache, per 4 KiB block: t = a cache hit, T = a storage access,

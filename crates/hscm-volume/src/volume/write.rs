@@ -207,11 +207,11 @@ impl Shared {
     /// Group commit (hscm_durable::GroupCommit): one sync covers every write
     /// completed before it started; writers arriving meanwhile share the next.
     pub(super) fn wait_durable(&self, ticket: u64) -> Result<()> {
-        let what = format!("sync of {}", self.name);
+        let what = || format!("sync of {}", self.name);
         let issued = || self.completed.load(Ordering::SeqCst);
         match self
             .commit
-            .wait(ticket, &self.failure, &what, issued, || self.backend.sync())
+            .wait(ticket, &self.failure, what, issued, || self.backend.sync())
         {
             Ok(()) => Ok(()),
             Err(CommitError::SyncFailed { reason, source }) => {
