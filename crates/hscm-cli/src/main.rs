@@ -1,22 +1,12 @@
 //! The `hscm` command. Thin: every capability lives in a library crate.
 
 #[macro_use]
-mod out;
+extern crate hscm_lab;
 
-mod bench;
 mod crash;
-mod kv_cmd;
-mod par;
-mod report;
-mod report_kv;
-mod report_memsim;
-mod report_ring;
-mod report_vmsim;
-mod ring_cmd;
-mod scratch;
-mod sim_cmd;
-mod units;
-mod vm_cmd;
+mod errors;
+mod kv_check;
+mod serve_cmd;
 mod volume_cmd;
 
 use std::path::PathBuf;
@@ -26,7 +16,8 @@ use clap::builder::TypedValueParser as _;
 use clap::{Args, CommandFactory, Parser, Subcommand};
 use hscm_volume::Durability;
 
-use crate::bench::{TargetKind, Workload};
+use hscm_lab::volume::{TargetKind, Workload};
+use hscm_lab::{kv, memsim, report, ring, scratch, units, vmsim, volume as bench};
 
 /// hscm: the DRAM + storage-class-memory + flash hierarchy, real and measurable.
 ///
@@ -53,7 +44,7 @@ enum Command {
     /// the hscm-ring crate, C programs include/hscm_ring.h.
     ///
     /// Example: hscm serve data.hscm --shm data   (clients connect to "data")
-    Serve(ring_cmd::ServeArgs),
+    Serve(serve_cmd::ServeArgs),
     /// Energy-aware key-value store over several devices (after the Sprint-AEP paper): Standard
     /// (every device active) against Sprint (a few primaries absorb the rest).
     #[command(subcommand)]
@@ -169,12 +160,12 @@ enum KvCmd {
     /// workload: throughput, read/write p99, modelled energy, EDP, idle-device reads.
     ///
     /// Example: hscm kv bench --mode sprint --workload a-t --json
-    Bench(kv_cmd::KvBenchArgs),
+    Bench(kv::KvBenchArgs),
     /// Every mode on every workload, equal-time energy over the slowest run, printed
     /// beside the paper's figures.
     ///
     /// Example: hscm kv compare --workloads a-t,a --records 10000 --ops 20000
-    Compare(kv_cmd::KvCompareArgs),
+    Compare(kv::KvCompareArgs),
 }
 
 #[derive(Subcommand)]
@@ -185,12 +176,12 @@ enum SimCmd {
     ///
     /// Example: hscm trace gen-requests --one-time 0.3 -o t.oracleGeneral.zst &&
     ///          hscm sim cache --trace t.oracleGeneral.zst --policy lru,ac-lru --size 1%,5%,10%
-    Cache(vm_cmd::CacheArgs),
+    Cache(vmsim::CacheArgs),
     /// Virtual-memory paging: TLB, second-chance replacement and eq. 4-6 for every page
     /// size and storage latency; prints the best page size per latency.
     ///
     /// Example: hscm sim paging --trace prog.lackey --memory 50%
-    Paging(vm_cmd::PagingArgs),
+    Paging(vmsim::PagingArgs),
     /// Hybrid DRAM + PCM main memory: caches, FR-FCFS controller, JEDEC timing,
     /// energy, and WARM / RaPP migration.
     #[command(subcommand)]
@@ -211,13 +202,13 @@ enum MemoryCmd {
         trace: PathBuf,
         /// lackey, ramulator, dramsim3, nvmain, dramsys or hscm; detected from the
         /// content when omitted.
-        #[arg(long, value_parser = sim_cmd::parse_format)]
+        #[arg(long, value_parser = memsim::parse_format)]
         format: Option<hscm_trace::Format>,
         /// Policies to run, comma-separated (default: all five).
-        #[arg(long, alias = "policy", value_delimiter = ',', value_parser = sim_cmd::parse_policy)]
+        #[arg(long, alias = "policy", value_delimiter = ',', value_parser = memsim::parse_policy)]
         policies: Vec<hscm_memsim::PolicyKind>,
         #[command(flatten)]
-        config: sim_cmd::MemConfigArgs,
+        config: memsim::MemConfigArgs,
         /// One JSON object (stable contract): {"trace", "config", "policies": [...]}.
         #[arg(long)]
         json: bool,
@@ -236,7 +227,7 @@ enum TraceCmd {
         input: PathBuf,
         /// Input format: lackey, ramulator, dramsim3, nvmain, dramsys or hscm;
         /// detected from the content when omitted.
-        #[arg(long, visible_alias = "format", value_parser = sim_cmd::parse_format)]
+        #[arg(long, visible_alias = "format", value_parser = memsim::parse_format)]
         from: Option<hscm_trace::Format>,
         /// Output trace (hscm binary format, zstd-compressed).
         #[arg(short, long, alias = "out")]
@@ -260,11 +251,11 @@ enum TraceCmd {
     /// in libCacheSim's oracleGeneral format, for `hscm sim cache`.
     ///
     /// Example: hscm trace gen-requests --requests 10M --objects 1M --alpha 1.0 -o zipf.oracleGeneral.zst
-    GenRequests(vm_cmd::GenRequestsArgs),
+    GenRequests(vmsim::GenRequestsArgs),
     /// Generate a synthetic post-cache trace.
     ///
     /// Example: hscm trace gen --kind mix --requests 5M -o mix.hscm.zst
-    Gen(sim_cmd::GenArgs),
+    Gen(memsim::GenArgs),
 }
 
 #[derive(Subcommand)]
@@ -315,7 +306,7 @@ enum BenchCmd {
     /// table; docs/ring.md says how).
     ///
     /// Example: hscm bench ring --chunks 4k,512k --qd 1 --json
-    Ring(ring_cmd::RingBenchArgs),
+    Ring(ring::RingBenchArgs),
     /// Time to open, to first read and to fully warm, for several sizes, beside the
     /// backend's raw sequential read speed.
     Restart {
@@ -475,13 +466,13 @@ fn main() -> std::process::ExitCode {
     match run(Cli::parse()) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         // The reader went away (`hscm … | head -1`): what it wanted, it has.
-        Err(e) if out::is_closed_pipe(&e) => std::process::ExitCode::SUCCESS,
+        Err(e) if errors::is_closed_pipe(&e) => std::process::ExitCode::SUCCESS,
         Err(e) => {
             if json_wanted {
                 // Best effort: standard output may be what failed.
-                let _ = out::json(&out::error_json(&e));
+                let _ = hscm_lab::out::json(&errors::error_json(&e));
             }
-            note!("hscm: error: {}", out::render_error(&e));
+            note!("hscm: error: {}", errors::render_error(&e));
             std::process::ExitCode::FAILURE
         }
     }
@@ -554,11 +545,11 @@ fn run(cli: Cli) -> Result<()> {
             } else {
                 policies
             };
-            let out = sim_cmd::compare(&trace, format, &config, &policies, !json)?;
+            let out = memsim::compare(&trace, format, &config, &policies, !json)?;
             if json {
                 outln!("{}", serde_json::to_string_pretty(&out)?)?;
             } else {
-                sim_cmd::print_compare(&out)?;
+                memsim::print_compare(&out)?;
             }
             Ok(())
         }
@@ -571,7 +562,7 @@ fn run(cli: Cli) -> Result<()> {
             post_cache,
             json,
         }) => {
-            let r = sim_cmd::convert(&sim_cmd::ConvertSpec {
+            let r = memsim::convert(&memsim::ConvertSpec {
                 input: &input,
                 from,
                 output: &output,
@@ -591,10 +582,10 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Sim(SimCmd::Cache(a)) => {
-            let rows = vm_cmd::sim_cache(&a)?;
+            let rows = vmsim::sim_cache(&a)?;
             if a.json {
                 // The process's peak memory, beside each row: what the run needed.
-                let peak = sim_cmd::peak_rss_mb();
+                let peak = memsim::peak_rss_mb();
                 let mut rows: Vec<serde_json::Value> = rows
                     .iter()
                     .map(serde_json::to_value)
@@ -603,23 +594,23 @@ fn run(cli: Cli) -> Result<()> {
                     r["peak_rss_mb"] = serde_json::json!(peak);
                 }
                 // Always an array of rows, one per policy and size, a single run too.
-                out::json(&rows)?;
+                hscm_lab::out::json(&rows)?;
             } else {
-                vm_cmd::print_cache(&rows, a.csv)?;
+                vmsim::print_cache(&rows, a.csv)?;
             }
             Ok(())
         }
         Command::Sim(SimCmd::Paging(a)) => {
-            let out = vm_cmd::sim_paging(&a, !a.json && !a.csv)?;
+            let out = vmsim::sim_paging(&a, !a.json && !a.csv)?;
             if a.json {
                 outln!("{}", serde_json::to_string_pretty(&out)?)?;
             } else {
-                vm_cmd::print_paging(&out, a.csv)?;
+                vmsim::print_paging(&out, a.csv)?;
             }
             Ok(())
         }
         Command::Trace(TraceCmd::GenRequests(a)) => {
-            let n = vm_cmd::gen_requests(vm_cmd::request_spec(&a)?, &a.output)?;
+            let n = vmsim::gen_requests(vmsim::request_spec(&a)?, &a.output)?;
             outln!("{}: {n} requests", a.output.display())?;
             Ok(())
         }
@@ -628,7 +619,7 @@ fn run(cli: Cli) -> Result<()> {
             objects,
             json,
         }) => {
-            let r = vm_cmd::bench_cache(requests, objects, !json)?;
+            let r = vmsim::bench_cache(requests, objects, !json)?;
             if json {
                 outln!("{}", serde_json::to_string_pretty(&r)?)?;
             } else {
@@ -646,11 +637,11 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Trace(TraceCmd::Gen(a)) => {
-            let n = sim_cmd::generate(sim_cmd::synth_spec(&a)?, &a.output)?;
+            let n = memsim::generate(memsim::synth_spec(&a)?, &a.output)?;
             outln!("{}: {n} references", a.output.display())?;
             Ok(())
         }
-        Command::Serve(a) => ring_cmd::serve(&a),
+        Command::Serve(a) => serve_cmd::serve(&a),
         Command::Completions { shell } => {
             let mut buf = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "hscm", &mut buf);
@@ -663,20 +654,20 @@ fn run(cli: Cli) -> Result<()> {
             outln!("created a {devices}-device store in {}", dir.display())?;
             Ok(())
         }
-        Command::Kv(KvCmd::Check { dir, json }) => kv_cmd::check(&dir, json),
-        Command::Kv(KvCmd::Bench(a)) => kv_cmd::bench(&a),
-        Command::Kv(KvCmd::Compare(a)) => kv_cmd::compare(&a),
+        Command::Kv(KvCmd::Check { dir, json }) => kv_check::check(&dir, json),
+        Command::Kv(KvCmd::Bench(a)) => kv::bench(&a),
+        Command::Kv(KvCmd::Compare(a)) => kv::compare(&a),
         Command::Bench(BenchCmd::Ring(a)) => {
-            let r = ring_cmd::bench(&a)?;
+            let r = ring::bench(&a)?;
             if a.json {
                 outln!("{}", serde_json::to_string_pretty(&r)?)?;
             } else {
-                ring_cmd::print(&r)?;
+                ring::print(&r)?;
             }
             Ok(())
         }
         Command::Bench(BenchCmd::Memsim { requests, json }) => {
-            let r = sim_cmd::bench_memsim(requests, !json)?;
+            let r = memsim::bench_memsim(requests, !json)?;
             if json {
                 outln!("{}", serde_json::to_string_pretty(&r)?)?;
             } else {

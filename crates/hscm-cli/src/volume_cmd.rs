@@ -2,16 +2,16 @@
 
 use std::io::IsTerminal;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{Context, Result};
 use hscm_volume::{
-    CreateOptions, Durability, Header, Inspection, LoadState, OpenOptions, Volume, HEADER_LEN,
-    JOURNAL_OFFSET,
+    CreateOptions, Durability, Header, Inspection, OpenOptions, Volume, HEADER_LEN, JOURNAL_OFFSET,
 };
 use serde_json::json;
 
-use crate::units::human_bytes;
+use hscm_lab::units::human_bytes;
+use hscm_lab::volume::watch_warmup;
 
 pub fn create(
     path: &Path,
@@ -148,37 +148,6 @@ pub fn info(path: &Path, json_out: bool, load: bool) -> Result<()> {
         outln!("{}", serde_json::to_string_pretty(&out)?)?;
     }
     Ok(())
-}
-
-/// Waits for warm-up, with a progress bar when a person is watching.
-pub fn watch_warmup(vol: &Volume, bar: bool) -> Result<hscm_volume::LoadProgress> {
-    let pb = bar.then(|| {
-        let pb = indicatif::ProgressBar::new(vol.size());
-        pb.set_style(
-            indicatif::ProgressStyle::with_template(
-                "warming {bar:40.cyan/blue} {decimal_bytes}/{decimal_total_bytes} {decimal_bytes_per_sec} eta {eta}",
-            )
-            .expect("static template"),
-        );
-        pb
-    });
-    loop {
-        let p = vol.wait_loaded(Some(Duration::from_millis(100)))?;
-        if let Some(pb) = &pb {
-            pb.set_position(p.loaded_bytes);
-        }
-        match p.state {
-            LoadState::Running => continue,
-            LoadState::Done => {
-                if let Some(pb) = pb {
-                    pb.finish_and_clear();
-                }
-                return Ok(p);
-            }
-            LoadState::Failed(why) => bail!("warm-up failed: {why}"),
-            LoadState::Stopped => bail!("warm-up was stopped"),
-        }
-    }
 }
 
 /// Validates header and geometry; any problem is an error (non-zero exit).

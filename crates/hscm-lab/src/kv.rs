@@ -1,7 +1,7 @@
 //! `hscm kv`: the energy-aware multi-device key-value store (after the Sprint-AEP paper) — create,
 //! check, bench one mode on one workload, compare every mode on every workload.
 
-use hscm_lab::{closed_loop, Measured, Phase, Step};
+use crate::{closed_loop, Measured, Phase, Step};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -316,7 +316,7 @@ struct ClientThread<'a> {
 }
 
 /// Runs `ops` (one list per client thread) on the closed-loop driver
-/// (hscm_lab::driver), pausing `gap` after each request.
+/// (crate::driver), pausing `gap` after each request.
 fn drive(
     store: &KvStore,
     ops: &[Vec<KvOp>],
@@ -937,35 +937,6 @@ pub fn print_runs(runs: &[KvRun]) -> anyhow::Result<()> {
         )?;
     }
     outln!("({ENERGY_NOTE}; latencies in µs)")?;
-    Ok(())
-}
-
-/// `hscm kv check DIR`.
-pub fn check(dir: &Path, json: bool) -> Result<()> {
-    let report = hscm_kv::check(dir)?;
-    if json {
-        outln!("{}", serde_json::to_string_pretty(&report)?)?;
-    } else {
-        for f in &report.files {
-            outln!(
-                "{}: {} records, {} bytes valid{}",
-                f.path,
-                f.records,
-                f.valid_bytes,
-                if f.torn_bytes > 0 {
-                    format!(
-                        ", torn tail of {} bytes (an unacknowledged write; cut on open)",
-                        f.torn_bytes
-                    )
-                } else {
-                    String::new()
-                }
-            )?;
-        }
-    }
-    if let Some(e) = report.errors.first() {
-        bail!("{} problem(s); first: {e}", report.errors.len());
-    }
     Ok(())
 }
 

@@ -9,7 +9,7 @@ use hscm_vmsim::cache::{self, CacheResult, CacheRun, PolicyName, StorageProfile}
 use serde_json::json;
 
 use crate::report::{named_checks_json, targets_table, Check, Section};
-use crate::vm_cmd;
+use crate::vmsim;
 
 fn gain(r: &CacheResult, profile: &str) -> f64 {
     r.access_times
@@ -77,7 +77,7 @@ fn plot_cache(path: &Path, label: &str, points: &[(f64, [f64; 3])]) -> Result<()
 
 /// T_TOTAL against page size, one line per storage latency, normalised to the best page
 /// size of that latency (log-log).
-fn plot_paging(path: &Path, name: &str, o: &vm_cmd::PagingOutput) -> Result<()> {
+fn plot_paging(path: &Path, name: &str, o: &vmsim::PagingOutput) -> Result<()> {
     use plotters::prelude::*;
     // Drawn in memory, written whole: a failed or stopped run leaves no half plot.
     let mut svg = String::new();
@@ -190,7 +190,7 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
     for (ti, (label, spec)) in traces_spec.iter().enumerate() {
         note!("[vmsim] file cache: {label}");
         let path = dir.path().join(format!("t{ti}.oracleGeneral.zst"));
-        vm_cmd::gen_requests(spec.clone(), &path)?;
+        vmsim::gen_requests(spec.clone(), &path)?;
         let (_, footprint) = cache::footprint(hscm_trace::RequestReader::open(&path, None, 4096)?)?;
         writeln!(
             md,
@@ -363,7 +363,7 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
             .trim_end_matches(".hscm.zst")
             .to_string();
         note!("[vmsim] paging: {name}");
-        let args = vm_cmd::PagingArgs {
+        let args = vmsim::PagingArgs {
             trace: path.clone(),
             format: None,
             page_sizes: (9..=16).map(|s| 1u64 << s).collect(),
@@ -382,7 +382,7 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
             csv: false,
         };
         let t0 = std::time::Instant::now();
-        let o = vm_cmd::sim_paging(&args, false)?;
+        let o = vmsim::sim_paging(&args, false)?;
         let secs = t0.elapsed().as_secs_f64();
         writeln!(md, "**Paging, {name}** ({} references, footprint {}, memory {} = 50%, 64-entry 4-way TLB; T_TOTAL in ns, eq. 4-6; sweep took {:.1} s):\n",
             o.rows.first().map_or(0, |r| r.references), o.footprint_bytes.map_or("?".into(), crate::units::human_bytes), crate::units::human_bytes(o.memory_bytes), secs)?;
@@ -487,7 +487,7 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
         (10_000_000, 1_000_000)
     };
     note!("[vmsim] cache simulator speed, {breq} requests");
-    let b = vm_cmd::bench_cache(breq, bobj, false)?;
+    let b = vmsim::bench_cache(breq, bobj, false)?;
     writeln!(md, "### Cache simulator speed\n")?;
     writeln!(md, "`hscm bench cache`: {breq} Zipf(1.0) requests over {bobj} objects from an oracleGeneral trace (plain; the last row reads it zstd-compressed), a cache of 10% of \
         the objects, one thread. libCacheSim's speed on the same kind of trace, measured in this run, is in the next table. \
@@ -555,7 +555,7 @@ fn against_libcachesim(
     python: Option<std::ffi::OsString>,
     checks: &mut Vec<(String, Check)>,
 ) -> Result<serde_json::Value> {
-    const SCRIPT: &str = include_str!("../../../scripts/libcachesim_compare.py");
+    const SCRIPT: &str = include_str!("../../../../scripts/libcachesim_compare.py");
     writeln!(md, "### Against libCacheSim\n")?;
     let Some(python) = python else {
         writeln!(

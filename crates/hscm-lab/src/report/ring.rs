@@ -9,7 +9,7 @@ use anyhow::Result;
 use serde_json::json;
 
 use crate::report::{named_checks_json, targets_table, Check, Section};
-use crate::ring_cmd::{self, RingBenchArgs};
+use crate::ring::{self, RingBenchArgs};
 use crate::units::human_bytes;
 
 /// Seo et al. 2016, §6.2 (Figure 6): protocol overhead at QD1.
@@ -17,7 +17,7 @@ const PAPER_OVERHEAD: [(u64, f64); 2] = [(4096, 0.668), (512 * 1024, 0.038)];
 
 /// What a 4 KiB QD1 read costs beyond its copy, beside the 25% budget and this run's
 /// bare core-to-core round trip, the least any QD1 protocol between two cores costs.
-fn floor_note(md: &mut String, x: &ring_cmd::RingRow, round_trip_ns: [f64; 2]) -> Result<()> {
+fn floor_note(md: &mut String, x: &ring::RingRow, round_trip_ns: [f64; 2]) -> Result<()> {
     let (read, copy) = x.read_and_copy_ns();
     writeln!(
         md,
@@ -41,7 +41,7 @@ fn floor_note(md: &mut String, x: &ring_cmd::RingRow, round_trip_ns: [f64; 2]) -
 
 /// The split in words, and what it means for a budget of `budget` ns.
 /// `read` is the whole read's mean, ns.
-fn explain(parts: &ring_cmd::OverheadParts, budget: f64, read: f64) -> String {
+fn explain(parts: &ring::OverheadParts, budget: f64, read: f64) -> String {
     if let Some(why) = parts.unmeasurable(read) {
         return format!(
             "Not measurable in this run: {why}. The host moved or stopped a vCPU between the measurements, so this run \
@@ -89,7 +89,7 @@ fn explain(parts: &ring_cmd::OverheadParts, budget: f64, read: f64) -> String {
 
 /// Where a large QD1 read's overhead lies: its median against the copy's mean, and
 /// its mean pulled up by the tail.
-fn tail_note(md: &mut String, x: &ring_cmd::RingRow) -> Result<()> {
+fn tail_note(md: &mut String, x: &ring::RingRow) -> Result<()> {
     let (mean_ns, copy_ns) = x.read_and_copy_ns();
     let (mean, copy) = (mean_ns / 1e3, copy_ns / 1e3);
     let where_ = if mean - x.p50_us > x.p50_us - copy {
@@ -124,7 +124,7 @@ pub fn section(_out: &Path, quick: bool) -> Result<Section> {
         json: true,
     };
     note!("[ring] shared-memory transport vs memcpy vs Unix socket");
-    let r = ring_cmd::bench(&args)?;
+    let r = ring::bench(&args)?;
     let mut md = String::new();
     writeln!(md, "## Shared-memory queue transport (Seo et al. 2016)\n")?;
     writeln!(md, "Seo et al. 2016 (*Design and Implementation of a Mobile Storage Leveraging the DRAM Interface*) run a storage protocol over the DRAM interface: submission and completion queues and a \
@@ -283,8 +283,8 @@ pub fn section(_out: &Path, quick: bool) -> Result<Section> {
 mod tests {
     use super::*;
 
-    fn row(chunk: u64, protocol_mbps: f64, interface_mbps: f64, p50_us: f64) -> ring_cmd::RingRow {
-        ring_cmd::RingRow {
+    fn row(chunk: u64, protocol_mbps: f64, interface_mbps: f64, p50_us: f64) -> ring::RingRow {
+        ring::RingRow {
             chunk,
             qd: 1,
             mode: "in-place".into(),
@@ -351,7 +351,7 @@ mod tests {
     fn the_overhead_verdict_follows_the_figures() {
         // Round trip over budget.
         let v = explain(
-            &ring_cmd::OverheadParts::split(300.0, 280.0, 200.0),
+            &ring::OverheadParts::split(300.0, 280.0, 200.0),
             150.0,
             1000.0,
         );
@@ -361,7 +361,7 @@ mod tests {
         );
         // Round trip fits, with misses it does not.
         let v = explain(
-            &ring_cmd::OverheadParts::split(300.0, 180.0, 100.0),
+            &ring::OverheadParts::split(300.0, 180.0, 100.0),
             150.0,
             1000.0,
         );
@@ -372,7 +372,7 @@ mod tests {
         // Both fit: the software is what is left to cut. Negative misses (noise) count
         // as none.
         let v = explain(
-            &ring_cmd::OverheadParts::split(170.0, 180.0, 100.0),
+            &ring::OverheadParts::split(170.0, 180.0, 100.0),
             150.0,
             1000.0,
         );
@@ -384,7 +384,7 @@ mod tests {
         );
         // A round trip longer than the whole cached cost was timed in another placement.
         let v = explain(
-            &ring_cmd::OverheadParts::split(300.0, 200.0, 550.0),
+            &ring::OverheadParts::split(300.0, 200.0, 550.0),
             150.0,
             1000.0,
         );
@@ -394,7 +394,7 @@ mod tests {
         );
         // A round trip longer than the whole read: a vCPU was stopped while it was timed.
         let v = explain(
-            &ring_cmd::OverheadParts::split(300.0, 280.0, 8_123_990.0),
+            &ring::OverheadParts::split(300.0, 280.0, 8_123_990.0),
             150.0,
             1000.0,
         );
@@ -402,8 +402,8 @@ mod tests {
             v.starts_with("Not measurable in this run: the bare round trip (8123990 ns)"),
             "{v}"
         );
-        assert!(ring_cmd::round_trip_unmeasurable(8_123_990.0, Some(900.0)).is_some());
-        assert!(ring_cmd::round_trip_unmeasurable(120.0, Some(900.0)).is_none());
+        assert!(ring::round_trip_unmeasurable(8_123_990.0, Some(900.0)).is_some());
+        assert!(ring::round_trip_unmeasurable(120.0, Some(900.0)).is_none());
     }
 
     #[test]

@@ -11,10 +11,10 @@ use hscm_trace::{SynthKind, SynthSpec};
 use plotters::prelude::*;
 use serde_json::json;
 
+use crate::memsim::{self, CompareOutput};
 use crate::report::{
     finish_chart, label_categories, named_checks_json, targets_table, Check, Section,
 };
-use crate::sim_cmd::{self, CompareOutput};
 
 /// Image and video programs: where the paper says WARM beats RaPP.
 const MEDIA: [&str; 6] = [
@@ -83,7 +83,7 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
     writeln!(md, "Energy is **modelled**, not measured: Table 2 per-bit energies; DRAM standby and refresh from DDR3 datasheet \
         currents; PCM standby power (10% of DRAM's per GiB) is our assumption — no source gives it (docs/memsim.md).\n")?;
 
-    let args = sim_cmd::default_mem_args();
+    let args = memsim::default_mem_args();
     let mut runs: Vec<(String, CompareOutput)> = Vec::new();
     let found = shipped_traces(traces);
     if found.is_empty() {
@@ -101,7 +101,7 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
         );
         runs.push((
             name.clone(),
-            sim_cmd::compare(path, None, &args, &PolicyKind::ALL, true)?,
+            memsim::compare(path, None, &args, &PolicyKind::ALL, true)?,
         ));
     }
     let n_real = runs.len();
@@ -125,7 +125,7 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
     ] {
         note!("[memsim {}/{}] {name}", runs.len() + 1, found.len() + 2);
         let path = dir.path().join(format!("{}.hscm.zst", runs.len()));
-        sim_cmd::generate(
+        memsim::generate(
             SynthSpec {
                 kind,
                 requests,
@@ -138,7 +138,7 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
         )?;
         runs.push((
             name.to_string(),
-            sim_cmd::compare(&path, None, &args, &PolicyKind::ALL, true)?,
+            memsim::compare(&path, None, &args, &PolicyKind::ALL, true)?,
         ));
     }
 
@@ -295,7 +295,7 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
         found.len() + 2,
         found.len() + 2
     );
-    let b = sim_cmd::bench_memsim(bench_requests, true)?;
+    let b = memsim::bench_memsim(bench_requests, true)?;
     writeln!(md, "\n### Simulator speed\n")?;
     writeln!(md, "`hscm bench memsim`: a {}-request post-cache trace (60% streams, 40% random, 28% writes), DDR3-1600, one thread. \
         The issue measured DRAMSys 5.1 at about 0.45 M requests/s and Ramulator 2.0 at 0.18-0.43 M/s on this machine type; \

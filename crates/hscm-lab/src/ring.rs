@@ -1,7 +1,7 @@
-//! `hscm serve` (a volume over the shared-memory queue transport) and `hscm bench ring`
-//! (the transport against plain memcpy and a Unix-socket transport, same run).
+//! `hscm bench ring`: the shared-memory queue transport against plain memcpy and a
+//! Unix-socket transport, measured in the same run.
 
-use hscm_lab::{closed_loop, paired, Phase, Step};
+use crate::{closed_loop, paired, Phase, Step};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,80 +18,6 @@ use rand::{Rng, SeedableRng};
 use serde::Serialize;
 
 use crate::units::human_bytes;
-
-#[derive(clap::Args)]
-pub struct ServeArgs {
-    /// The volume file (made by `hscm volume create`).
-    pub volume: PathBuf,
-    /// Endpoint name: a NAME without a slash listens on /dev/shm/hscm-NAME.sock
-    /// (mode 0600); a path is used as given. Clients connect to the same name.
-    #[arg(long)]
-    pub shm: String,
-    /// Largest data buffer a client may ask for.
-    #[arg(long, default_value = "64M", value_parser = crate::units::parse_size)]
-    pub max_db: u64,
-    /// Largest number of queue pairs per client.
-    #[arg(long, default_value_t = 16)]
-    pub max_queues: u32,
-    /// Microseconds a worker polls an idle client before sleeping on its doorbell.
-    #[arg(long, default_value_t = 50)]
-    pub idle_spin_us: u64,
-    /// Clients served at once; more are refused with a message.
-    #[arg(long, default_value_t = 64)]
-    pub max_clients: usize,
-    /// Serve the volume read-only.
-    #[arg(long)]
-    pub read_only: bool,
-}
-
-pub fn serve(a: &ServeArgs) -> Result<()> {
-    // Handlers first: a SIGTERM that arrives once clients can connect (or while the
-    // volume opens) must stop the server cleanly, not kill it mid-way.
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).context("installing a signal handler")?;
-    }
-    let volume = Volume::open(
-        &a.volume,
-        &OpenOptions {
-            read_only: a.read_only,
-            ..Default::default()
-        },
-    )
-    .with_context(|| format!("opening {}", a.volume.display()))?;
-    let volume = Arc::new(volume);
-    let path = hscm_ring::endpoint_path(&a.shm);
-    let opts = ServerOptions {
-        max_db: a.max_db,
-        max_queues: a.max_queues,
-        idle_spin: Duration::from_micros(a.idle_spin_us),
-        max_clients: a.max_clients,
-        ..Default::default()
-    };
-    let server = Server::bind(&path, volume.clone(), opts)?;
-    let stats = server.stats();
-    note!(
-        "serving {} ({}) on {}; Ctrl-C to stop",
-        a.volume.display(),
-        human_bytes(volume.size()),
-        path.display()
-    );
-    let handle = server.spawn()?;
-    while !stop.load(Ordering::Relaxed) {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    note!(
-        "stopping: {} clients served, {} commands, {} answered with an error",
-        stats.clients.load(Ordering::Relaxed),
-        stats.commands.load(Ordering::Relaxed),
-        stats.errors.load(Ordering::Relaxed)
-    );
-    handle.shutdown();
-    Arc::try_unwrap(volume)
-        .map_err(|_| anyhow::anyhow!("volume still in use at shutdown"))?
-        .close()?;
-    Ok(())
-}
 
 #[derive(clap::Args, Clone)]
 pub struct RingBenchArgs {
@@ -367,7 +293,7 @@ impl Measured {
     }
 
     /// The driver's measurement of `chunk`-byte requests.
-    fn of(m: hscm_lab::Measured, chunk: u64) -> Measured {
+    fn of(m: crate::Measured, chunk: u64) -> Measured {
         Measured {
             bytes: m.ops * chunk,
             ops: m.ops,
@@ -385,7 +311,7 @@ impl Measured {
 }
 
 /// Runs `threads` workers, each repeating `op(rng)` (one request of `chunk` bytes) for
-/// `seconds` after a short warm-up, on the one closed-loop driver (hscm_lab::driver).
+/// `seconds` after a short warm-up, on the one closed-loop driver (crate::driver).
 fn drive<S: Send>(
     threads: u32,
     seconds: f64,
@@ -411,7 +337,7 @@ const SLICE: Duration = Duration::from_millis(100);
 
 /// Two workloads (`threads` workers each, requests of `chunk` bytes) measured in
 /// alternating slices of [`SLICE`] (or `seconds`, if shorter), all workers switching
-/// together, until each has run `seconds` (hscm_lab::driver::paired): both see the
+/// together, until each has run `seconds` (crate::driver::paired): both see the
 /// same machine, whatever it does meanwhile. On this kind of shared VM memcpy
 /// bandwidth alone moves by 10% and more from one second to the next, more than the
 /// overheads being measured; one measurement after the other compared a ring row with
@@ -443,7 +369,7 @@ fn drive_async(client: &Client, qd: u32, seconds: f64, chunk: u64, size: u64) ->
     let mut rng = SmallRng::seed_from_u64(7);
     let mut dst = Destination::new(chunk);
     let buf = dst.bytes();
-    let mut hist = hscm_lab::latency_histogram();
+    let mut hist = crate::latency_histogram();
     let mut started = vec![Instant::now(); 1 << 16];
     let submit =
         |q: &mut hscm_ring::Queue, rng: &mut SmallRng, started: &mut Vec<Instant>| -> Result<()> {

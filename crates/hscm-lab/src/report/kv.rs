@@ -8,7 +8,7 @@ use anyhow::Result;
 use plotters::prelude::*;
 use serde_json::json;
 
-use crate::kv_cmd::{self, KvRun, KvRunArgs};
+use crate::kv::{self, KvRun, KvRunArgs};
 use crate::report::{
     finish_chart, label_categories, named_checks_json, targets_table, Check, Section,
 };
@@ -27,11 +27,11 @@ fn vs_standard(
     mode: &str,
     f: impl Fn(&KvRun, &KvRun) -> f64,
 ) -> f64 {
-    kv_cmd::paired_median(runs, workload, mode, "standard", |r, s| Some(f(r, s)))
+    kv::paired_median(runs, workload, mode, "standard", |r, s| Some(f(r, s)))
 }
 
 fn saving(runs: &[KvRun], workload: &str, mode: &str) -> f64 {
-    vs_standard(runs, workload, mode, kv_cmd::saving_vs)
+    vs_standard(runs, workload, mode, kv::saving_vs)
 }
 
 /// Primaries each repetition's run of `mode` ended with, e.g. "1/1/2".
@@ -95,7 +95,7 @@ fn replay_ycsb(
             gap_us: Some(50),
             ..base.clone()
         };
-        runs.extend(kv_cmd::compare_runs(
+        runs.extend(kv::compare_runs(
             &[w.to_string()],
             &modes,
             &args,
@@ -108,15 +108,15 @@ fn replay_ycsb(
         run phase's first {} operations warm the store up (unmeasured, in the mode under test), and the {} after them are \
         measured, with a 50 µs pause after each request of each of {} clients (low density, as the -t workloads). Every \
         read is counted: found plus not found.\n",
-        base.warmup_ops.unwrap_or(0), base.ops.unwrap_or(kv_cmd::DEFAULT_OPS), base.threads)?;
+        base.warmup_ops.unwrap_or(0), base.ops.unwrap_or(kv::DEFAULT_OPS), base.threads)?;
     writeln!(md, "| trace | rep | mode | ops/s | reads | not found | updates | keys never loaded | idle-device reads | reduced vs standard | energy saved |")?;
     writeln!(md, "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")?;
     for r in &runs {
-        let standard = kv_cmd::partner(&runs, r, "standard");
+        let standard = kv::partner(&runs, r, "standard");
         let (reduced, saved) = match standard.filter(|s| s.mode != r.mode) {
             Some(s) => (
-                format!("{:.2}%", kv_cmd::idle_read_reduction(s, r) * 100.0),
-                format!("{:.1}%", kv_cmd::saving_vs(r, s) * 100.0),
+                format!("{:.2}%", kv::idle_read_reduction(s, r) * 100.0),
+                format!("{:.1}%", kv::saving_vs(r, s) * 100.0),
             ),
             None => ("-".into(), "-".into()),
         };
@@ -168,7 +168,7 @@ pub fn section(out: &Path, quick: bool, ycsb: Option<&Path>) -> Result<Section> 
     note!("[kv] Sprint vs Standard on six YCSB workloads");
     let workloads: Vec<String> = LOW.iter().chain(&HIGH).map(|s| s.to_string()).collect();
     let modes: Vec<String> = MODES.iter().map(|s| s.to_string()).collect();
-    let runs = kv_cmd::compare_runs(&workloads, &modes, &args, repeat, false)?;
+    let runs = kv::compare_runs(&workloads, &modes, &args, repeat, false)?;
 
     let mut md = String::new();
     writeln!(
@@ -186,7 +186,7 @@ pub fn section(out: &Path, quick: bool, ycsb: Option<&Path>) -> Result<Section> 
         time(s) with its own seed and the mode order reversed every other time; figures below are medians over those \
         repetitions of each comparison made within one repetition. A primary trial measures k, k+1, k, k+1, k primaries \
         for {} ms each and keeps k+1 only if every k+1 window beats both neighbours by alpha.\n",
-        args.records, args.value_len, args.warmup_ops.unwrap_or(kv_cmd::DEFAULT_WARMUP_OPS), args.ops.unwrap_or(kv_cmd::DEFAULT_OPS), args.threads, repeat, args.trial_ms)?;
+        args.records, args.value_len, args.warmup_ops.unwrap_or(kv::DEFAULT_WARMUP_OPS), args.ops.unwrap_or(kv::DEFAULT_OPS), args.threads, repeat, args.trial_ms)?;
     writeln!(md, "**Energy is modelled, not metered**: each device's busy intervals (time inside a system call on its files) are \
         recorded, and the Optane DC PMM power states of the paper's Table II and Fig. 2 are integrated over them: 3.64 W while \
         busy, 2.8 W for 0.8 ms after a request, then a linear fall to 1.91 W idle over 0.8 ms. Equal-time energy covers the \
@@ -202,8 +202,8 @@ pub fn section(out: &Path, quick: bool, ycsb: Option<&Path>) -> Result<Section> 
         "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
     )?;
     for r in &runs {
-        let saved = kv_cmd::energy_saving(&runs, r)
-            .map_or("-".to_string(), |e| format!("{:.1}%", e * 100.0));
+        let saved =
+            kv::energy_saving(&runs, r).map_or("-".to_string(), |e| format!("{:.1}%", e * 100.0));
         let trials: Vec<String> = r
             .trials
             .iter()
@@ -251,7 +251,7 @@ pub fn section(out: &Path, quick: bool, ycsb: Option<&Path>) -> Result<Section> 
         per(&LOW, &|w| format!("{:.1}%", saving(&runs, w, "sprint") * 100.0)),
         per(&LOW, &|w| format!("{:.1}%", saving(&runs, w, "sprint-nopre") * 100.0)))?;
     let reduction =
-        |w: &str, m: &str| vs_standard(&runs, w, m, |r, s| kv_cmd::idle_read_reduction(s, r));
+        |w: &str, m: &str| vs_standard(&runs, w, m, |r, s| kv::idle_read_reduction(s, r));
     writeln!(md, "| low density, idle-device reads reduced (Fig. 13) | >= 96% w/o Pre, ~99.99% with | nopre {}; sprint {} |",
         per(&LOW, &|w| format!("{:.2}%", reduction(w, "sprint-nopre") * 100.0)),
         per(&LOW, &|w| format!("{:.2}%", reduction(w, "sprint") * 100.0)))?;
@@ -284,7 +284,7 @@ pub fn section(out: &Path, quick: bool, ycsb: Option<&Path>) -> Result<Section> 
         ))
     )?;
     let par = |w: &str, f: &dyn Fn(&KvRun) -> f64| {
-        kv_cmd::paired_median(&runs, w, "sprint", "sprint-noparallel", |p, s| {
+        kv::paired_median(&runs, w, "sprint", "sprint-noparallel", |p, s| {
             // Both must have synced in the measured phase for a ratio to mean anything.
             (f(s) > 0.0 && f(p) > 0.0).then(|| f(p) / f(s) - 1.0)
         })
@@ -385,11 +385,7 @@ pub fn section(out: &Path, quick: bool, ycsb: Option<&Path>) -> Result<Section> 
             .collect();
         let worst_reduction = labels
             .iter()
-            .map(|w| {
-                vs_standard(&replays, w, "sprint", |r, s| {
-                    kv_cmd::idle_read_reduction(s, r)
-                })
-            })
+            .map(|w| vs_standard(&replays, w, "sprint", |r, s| kv::idle_read_reduction(s, r)))
             .fold(f64::INFINITY, f64::min);
         checks.push((
             "YCSB 0.17 replay".into(),
@@ -422,7 +418,7 @@ pub fn section(out: &Path, quick: bool, ycsb: Option<&Path>) -> Result<Section> 
         md,
         "![equal-time energy by workload and mode](kv_energy.svg)\n"
     )?;
-    let json = json!({"runs": runs, "replays": replays, "checks": named_checks_json(&checks), "energy_note": kv_cmd::ENERGY_NOTE});
+    let json = json!({"runs": runs, "replays": replays, "checks": named_checks_json(&checks), "energy_note": kv::ENERGY_NOTE});
     Ok(Section {
         md,
         json,
@@ -470,7 +466,7 @@ fn plot_energy(path: &Path, runs: &[KvRun], workloads: &[String]) -> Result<()> 
                     .filter(|r| r.workload == *w && r.mode == *mode)
                     .map(|r| r.energy_j.equal_time)
                     .collect();
-                let energy = kv_cmd::median(&mut energies);
+                let energy = kv::median(&mut energies);
                 energy.is_finite().then(|| {
                     let x0 = i as f64 + 0.1 + s as f64 * 0.2;
                     Rectangle::new([(x0, 0.0), (x0 + 0.18, energy)], color.filled())

@@ -2,6 +2,11 @@
 //! Each experiment states the published figure, the target we hold ourselves to, and
 //! what this machine measured, with a verdict computed from the measurement.
 
+pub mod kv;
+pub mod memsim;
+pub mod ring;
+pub mod vmsim;
+
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -10,8 +15,8 @@ use hscm_volume::Durability;
 use plotters::prelude::*;
 use serde_json::{json, Value};
 
-use crate::bench::{self, Stats, TargetKind, VolumeBenchResult, VolumeBenchSpec, Workload};
 use crate::units::human_bytes;
+use crate::volume::{self, Stats, TargetKind, VolumeBenchResult, VolumeBenchSpec, Workload};
 
 /// A claim checked against a measurement.
 pub(crate) struct Check {
@@ -303,28 +308,28 @@ pub fn reproduce(
     let mut sections = serde_json::Map::new();
     let (mut passed, mut total) = (0, 0);
     if want(SectionName::Memsim) {
-        let s = crate::report_memsim::section(out, quick, traces)?;
+        let s = crate::report::memsim::section(out, quick, traces)?;
         md.push_str(&s.md);
         passed += s.passed;
         total += s.total;
         sections.insert("memsim".into(), s.json);
     }
     if want(SectionName::Vmsim) {
-        let s = crate::report_vmsim::section(out, quick, traces)?;
+        let s = crate::report::vmsim::section(out, quick, traces)?;
         md.push_str(&s.md);
         passed += s.passed;
         total += s.total;
         sections.insert("vmsim".into(), s.json);
     }
     if want(SectionName::Ring) {
-        let s = crate::report_ring::section(out, quick)?;
+        let s = crate::report::ring::section(out, quick)?;
         md.push_str(&s.md);
         passed += s.passed;
         total += s.total;
         sections.insert("ring".into(), s.json);
     }
     if want(SectionName::Kv) {
-        let s = crate::report_kv::section(out, quick, Some(ycsb_traces))?;
+        let s = crate::report::kv::section(out, quick, Some(ycsb_traces))?;
         md.push_str(&s.md);
         passed += s.passed;
         total += s.total;
@@ -359,14 +364,14 @@ fn volume_section(out: &Path, seconds: f64, restart_size: u64, quick: bool) -> R
     let (size, seconds, restart_sizes) = if quick {
         (64 << 20, seconds.min(0.3), vec![64 << 20])
     } else {
-        (1 << 30, seconds, bench::restart_sizes(restart_size))
+        (1 << 30, seconds, volume::restart_sizes(restart_size))
     };
     let exps = experiments(size, seconds);
     let mut results: Vec<(String, VolumeBenchResult)> = Vec::new();
     for (i, e) in exps.iter().enumerate() {
         note!("[{}/{}] volume: {}", i + 1, exps.len() + 1, e.title);
-        let r = bench::bench_volume(&e.spec)?;
-        bench::print_volume_result(&r)?;
+        let r = volume::bench_volume(&e.spec)?;
+        volume::print_volume_result(&r)?;
         results.push((e.id.to_string(), r));
     }
     note!(
@@ -379,8 +384,8 @@ fn volume_section(out: &Path, seconds: f64, restart_size: u64, quick: bool) -> R
             .collect::<Vec<_>>()
             .join(", ")
     );
-    let restart = bench::bench_restart(&restart_sizes, None, true)?;
-    bench::print_restart(&restart)?;
+    let restart = volume::bench_restart(&restart_sizes, None, true)?;
+    volume::print_restart(&restart)?;
 
     let mut md = String::new();
     let mut js = Vec::new();
@@ -685,7 +690,7 @@ fn plot_iops(
     crate::scratch::write_output(path, svg.as_bytes())
 }
 
-fn plot_warmup(path: &Path, r: &bench::RestartResult) -> Result<()> {
+fn plot_warmup(path: &Path, r: &volume::RestartResult) -> Result<()> {
     // Drawn in memory, written whole: a failed or stopped run leaves no half plot.
     let mut svg = String::new();
     {

@@ -1,71 +1,11 @@
-//! Everything the binary prints goes through here, so that no write can panic.
-//!
-//! `outln!`/`out!` write to standard output and return an error the caller passes on
-//! with `?`: a closed pipe (`hscm … | head -1`) then ends the command quietly, a full
-//! disk with a clear error. `note!` writes a line to standard error and ignores a failure
-//! there (nowhere is left to report it). `render_error` turns an error chain into one
-//! message for people, `error_json` into one object for scripts.
+//! How the binary reports a failure: `render_error` turns an error chain into one
+//! message for people (with the hint a library error calls for, naming the flag the
+//! library does not know), `error_json` into one object for scripts. What it prints
+//! goes through hscm-lab's `outln!`/`note!` (crate `hscm_lab::out`).
 
-use std::fmt;
-use std::io::{self, Write};
+use std::io;
 
-/// Writes formatted text to standard output; `?` passes a failure on.
-macro_rules! out {
-    ($($arg:tt)*) => {
-        $crate::out::write_stdout(format_args!($($arg)*), false)
-    };
-}
-
-/// Writes a formatted line to standard output; `?` passes a failure on.
-macro_rules! outln {
-    () => {
-        $crate::out::write_stdout(format_args!(""), true)
-    };
-    ($($arg:tt)*) => {
-        $crate::out::write_stdout(format_args!($($arg)*), true)
-    };
-}
-
-/// Writes a line to standard error, for progress and notes; never fails.
-macro_rules! note {
-    ($($arg:tt)*) => {
-        $crate::out::write_stderr(format_args!($($arg)*))
-    };
-}
-
-/// Standard output could not be written (closed, or its disk is full).
-#[derive(Debug)]
-pub struct StdoutError(pub io::Error);
-
-impl fmt::Display for StdoutError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "cannot write to standard output: {}", self.0)
-    }
-}
-
-impl std::error::Error for StdoutError {}
-
-pub fn write_stdout(args: fmt::Arguments<'_>, newline: bool) -> Result<(), StdoutError> {
-    let mut o = io::stdout().lock();
-    o.write_fmt(args)
-        .and_then(|()| if newline { o.write_all(b"\n") } else { Ok(()) })
-        // Flushed per line, so a full disk or a closed pipe shows up at the line that
-        // met it, not at exit (where Rust would swallow it).
-        .and_then(|()| o.flush())
-        .map_err(StdoutError)
-}
-
-pub fn write_stderr(args: fmt::Arguments<'_>) {
-    let mut e = io::stderr().lock();
-    let _ = e.write_fmt(args).and_then(|()| e.write_all(b"\n"));
-}
-
-/// Prints `value` as pretty JSON on standard output.
-pub fn json(value: &impl serde::Serialize) -> anyhow::Result<()> {
-    let text = serde_json::to_string_pretty(value)?;
-    outln!("{text}")?;
-    Ok(())
-}
+use hscm_lab::out::StdoutError;
 
 /// True when the command failed only because its reader went away: it ends quietly.
 pub fn is_closed_pipe(e: &anyhow::Error) -> bool {

@@ -315,7 +315,7 @@ pub struct PagingArgs {
     #[arg(long)]
     pub trace: PathBuf,
     /// lackey, ramulator, dramsim3, nvmain, dramsys or hscm; detected when omitted.
-    #[arg(long, value_parser = crate::sim_cmd::parse_format)]
+    #[arg(long, value_parser = crate::memsim::parse_format)]
     pub format: Option<Format>,
     /// Page sizes, comma-separated.
     #[arg(long, value_delimiter = ',', value_parser = units::parse_size, default_value = "512,1k,2k,4k,8k,16k,32k,64k")]
@@ -685,10 +685,10 @@ pub fn bench_cache(requests: u64, objects: u64, progress: bool) -> Result<CacheB
             admission: None,
             profiles: &profiles,
         };
-        let c0 = crate::sim_cmd::cpu_seconds();
+        let c0 = crate::memsim::cpu_seconds();
         let w0 = Instant::now();
         let r = cache::run(&spec, reqs, &mut |_| {})?;
-        let cpu = (crate::sim_cmd::cpu_seconds() - c0).max(1e-9);
+        let cpu = (crate::memsim::cpu_seconds() - c0).max(1e-9);
         let label = if *file == zst {
             format!("{} (zstd input)", policy.name())
         } else {

@@ -8,14 +8,13 @@ use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use crate::{closed_loop, Phase, Step};
 use anyhow::{bail, Context, Result};
-use hscm_lab::{closed_loop, Phase, Step};
 use hscm_volume::{AlignedBuf, CreateOptions, Durability, OpenOptions, Volume, SECTOR};
 use rand::Rng;
 use serde::Serialize;
 
 use crate::units::human_bytes;
-use crate::volume_cmd::watch_warmup;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize)]
 #[serde(rename_all = "lowercase")]
@@ -246,7 +245,7 @@ struct Thread<W> {
 }
 
 /// Runs the workload on every worker (one thread each) until the time is up, on the
-/// one closed-loop driver (hscm_lab::driver).
+/// one closed-loop driver (crate::driver).
 fn drive<W: Worker>(workers: Vec<W>, spec: &VolumeBenchSpec) -> Result<Stats> {
     let threads = workers.len() as u64;
     let bs = spec.bs;
@@ -744,4 +743,35 @@ pub fn print_restart(r: &RestartResult) -> anyhow::Result<()> {
         )?;
     }
     Ok(())
+}
+
+/// Waits for warm-up, with a progress bar when a person is watching.
+pub fn watch_warmup(vol: &Volume, bar: bool) -> Result<hscm_volume::LoadProgress> {
+    let pb = bar.then(|| {
+        let pb = indicatif::ProgressBar::new(vol.size());
+        pb.set_style(
+            indicatif::ProgressStyle::with_template(
+                "warming {bar:40.cyan/blue} {decimal_bytes}/{decimal_total_bytes} {decimal_bytes_per_sec} eta {eta}",
+            )
+            .expect("static template"),
+        );
+        pb
+    });
+    loop {
+        let p = vol.wait_loaded(Some(Duration::from_millis(100)))?;
+        if let Some(pb) = &pb {
+            pb.set_position(p.loaded_bytes);
+        }
+        match p.state {
+            hscm_volume::LoadState::Running => continue,
+            hscm_volume::LoadState::Done => {
+                if let Some(pb) = pb {
+                    pb.finish_and_clear();
+                }
+                return Ok(p);
+            }
+            hscm_volume::LoadState::Failed(why) => bail!("warm-up failed: {why}"),
+            hscm_volume::LoadState::Stopped => bail!("warm-up was stopped"),
+        }
+    }
 }

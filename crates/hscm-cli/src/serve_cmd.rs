@@ -1,0 +1,85 @@
+//! `hscm serve`: a volume over the shared-memory queue transport.
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use hscm_lab::units::human_bytes;
+use hscm_ring::{Server, ServerOptions};
+use hscm_volume::{OpenOptions, Volume};
+
+#[derive(clap::Args)]
+pub struct ServeArgs {
+    /// The volume file (made by `hscm volume create`).
+    pub volume: PathBuf,
+    /// Endpoint name: a NAME without a slash listens on /dev/shm/hscm-NAME.sock
+    /// (mode 0600); a path is used as given. Clients connect to the same name.
+    #[arg(long)]
+    pub shm: String,
+    /// Largest data buffer a client may ask for.
+    #[arg(long, default_value = "64M", value_parser = hscm_lab::units::parse_size)]
+    pub max_db: u64,
+    /// Largest number of queue pairs per client.
+    #[arg(long, default_value_t = 16)]
+    pub max_queues: u32,
+    /// Microseconds a worker polls an idle client before sleeping on its doorbell.
+    #[arg(long, default_value_t = 50)]
+    pub idle_spin_us: u64,
+    /// Clients served at once; more are refused with a message.
+    #[arg(long, default_value_t = 64)]
+    pub max_clients: usize,
+    /// Serve the volume read-only.
+    #[arg(long)]
+    pub read_only: bool,
+}
+
+pub fn serve(a: &ServeArgs) -> Result<()> {
+    // Handlers first: a SIGTERM that arrives once clients can connect (or while the
+    // volume opens) must stop the server cleanly, not kill it mid-way.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing a signal handler")?;
+    }
+    let volume = Volume::open(
+        &a.volume,
+        &OpenOptions {
+            read_only: a.read_only,
+            ..Default::default()
+        },
+    )
+    .with_context(|| format!("opening {}", a.volume.display()))?;
+    let volume = Arc::new(volume);
+    let path = hscm_ring::endpoint_path(&a.shm);
+    let opts = ServerOptions {
+        max_db: a.max_db,
+        max_queues: a.max_queues,
+        idle_spin: Duration::from_micros(a.idle_spin_us),
+        max_clients: a.max_clients,
+        ..Default::default()
+    };
+    let server = Server::bind(&path, volume.clone(), opts)?;
+    let stats = server.stats();
+    note!(
+        "serving {} ({}) on {}; Ctrl-C to stop",
+        a.volume.display(),
+        human_bytes(volume.size()),
+        path.display()
+    );
+    let handle = server.spawn()?;
+    while !stop.load(Ordering::Relaxed) {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    note!(
+        "stopping: {} clients served, {} commands, {} answered with an error",
+        stats.clients.load(Ordering::Relaxed),
+        stats.commands.load(Ordering::Relaxed),
+        stats.errors.load(Ordering::Relaxed)
+    );
+    handle.shutdown();
+    Arc::try_unwrap(volume)
+        .map_err(|_| anyhow::anyhow!("volume still in use at shutdown"))?
+        .close()?;
+    Ok(())
+}
