@@ -365,13 +365,14 @@ struct VolumeBenchArgs {
 #[derive(Args)]
 struct ReproduceArgs {
     /// Where the report goes.
-    #[arg(short = 'o', long, alias = "output", default_value = "report")]
+    #[arg(short = 'o', long, alias = "output", default_value_os_t = report::ReproduceParams::default().out)]
     out: PathBuf,
     /// Seconds per benchmark point.
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(long, default_value_t = report::ReproduceParams::default().seconds)]
     seconds: f64,
     /// Largest volume in the restart experiment.
-    #[arg(long, default_value = "8G", value_parser = units::parse_size, allow_hyphen_values = true)]
+    #[arg(long, default_value = units::size_arg(report::ReproduceParams::default().restart_size),
+          value_parser = units::parse_size, allow_hyphen_values = true)]
     restart_size: u64,
     /// Small sizes and short runs: a smoke test of the whole pipeline (about three
     /// minutes on a 2-core VM; the key-value and volume sections take most of it).
@@ -381,13 +382,20 @@ struct ReproduceArgs {
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<report::SectionName>,
     /// Directory of the memory traces the memsim section runs (shipped in the repo).
-    #[arg(long, default_value = "traces")]
+    #[arg(long, default_value_os_t = report::ReproduceParams::default().traces)]
     traces: PathBuf,
     /// Directory of real YCSB 0.17 operation traces the key-value section replays
     /// (ycsb-{a,b,3}-{load,run}.txt, recorded by scripts/ycsb-traces.sh; the main job
     /// records them). Without them the section says how to make them.
-    #[arg(long, default_value = "target/ycsb-traces")]
+    #[arg(long, default_value_os_t = report::ReproduceParams::default().ycsb_traces)]
     ycsb_traces: PathBuf,
+    /// Print every target the report checks, with the paper and figure it comes from
+    /// (or the project's reason), and run nothing.
+    #[arg(long)]
+    list_targets: bool,
+    /// With --list-targets: JSON instead of a Markdown table.
+    #[arg(long, requires = "list_targets")]
+    json: bool,
 }
 
 // The variant names are the subcommand names the crash tests call.
@@ -689,15 +697,23 @@ fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Command::Reproduce(a) => report::reproduce(
-            &a.out,
-            a.seconds,
-            a.restart_size,
-            a.quick,
-            &a.only,
-            &a.traces,
-            &a.ycsb_traces,
-        ),
+        Command::Reproduce(a) if a.list_targets => {
+            if a.json {
+                hscm_lab::out::json(&report::targets_json())
+            } else {
+                out!("{}", report::targets_markdown())?;
+                Ok(())
+            }
+        }
+        Command::Reproduce(a) => report::reproduce(&report::ReproduceParams {
+            out: a.out,
+            seconds: a.seconds,
+            restart_size: a.restart_size,
+            quick: a.quick,
+            only: a.only,
+            traces: a.traces,
+            ycsb_traces: a.ycsb_traces,
+        }),
         Command::Debug(DebugCmd::CrashWriter {
             path,
             seed,

@@ -281,3 +281,30 @@ fn bench_restart_json_contract() {
     }
     assert!(j["backend_seq_read_mbps"].as_f64().unwrap() > 0.0);
 }
+
+#[test]
+fn reproduce_lists_its_targets_with_their_sources_without_running_anything() {
+    let o = hscm(&["reproduce", "--list-targets", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let targets: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let targets = targets.as_array().unwrap();
+    assert!(targets.len() >= 40, "{} targets", targets.len());
+    for t in targets {
+        for field in ["what", "comparison", "target", "unit", "source"] {
+            assert!(t.get(field).is_some(), "{field} missing from {t}");
+        }
+        let source = &t["source"];
+        for field in ["paper", "seed", "at", "says"] {
+            assert!(source.get(field).is_some(), "{field} missing from {source}");
+        }
+    }
+    assert!(targets
+        .iter()
+        .any(|t| t["source"]["seed"] == "001" && t["source"]["at"] == "Fig. 6a"));
+    let o = hscm(&["reproduce", "--list-targets"]);
+    assert!(
+        text(&o).contains("| check | target | source |"),
+        "{}",
+        text(&o)
+    );
+}

@@ -246,7 +246,26 @@ fn reproduce_quick_memsim_writes_the_section_plots_and_json() {
     let v: Value =
         serde_json::from_slice(&std::fs::read(dir.path().join("report.json")).unwrap()).unwrap();
     assert!(v["memsim"]["traces"].as_array().unwrap().len() >= 3);
-    assert!(v["memsim"]["checks"].as_array().unwrap().len() >= 3);
+    let checks = v["memsim"]["checks"].as_array().unwrap();
+    assert!(checks.len() >= 3);
+    for c in checks {
+        for field in [
+            "what",
+            "ours",
+            "target",
+            "comparison",
+            "unit",
+            "passed",
+            "trace",
+        ] {
+            assert!(c.get(field).is_some(), "{field} missing from {c}");
+        }
+        assert!(c["source"]["paper"].is_string(), "no source in {c}");
+    }
+    assert!(
+        md.contains("HSCM/WARM, Fig. 8"),
+        "the targets table names the paper and figure"
+    );
     for f in ["memsim_energy.svg", "memsim_perf.svg", "memsim_edp.svg"] {
         assert!(
             std::fs::metadata(dir.path().join(f)).unwrap().len() > 1000,

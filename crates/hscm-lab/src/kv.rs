@@ -65,22 +65,22 @@ pub struct KvRunArgs {
     #[arg(long, default_value = "auto")]
     pub primaries: String,
     /// Keep a trial primary when write+read throughput gain reaches this.
-    #[arg(long, default_value_t = 0.10)]
+    #[arg(long, default_value_t = KvOptions::default().alpha)]
     pub alpha: f64,
     /// Length of each trial measurement, milliseconds.
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = KvOptions::default().trial_window.as_millis() as u64)]
     pub trial_ms: u64,
     /// Brackets per primary trial (k, then k+1 and k again this many times); every
     /// bracket must show the gain. 1 is the paper's single trial.
-    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u64).range(1..=10))]
+    #[arg(long, default_value_t = KvOptions::default().trial_rounds as u64, value_parser = clap::value_parser!(u64).range(1..=10))]
     pub trial_rounds: u64,
     /// Buffer log capacity per idle device.
-    #[arg(long, default_value = "4M", value_parser = parse_size, allow_hyphen_values = true)]
+    #[arg(long, default_value = crate::units::size_arg(KvOptions::default().buffer_bytes), value_parser = parse_size, allow_hyphen_values = true)]
     pub buffer: u64,
     /// A log sync writes home in runs of at most this many bytes, each fdatasync'ed
     /// before the next, so clients' own syncs do not queue behind one large append
     /// (use a size above the buffer for one append per log, as before).
-    #[arg(long, default_value = "256K", value_parser = parse_size, allow_hyphen_values = true)]
+    #[arg(long, default_value = crate::units::size_arg(KvOptions::default().sync_piece), value_parser = parse_size, allow_hyphen_values = true)]
     pub sync_piece: u64,
     /// Cache capacity per idle device (default: the share of the dataset each idle
     /// device holds, as a 128 GB primary AEP could cache its idle devices' data).

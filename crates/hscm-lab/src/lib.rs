@@ -31,3 +31,13 @@ pub mod vmsim;
 pub mod volume;
 
 pub use driver::{closed_loop, latency_histogram, paired, Ctx, Measured, Phase, Step};
+
+/// A flag group's values when no flag is given: the defaults `--help` shows, as a value.
+/// Experiments that change a few of them write `Args { x, ..flag_defaults() }`, so a
+/// default is written once, on its flag (which reads it from the engine's own `Default`
+/// where the engine has one).
+pub fn flag_defaults<T: clap::Args + clap::FromArgMatches>() -> T {
+    let cmd = T::augment_args(clap::Command::new("defaults"));
+    T::from_arg_matches(&cmd.get_matches_from(["defaults"]))
+        .expect("a flag group's own defaults parse")
+}

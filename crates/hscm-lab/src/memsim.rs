@@ -35,7 +35,8 @@ pub enum PlacementArg {
     Identity,
 }
 
-/// The memory system: everything has Sun et al. 2020's value by default.
+/// The memory system. Every default is read from `SimConfig::default()` (the seed
+/// paper's system), the one place it is written; the device presets are named here.
 #[derive(Args, Clone)]
 pub struct MemConfigArgs {
     /// DRAM device preset (paper-dram, paper-pcm, ddr3-1600k, ddr4-2400, optane-like,
@@ -46,22 +47,22 @@ pub struct MemConfigArgs {
     #[arg(long, default_value = "paper-pcm")]
     pub pcm: String,
     /// DRAM capacity (e.g. 1G).
-    #[arg(long, default_value = "1G", value_parser = units::parse_size, allow_hyphen_values = true)]
+    #[arg(long, default_value = units::size_arg(SimConfig::default().dram_bytes), value_parser = units::parse_size, allow_hyphen_values = true)]
     pub dram_size: u64,
     /// Slow-device (PCM) capacity (e.g. 3G).
-    #[arg(long, default_value = "3G", value_parser = units::parse_size, allow_hyphen_values = true)]
+    #[arg(long, default_value = units::size_arg(SimConfig::default().pcm_bytes), value_parser = units::parse_size, allow_hyphen_values = true)]
     pub pcm_size: u64,
     /// Memory channels per device.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = SimConfig::default().geometry.channels)]
     pub channels: u32,
     /// Ranks per channel.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = SimConfig::default().geometry.ranks)]
     pub ranks: u32,
     /// Banks per rank.
-    #[arg(long, default_value_t = 8)]
+    #[arg(long, default_value_t = SimConfig::default().geometry.banks)]
     pub banks: u32,
     /// Row (page) size per rank, bytes (e.g. 4k).
-    #[arg(long, default_value = "4k", value_parser = units::parse_size, allow_hyphen_values = true)]
+    #[arg(long, default_value = units::size_arg(SimConfig::default().geometry.row_bytes), value_parser = units::parse_size, allow_hyphen_values = true)]
     pub row: u64,
     /// Address mapping, most significant field first.
     #[arg(long, default_value = "ro-ra-ba-ch-co")]
@@ -73,32 +74,32 @@ pub struct MemConfigArgs {
     #[arg(long, value_enum, default_value = "random")]
     pub placement: PlacementArg,
     /// Core cycles per instruction without memory stalls.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = SimConfig::default().core.cpi)]
     pub cpi: f64,
     /// Controller read queue per device: also the bound on outstanding posted reads
     /// (store misses) before the core stalls.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = SimConfig::default().controller.read_queue)]
     pub read_queue: usize,
     /// Controller write queue per device; writes drain from 3/4 full down to 1/4.
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = SimConfig::default().controller.write_queue)]
     pub write_queue: usize,
     /// WARM migration threshold (the paper: 1).
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = SimConfig::default().warm.threshold)]
     pub warm_threshold: u32,
     /// WARM counter table budget in bytes (the paper: 4096).
-    #[arg(long, default_value_t = 4096)]
+    #[arg(long, default_value_t = SimConfig::default().warm.counter_bytes)]
     pub warm_counter_bytes: usize,
     /// WARM remap table budget in bytes (the paper: 16384).
-    #[arg(long, default_value_t = 16384)]
+    #[arg(long, default_value_t = SimConfig::default().warm.remap_bytes)]
     pub warm_remap_bytes: usize,
     /// RaPP: the MQ queue at which a PCM page migrates.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = SimConfig::default().rapp.threshold_queue)]
     pub rapp_threshold: usize,
     /// RaPP: the lifetime of a page's MQ entry, in accesses.
-    #[arg(long, default_value_t = 10_000)]
+    #[arg(long, default_value_t = SimConfig::default().rapp.lifetime)]
     pub rapp_lifetime: u64,
     /// Seed of the random first-touch placement.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = SimConfig::default().seed)]
     pub seed: u64,
 }
 
@@ -436,7 +437,7 @@ pub struct GenArgs {
     #[arg(long, default_value_t = 4)]
     pub param: u64,
     /// Seed of the random first-touch placement.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = SimConfig::default().seed)]
     pub seed: u64,
     /// Output trace (hscm binary format, zstd-compressed).
     #[arg(short, long, alias = "out")]
@@ -591,8 +592,25 @@ pub fn bench_memsim(requests: u64, progress: bool) -> Result<MemsimBench> {
     })
 }
 
+/// The flags' defaults, as a value: what `hscm sim memory compare` runs with no flags.
 pub fn default_mem_args() -> MemConfigArgs {
-    use clap::FromArgMatches;
-    let cmd = MemConfigArgs::augment_args(clap::Command::new("x"));
-    MemConfigArgs::from_arg_matches(&cmd.get_matches_from(["x"])).expect("defaults parse")
+    MemConfigArgs::default()
+}
+
+impl Default for MemConfigArgs {
+    /// The flags' defaults, themselves read from `SimConfig::default()`.
+    fn default() -> Self {
+        crate::flag_defaults()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_memory_flags_default_to_the_simulators_own_defaults() {
+        let from_flags = MemConfigArgs::default().to_config(false).unwrap();
+        assert_eq!(from_flags, SimConfig::default());
+    }
 }

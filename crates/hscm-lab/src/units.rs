@@ -45,6 +45,17 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
     }
 }
 
+/// A size as a flag's default is written ("1G", "4k", "1000"): the largest binary unit
+/// that divides it, so that `parse_size` reads back the same number.
+pub fn size_arg(n: u64) -> String {
+    for (shift, unit) in [(40, "T"), (30, "G"), (20, "M"), (10, "k")] {
+        if n >= 1 << shift && n % (1 << shift) == 0 {
+            return format!("{}{unit}", n >> shift);
+        }
+    }
+    n.to_string()
+}
+
 /// Refuses work whose input asks for more memory than this machine has (RAM and swap),
 /// before the allocation would abort the process: `what` says what needs `bytes`.
 pub fn ensure_fits_in_memory(what: &str, bytes: u128) -> anyhow::Result<()> {
@@ -79,6 +90,14 @@ pub fn human_bytes(n: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_default_written_as_a_size_reads_back_the_same() {
+        for n in [0, 1000, 4096, 1 << 30, 3 << 30, (1 << 20) + 4096, 5 << 40] {
+            assert_eq!(parse_size(&size_arg(n)), Ok(n), "{}", size_arg(n));
+        }
+        assert_eq!(size_arg(1 << 30), "1G");
+    }
 
     #[test]
     fn sizes() {

@@ -2,117 +2,26 @@
 //! Each experiment states the published figure, the target we hold ourselves to, and
 //! what this machine measured, with a verdict computed from the measurement.
 
+pub mod check;
 pub mod kv;
 pub mod memsim;
+pub mod plot;
 pub mod ring;
+pub mod targets;
 pub mod vmsim;
 
+pub use check::{named_checks_json, targets_table, Check};
+
 use std::fmt::Write as _;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use hscm_volume::Durability;
-use plotters::prelude::*;
+use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
 use crate::units::human_bytes;
 use crate::volume::{self, Stats, TargetKind, VolumeBenchResult, VolumeBenchSpec, Workload};
-
-/// A claim checked against a measurement.
-pub(crate) struct Check {
-    what: String,
-    ours: f64,
-    target: f64,
-    /// True: ours must be at least the target; false: at most.
-    at_least: bool,
-    unit: &'static str,
-}
-
-impl Check {
-    pub(crate) fn at_least(
-        what: impl Into<String>,
-        ours: f64,
-        target: f64,
-        unit: &'static str,
-    ) -> Check {
-        Check {
-            what: what.into(),
-            ours,
-            target,
-            at_least: true,
-            unit,
-        }
-    }
-    pub(crate) fn at_most(
-        what: impl Into<String>,
-        ours: f64,
-        target: f64,
-        unit: &'static str,
-    ) -> Check {
-        Check {
-            what: what.into(),
-            ours,
-            target,
-            at_least: false,
-            unit,
-        }
-    }
-    pub(crate) fn passed(&self) -> bool {
-        if self.at_least {
-            self.ours >= self.target
-        } else {
-            self.ours <= self.target
-        }
-    }
-    /// A row of the report's targets table.
-    pub(crate) fn table_row(&self, experiment: &str) -> String {
-        format!(
-            "| {experiment} | {} | {} {:.2}{} | {:.3}{} | {} |",
-            self.what,
-            if self.at_least { ">=" } else { "<=" },
-            self.target,
-            self.unit,
-            self.ours,
-            self.unit,
-            if self.passed() { "met" } else { "**not met**" }
-        )
-    }
-
-    pub(crate) fn to_json(&self) -> Value {
-        json!({"what": self.what, "ours": self.ours, "target": self.target,
-               "comparison": if self.at_least { ">=" } else { "<=" }, "unit": self.unit, "passed": self.passed()})
-    }
-}
-
-/// The "Targets" table of a section whose checks are named by trace (or topic): writes
-/// it and returns how many passed.
-pub(crate) fn targets_table(
-    md: &mut String,
-    title: &str,
-    checks: &[(String, Check)],
-) -> Result<usize> {
-    writeln!(md, "### {title}\n")?;
-    writeln!(md, "| trace | check | target | ours | verdict |")?;
-    writeln!(md, "|---|---|---:|---:|---|")?;
-    let mut passed = 0;
-    for (name, c) in checks {
-        passed += usize::from(c.passed());
-        writeln!(md, "{}", c.table_row(name))?;
-    }
-    Ok(passed)
-}
-
-/// Those checks as JSON, each with its trace name.
-pub(crate) fn named_checks_json(checks: &[(String, Check)]) -> Vec<Value> {
-    checks
-        .iter()
-        .map(|(n, c)| {
-            let mut j = c.to_json();
-            j["trace"] = json!(n);
-            j
-        })
-        .collect()
-}
 
 struct Experiment {
     id: &'static str,
@@ -219,22 +128,21 @@ fn checks_for(id: &str, r: &VolumeBenchResult, all: &[(String, VolumeBenchResult
     let ours_iops = r.ours.map_or(0.0, |o| o.iops);
     match id {
         "randread-4k-1t" => vec![
-            Check::at_least("ours / odirect (IOPS)", ratio(r, "odirect"), 20.0, "x"),
-            Check::at_least("ours / pagecache (IOPS)", ratio(r, "pagecache"), 1.5, "x"),
-            Check::at_least("ours / memcpy (IOPS)", ratio(r, "memcpy"), 0.8, "x"),
+            Check::new(&targets::VOLUME_RANDREAD_VS_ODIRECT, ratio(r, "odirect")),
+            Check::new(
+                &targets::VOLUME_RANDREAD_VS_PAGECACHE,
+                ratio(r, "pagecache"),
+            ),
+            Check::new(&targets::VOLUME_RANDREAD_VS_MEMCPY, ratio(r, "memcpy")),
         ],
-        "mixed-4k-4t" => vec![Check::at_least(
-            "ours / odirect (IOPS)",
+        "mixed-4k-4t" => vec![Check::new(
+            &targets::VOLUME_MIXED_VS_ODIRECT,
             ratio(r, "odirect"),
-            3.0,
-            "x",
         )],
         "randwrite-4k-1t-immediate" => {
-            vec![Check::at_least(
-                "ours / odirect (IOPS), i.e. within 15%",
+            vec![Check::new(
+                &targets::VOLUME_RANDWRITE_VS_ODIRECT,
                 ratio(r, "odirect"),
-                0.85,
-                "x",
             )]
         }
         "randwrite-4k-8t-immediate" => {
@@ -244,25 +152,16 @@ fn checks_for(id: &str, r: &VolumeBenchResult, all: &[(String, VolumeBenchResult
                 .and_then(|(_, x)| x.ours)
                 .map_or(f64::NAN, |o| o.iops);
             vec![
-                Check::at_least(
-                    "ours / odirect at 8 threads (IOPS)",
+                Check::new(
+                    &targets::VOLUME_RANDWRITE_8T_VS_ODIRECT,
                     ratio(r, "odirect"),
-                    1.5,
-                    "x",
                 ),
-                Check::at_least(
-                    "ours 8 threads / ours 1 thread (group commit)",
-                    ours_iops / one,
-                    4.0,
-                    "x",
-                ),
+                Check::new(&targets::VOLUME_GROUP_COMMIT_SCALING, ours_iops / one),
             ]
         }
-        "randwrite-4k-8t-immediate-journal-ws" => vec![Check::at_least(
-            "ours / odirect at 8 threads, journal = working set (IOPS)",
+        "randwrite-4k-8t-immediate-journal-ws" => vec![Check::new(
+            &targets::VOLUME_JOURNAL_VS_ODIRECT,
             ratio(r, "odirect"),
-            1.5,
-            "x",
         )],
         _ => Vec::new(),
     }
@@ -277,7 +176,8 @@ pub struct Section {
 }
 
 /// Which sections to run.
-#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum SectionName {
     Volume,
     Memsim,
@@ -286,15 +186,79 @@ pub enum SectionName {
     Kv,
 }
 
-pub fn reproduce(
-    out: &Path,
-    seconds: f64,
-    restart_size: u64,
-    quick: bool,
-    only: &[SectionName],
-    traces: &Path,
-    ycsb_traces: &Path,
-) -> Result<()> {
+/// What `hscm reproduce` runs. `Default` is the only place its defaults are written;
+/// the command's flags read theirs from it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ReproduceParams {
+    /// Where the report goes.
+    pub out: PathBuf,
+    /// Seconds per volume benchmark point.
+    pub seconds: f64,
+    /// Largest volume in the restart experiment.
+    pub restart_size: u64,
+    /// Small sizes and short runs: a smoke test of the pipeline, not a measurement.
+    pub quick: bool,
+    /// Sections to run; empty: all.
+    pub only: Vec<SectionName>,
+    /// The memory traces shipped in the repository.
+    pub traces: PathBuf,
+    /// Recorded YCSB 0.17 operation traces (scripts/ycsb-traces.sh).
+    pub ycsb_traces: PathBuf,
+}
+
+impl Default for ReproduceParams {
+    fn default() -> Self {
+        ReproduceParams {
+            out: "report".into(),
+            seconds: 3.0,
+            restart_size: 8 << 30,
+            quick: false,
+            only: Vec::new(),
+            traces: "traces".into(),
+            ycsb_traces: "target/ycsb-traces".into(),
+        }
+    }
+}
+
+/// Every target the report checks, with its source, as Markdown.
+pub fn targets_markdown() -> String {
+    let mut md = String::new();
+    let _ = writeln!(md, "| check | target | source | the source reports |");
+    let _ = writeln!(md, "|---|---:|---|---|");
+    for t in targets::ALL {
+        let j = t.to_json();
+        let _ = writeln!(
+            md,
+            "| {} | {} {}{} | {} | {} |",
+            t.what,
+            j["comparison"].as_str().unwrap_or(""),
+            j["target"],
+            t.unit,
+            t.source.cite(),
+            t.source.says
+        );
+    }
+    md
+}
+
+/// Every target as JSON, for scripts.
+pub fn targets_json() -> Value {
+    Value::Array(targets::ALL.iter().map(|t| t.to_json()).collect())
+}
+
+/// Runs the chosen sections and writes report.md, report.json and the SVG plots.
+pub fn reproduce(p: &ReproduceParams) -> Result<()> {
+    let ReproduceParams {
+        out,
+        seconds,
+        restart_size,
+        quick,
+        only,
+        traces,
+        ycsb_traces,
+    } = p;
+    let (out, seconds, restart_size, quick) = (out.as_path(), *seconds, *restart_size, *quick);
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     let want = |s: SectionName| only.is_empty() || only.contains(&s);
     let mut md = String::new();
@@ -472,8 +436,7 @@ fn volume_section(out: &Path, seconds: f64, restart_size: u64, quick: bool) -> R
     }
 
     writeln!(md, "\n### Targets\n")?;
-    writeln!(md, "| experiment | check | target | ours | verdict |")?;
-    writeln!(md, "|---|---|---:|---:|---|")?;
+    check::table_header(&mut md, "experiment");
     for (e, (id, r)) in exps.iter().zip(&results) {
         let checks = checks_for(id, r, &results);
         for c in &checks {
@@ -488,30 +451,22 @@ fn volume_section(out: &Path, seconds: f64, restart_size: u64, quick: bool) -> R
     }
     let largest = restart.sizes.last().context("restart measured no size")?;
     let restart_checks = vec![
-        Check::at_most(
-            format!("open to first read, {}", human_bytes(largest.bytes)),
-            largest.first_read_ms,
-            20.0,
-            " ms",
-        ),
-        Check::at_least(
-            format!(
-                "warm-up speed / raw sequential read, {}",
-                human_bytes(largest.bytes)
-            ),
+        Check::new(&targets::RESTART_FIRST_READ, largest.first_read_ms).named(format!(
+            "open to first read, {}",
+            human_bytes(largest.bytes)
+        )),
+        Check::new(
+            &targets::RESTART_WARMUP_SPEED,
             largest.warm_mbps / largest.raw_mbps,
-            0.7,
-            "x",
-        ),
-        Check::at_most(
-            format!(
-                "RAM beyond the volume's size, {}",
-                human_bytes(largest.bytes)
-            ),
-            largest.ram_overhead_pct,
-            1.0,
-            " %",
-        ),
+        )
+        .named(format!(
+            "warm-up speed / raw sequential read, {}",
+            human_bytes(largest.bytes)
+        )),
+        Check::new(&targets::RESTART_RAM_OVERHEAD, largest.ram_overhead_pct).named(format!(
+            "RAM beyond the volume's size, {}",
+            human_bytes(largest.bytes)
+        )),
     ];
     for c in &restart_checks {
         total += 1;
@@ -584,157 +539,67 @@ fn cpu_model() -> String {
         .unwrap_or_else(|| "unknown CPU".into())
 }
 
-const SERIES: [(&str, RGBColor); 4] = [
-    ("ours", RGBColor(31, 119, 180)),
-    ("odirect", RGBColor(214, 39, 40)),
-    ("pagecache", RGBColor(255, 127, 14)),
-    ("memcpy", RGBColor(127, 127, 127)),
+/// The volume figures' series: ours and the three baselines, in the tables' order.
+const SERIES: [(&str, plot::RGBColor); 4] = [
+    ("ours", plot::BLUE),
+    ("odirect", plot::RED),
+    ("pagecache", plot::ORANGE),
+    ("memcpy", plot::GREY),
 ];
-
-pub(crate) type Area<'a> = DrawingArea<SVGBackend<'a>, plotters::coord::Shift>;
-
-/// Writes one label under each unit-wide category of a bar chart (category i spans
-/// x in [i, i+1)); `y_floor` is the value at the chart's bottom edge.
-pub(crate) fn label_categories<'a, Y: Ranged<ValueType = f64>>(
-    root: &Area<'a>,
-    chart: &ChartContext<
-        'a,
-        SVGBackend<'a>,
-        Cartesian2d<plotters::coord::types::RangedCoordf64, Y>,
-    >,
-    labels: &[String],
-    y_floor: f64,
-) -> Result<()> {
-    let style = TextStyle::from(("sans-serif", 10).into_font()).pos(
-        plotters::style::text_anchor::Pos::new(
-            plotters::style::text_anchor::HPos::Center,
-            plotters::style::text_anchor::VPos::Top,
-        ),
-    );
-    for (i, label) in labels.iter().enumerate() {
-        let (x, y) = chart.backend_coord(&(i as f64 + 0.5, y_floor));
-        root.draw(&Text::new(label.clone(), (x, y + 8), style.clone()))?;
-    }
-    Ok(())
-}
-
-/// Draws the legend in the headroom above the bars and writes the file.
-pub(crate) fn finish_chart<'a, Y: Ranged<ValueType = f64>>(
-    root: &Area<'a>,
-    chart: &mut ChartContext<
-        'a,
-        SVGBackend<'a>,
-        Cartesian2d<plotters::coord::types::RangedCoordf64, Y>,
-    >,
-) -> Result<()> {
-    chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperMiddle)
-        .border_style(BLACK)
-        .background_style(WHITE.mix(0.8))
-        .draw()?;
-    root.present()?;
-    Ok(())
-}
 
 fn plot_iops(
     path: &Path,
     exps: &[Experiment],
     results: &[(String, VolumeBenchResult)],
 ) -> Result<()> {
-    // Drawn in memory, written whole: a failed or stopped run leaves no half plot.
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (1100, 520)).into_drawing_area();
-        root.fill(&WHITE)?;
-        let iops = |r: &VolumeBenchResult, k: &str| -> f64 {
-            if k == "ours" {
-                r.ours.map_or(0.0, |o| o.iops)
-            } else {
-                r.baselines.get(k).map_or(0.0, |s| s.iops)
-            }
-        };
-        let max = results
-            .iter()
-            .flat_map(|(_, r)| SERIES.iter().map(move |(k, _)| iops(r, k)))
-            .fold(10.0, f64::max);
-        let n = results.len();
-        let mut chart = ChartBuilder::on(&root)
-            .caption("Volume: IOPS by experiment (log scale)", ("sans-serif", 20))
-            .margin(10)
-            .x_label_area_size(60)
-            .y_label_area_size(70)
-            .build_cartesian_2d(0f64..n as f64, (100f64..max * 30.0).log_scale())?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_labels(0)
-            .y_desc("IOPS")
-            .draw()?;
-        let labels: Vec<String> = exps.iter().map(|e| e.id.to_string()).collect();
-        label_categories(&root, &chart, &labels, 100.0)?;
-        for (s, (name, color)) in SERIES.iter().enumerate() {
-            let bars = results.iter().enumerate().filter_map(|(i, (_, r))| {
-                let v = iops(r, name);
-                (v > 0.0).then(|| {
-                    let x0 = i as f64 + 0.1 + s as f64 * 0.2;
-                    Rectangle::new([(x0, 100.0), (x0 + 0.18, v.max(100.0))], color.filled())
-                })
-            });
-            chart.draw_series(bars)?.label(*name).legend(move |(x, y)| {
-                Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled())
-            });
+    let iops = |r: &VolumeBenchResult, k: &str| -> Option<f64> {
+        if k == "ours" {
+            r.ours.map(|o| o.iops)
+        } else {
+            r.baselines.get(k).map(|s| s.iops)
         }
-        finish_chart(&root, &mut chart)?;
-    }
-    crate::scratch::write_output(path, svg.as_bytes())
+    };
+    let chart = plot::BarChart {
+        title: "Volume: IOPS by experiment (log scale)".into(),
+        y_desc: "IOPS".into(),
+        y_axis: plot::Axis::Log10,
+        categories: exps.iter().map(|e| e.id.to_string()).collect(),
+        series: SERIES
+            .iter()
+            .map(|(name, color)| plot::Bars {
+                name: name.to_string(),
+                color: *color,
+                values: results.iter().map(|(_, r)| iops(r, name)).collect(),
+            })
+            .collect(),
+        baseline: None,
+        references: Vec::new(),
+        size: (1200, 520),
+    };
+    crate::scratch::write_output(path, chart.to_svg()?.as_bytes())
 }
 
 fn plot_warmup(path: &Path, r: &volume::RestartResult) -> Result<()> {
-    // Drawn in memory, written whole: a failed or stopped run leaves no half plot.
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (800, 420)).into_drawing_area();
-        root.fill(&WHITE)?;
-        let n = r.sizes.len();
-        let max = r
-            .sizes
-            .iter()
-            .map(|s| s.warm_mbps.max(s.raw_mbps))
-            .fold(1.0, f64::max);
-        let mut chart = ChartBuilder::on(&root)
-            .caption("Warm-up speed vs raw sequential read", ("sans-serif", 20))
-            .margin(10)
-            .x_label_area_size(40)
-            .y_label_area_size(60)
-            .build_cartesian_2d(0f64..n as f64, 0f64..max * 1.3)?;
-        chart
-            .configure_mesh()
-            .disable_x_mesh()
-            .x_labels(0)
-            .y_desc("MB/s")
-            .draw()?;
-        let labels: Vec<String> = r.sizes.iter().map(|s| human_bytes(s.bytes)).collect();
-        label_categories(&root, &chart, &labels, 0.0)?;
-        for (k, (label, color)) in [
-            ("warm-up (ours)", SERIES[0].1),
-            ("raw O_DIRECT read", SERIES[3].1),
-        ]
-        .into_iter()
-        .enumerate()
-        {
-            chart
-                .draw_series(r.sizes.iter().enumerate().map(|(i, s)| {
-                    let v = if k == 0 { s.warm_mbps } else { s.raw_mbps };
-                    let x0 = i as f64 + 0.15 + k as f64 * 0.35;
-                    Rectangle::new([(x0, 0.0), (x0 + 0.33, v)], color.filled())
-                }))?
-                .label(label)
-                .legend(move |(x, y)| {
-                    Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled())
-                });
-        }
-        finish_chart(&root, &mut chart)?;
-    }
-    crate::scratch::write_output(path, svg.as_bytes())
+    let chart = plot::BarChart {
+        title: "Warm-up speed vs raw sequential read".into(),
+        y_desc: "MB/s".into(),
+        y_axis: plot::Axis::Linear,
+        categories: r.sizes.iter().map(|s| human_bytes(s.bytes)).collect(),
+        series: vec![
+            plot::Bars {
+                name: "warm-up (ours)".into(),
+                color: plot::BLUE,
+                values: r.sizes.iter().map(|s| Some(s.warm_mbps)).collect(),
+            },
+            plot::Bars {
+                name: "raw O_DIRECT read".into(),
+                color: plot::GREY,
+                values: r.sizes.iter().map(|s| Some(s.raw_mbps)).collect(),
+            },
+        ],
+        baseline: None,
+        references: Vec::new(),
+        size: (860, 420),
+    };
+    crate::scratch::write_output(path, chart.to_svg()?.as_bytes())
 }

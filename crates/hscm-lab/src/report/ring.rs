@@ -1,5 +1,5 @@
 //! The ring section of `hscm reproduce`: the paper's protocol-overhead curve (its
-//! Figure 6, QD1), the data-buffer size sweep (its Figure 8, QD4), and the issue's
+//! Figure 6, QD1), the data-buffer size sweep (its Figure 8, QD4), and our
 //! comparison with a Unix-socket transport, all measured in this run.
 
 use std::fmt::Write as _;
@@ -8,7 +8,7 @@ use std::path::Path;
 use anyhow::Result;
 use serde_json::json;
 
-use crate::report::{named_checks_json, targets_table, Check, Section};
+use crate::report::{named_checks_json, targets, targets_table, Check, Section};
 use crate::ring::{self, RingBenchArgs};
 use crate::units::human_bytes;
 
@@ -110,18 +110,13 @@ fn tail_note(md: &mut String, x: &ring::RingRow) -> Result<()> {
 }
 
 pub fn section(_out: &Path, quick: bool) -> Result<Section> {
+    // The flags' defaults, with both completion modes and the JSON-quiet output.
     let args = RingBenchArgs {
-        chunks: vec![4096, 16 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10],
-        qd: vec![1, 4],
         modes: vec!["adaptive".into(), "interrupt".into()],
-        split: 64 << 10,
-        db: 2 << 20,
         size: if quick { 64 << 20 } else { 256 << 20 },
         seconds: if quick { 0.1 } else { 0.5 },
-        no_db_sweep: false,
-        no_in_place: false,
-        dir: None,
         json: true,
+        ..crate::flag_defaults()
     };
     note!("[ring] shared-memory transport vs memcpy vs Unix socket");
     let r = ring::bench(&args)?;
@@ -205,34 +200,19 @@ pub fn section(_out: &Path, quick: bool) -> Result<Section> {
     if let Some(x) = one_copy(4096) {
         checks.push((
             "overhead".into(),
-            Check::at_most(
-                "protocol overhead, 4 KiB, QD1, in-place",
-                x.overhead * 100.0,
-                25.0,
-                "%",
-            ),
+            Check::new(&targets::RING_OVERHEAD_4K, x.overhead * 100.0),
         ));
     }
     if let Some(x) = one_copy(512 << 10) {
         checks.push((
             "overhead".into(),
-            Check::at_most(
-                "protocol overhead, 512 KiB, QD1, in-place",
-                x.overhead * 100.0,
-                2.0,
-                "%",
-            ),
+            Check::new(&targets::RING_OVERHEAD_512K, x.overhead * 100.0),
         ));
     }
     if let (Some(x), Some(u)) = (row(4096, 1), uds(4096, 1)) {
         checks.push((
             "vs socket".into(),
-            Check::at_least(
-                "4 KiB read p50: socket / ring",
-                u.p50_us / x.p50_us,
-                1.5,
-                "x",
-            ),
+            Check::new(&targets::RING_LATENCY_VS_SOCKET, u.p50_us / x.p50_us),
         ));
     }
     let async_row = r
@@ -242,26 +222,19 @@ pub fn section(_out: &Path, quick: bool) -> Result<Section> {
     if let (Some(x), Some(u)) = (row(4096, 4), uds(4096, 4)) {
         checks.push((
             "vs socket".into(),
-            Check::at_least(
-                "4 KiB QD4 throughput, 4 threads: ring / socket",
-                x.ops_per_s / u.ops_per_s,
-                2.0,
-                "x",
-            ),
+            Check::new(&targets::RING_QD4_VS_SOCKET, x.ops_per_s / u.ops_per_s),
         ));
     }
     if let (Some(x), Some(u)) = (async_row, uds(4096, 4)) {
         checks.push((
             "vs socket".into(),
-            Check::at_least(
-                "4 KiB QD4 throughput, 1 thread with 4 in flight: ring / socket",
+            Check::new(
+                &targets::RING_QD4_ASYNC_VS_SOCKET,
                 x.ops_per_s / u.ops_per_s,
-                2.0,
-                "x",
             ),
         ));
     }
-    let passed = targets_table(&mut md, "Targets", &checks)?;
+    let passed = targets_table(&mut md, "Targets", &checks);
     writeln!(md)?;
     if let Some(x) = one_copy(4096) {
         floor_note(&mut md, x, r.core_round_trip_ns)?;

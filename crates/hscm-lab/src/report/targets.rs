@@ -1,0 +1,200 @@
+//! Every target the report holds a measurement to, with its source: the published
+//! figure it reproduces (seed, table or figure, what the paper reports) or the goal the
+//! project set itself. One place, so that a reader can audit them and
+//! `hscm reproduce --list-targets` can print them without running anything.
+
+use super::check::{Bound, Paper, Source, Target};
+
+/// `target!(NAME, "what", >= 20.0, "x", Paper, "Fig. 6a", "what the paper reports")`.
+macro_rules! target {
+    ($name:ident, $what:expr, >= $v:expr, $unit:expr, $paper:ident, $at:expr, $says:expr) => {
+        target!(@ $name, $what, Bound::AtLeast($v), $unit, $paper, $at, $says);
+    };
+    ($name:ident, $what:expr, <= $v:expr, $unit:expr, $paper:ident, $at:expr, $says:expr) => {
+        target!(@ $name, $what, Bound::AtMost($v), $unit, $paper, $at, $says);
+    };
+    (@ $name:ident, $what:expr, $bound:expr, $unit:expr, $paper:ident, $at:expr, $says:expr) => {
+        pub static $name: Target = Target {
+            what: $what,
+            bound: $bound,
+            unit: $unit,
+            source: Source { paper: Paper::$paper, at: $at, says: $says },
+        };
+    };
+}
+
+// The durable hybrid RAM volume (Baek & Park 2020, seed 001).
+target!(VOLUME_RANDREAD_VS_ODIRECT, "ours / odirect (IOPS)", >= 20.0, "x",
+    Dhrd, "Fig. 6a", "DBR DHRD 64x the SSD RAID-0 with direct I/O");
+target!(VOLUME_RANDREAD_VS_PAGECACHE, "ours / pagecache (IOPS)", >= 1.5, "x",
+    Dhrd, "Fig. 6a", "DBR DHRD 2.8x DHRD with direct I/O");
+target!(VOLUME_RANDREAD_VS_MEMCPY, "ours / memcpy (IOPS)", >= 0.8, "x",
+    ThisProject, "", "reads within 20% of a raw copy inside RAM, the physical limit");
+target!(VOLUME_MIXED_VS_ODIRECT, "ours / odirect (IOPS)", >= 3.0, "x",
+    Dhrd, "Fig. 8", "15x the SSD on a file-level 66:34 mix");
+target!(VOLUME_RANDWRITE_VS_ODIRECT, "ours / odirect (IOPS), i.e. within 15%", >= 0.85, "x",
+    Dhrd, "Fig. 6b", "writes within 3% of the SSD");
+target!(VOLUME_RANDWRITE_8T_VS_ODIRECT, "ours / odirect at 8 threads (IOPS)", >= 1.5, "x",
+    ThisProject, "", "group commit beats one sync per write (the paper's SSD scales ~5x from 1 to 32 processes, §4.2)");
+target!(VOLUME_GROUP_COMMIT_SCALING, "ours 8 threads / ours 1 thread (group commit)", >= 4.0, "x",
+    ThisProject, "", "concurrent writers share syncs");
+target!(VOLUME_JOURNAL_VS_ODIRECT, "ours / odirect at 8 threads, journal = working set (IOPS)", >= 1.5, "x",
+    ThisProject, "", "a journal as large as the hot set turns random writes sequential");
+target!(RESTART_FIRST_READ, "open to first read", <= 20.0, " ms",
+    ThisProject, "", "usable at once (the paper serves I/O while it initialises, §3.3, with no timing)");
+target!(RESTART_WARMUP_SPEED, "warm-up speed / raw sequential read", >= 0.7, "x",
+    ThisProject, "", "the warm-up runs near the disk's sequential speed");
+target!(RESTART_RAM_OVERHEAD, "RAM beyond the volume's size", <= 1.0, " %",
+    ThisProject, "", "the RAM copy costs little beyond its own size");
+
+// Hybrid DRAM/PCM main memory (HSCM/WARM, seed 000).
+target!(MEMSIM_WARM_ENERGY_VS_RAPP, "WARM energy / RaPP energy", <= 1.0, "x",
+    Hscm, "Fig. 8", "energy vs DRAM-only: WARM -46.2%, RaPP -40.1% on average");
+target!(MEMSIM_WARM_EDP_VS_RAPP, "WARM EDP / RaPP EDP", <= 1.0, "x",
+    Hscm, "Fig. 10", "EDP vs DRAM-only: WARM -39.5%, RaPP -31.9%");
+target!(MEMSIM_SPEED, "DRAM-only requests per CPU-second", >= 3.0, " M",
+    ThisProject, "", "faster than the cycle-level DRAM simulators it is compared with");
+target!(MEMSIM_PEAK_MEMORY, "peak memory", <= 100.0, " MB",
+    ThisProject, "", "runs beside other work on a small machine");
+target!(MEMSIM_WARM_CPU_VS_DRAM, "WARM CPU time / DRAM-only CPU time", <= 1.5, "x",
+    ThisProject, "", "migration costs little simulation time");
+
+// File caching and paging under SCM (Park & Bahn, seed 004).
+target!(CACHE_LRU_GAIN_SCM, "LRU gain on SCM, 10% cache (paper < 3%)", <= 5.0, " %",
+    ScmCaching, "Fig. 4", "caching gains < 3% when storage is SCM");
+target!(CACHE_ADMISSION_SAVING_LOW, "AC-LRU time saved over LRU on SCM, 10% cache (paper 20-40%)", >= 20.0, " %",
+    ScmCaching, "Fig. 5", "admission control improves 20-40%");
+target!(CACHE_ADMISSION_SAVING_HIGH, "AC-LRU time saved over LRU on SCM, 10% cache (paper 20-40%)", <= 40.0, " %",
+    ScmCaching, "Fig. 5", "admission control improves 20-40%");
+target!(CACHE_LRU_GAIN_HDD_LOW, "LRU gain on HDD, 10% cache (paper ~70%)", >= 60.0, " %",
+    ScmCaching, "Fig. 3", "caching gains ~70% on a hard disk");
+target!(CACHE_LRU_GAIN_HDD_HIGH, "LRU gain on HDD, 10% cache (paper ~70%)", <= 80.0, " %",
+    ScmCaching, "Fig. 3", "caching gains ~70% on a hard disk");
+target!(PAGING_BEST_SIZE_1X_LOW, "best page size at 1x (paper 4-8 KiB)", >= 4096.0, " B",
+    ScmCaching, "Fig. 9", "best page size 4-8 KB when storage is as fast as DRAM");
+target!(PAGING_BEST_SIZE_1X_HIGH, "best page size at 1x (paper 4-8 KiB)", <= 8192.0, " B",
+    ScmCaching, "Fig. 9", "best page size 4-8 KB when storage is as fast as DRAM");
+target!(PAGING_BEST_SIZE_10X, "best page size at 10x (paper 512 B)", <= 512.0, " B",
+    ScmCaching, "Fig. 9", "best page size 512 B at 10x DRAM latency");
+target!(PAGING_BEST_SIZE_100X, "best page size at 100x (paper 512 B)", <= 512.0, " B",
+    ScmCaching, "Fig. 9", "best page size 512 B at 100x DRAM latency");
+target!(PAGING_SWEEP_TIME, "full sweep time (8 sizes x 4 latencies)", <= 30.0, " s",
+    ThisProject, "", "a whole paging figure in half a minute");
+target!(CACHE_SPEED, "LRU requests per CPU-second", >= 20.0, " M",
+    ThisProject, "", "millions of requests per second per core");
+target!(CACHE_POLICY_CPU_VS_LRU, "CPU time / LRU's", <= 1.5, "x",
+    ThisProject, "", "no policy much slower than LRU");
+target!(CACHE_PEAK_MEMORY, "peak memory of an LRU run", <= 100.0, " MB",
+    ThisProject, "", "runs beside other work on a small machine");
+target!(CACHE_AGREES_WITH_LIBCACHESIM, "miss ratios equal to libCacheSim's where defined alike", >= 100.0, " %",
+    ThisProject, "", "exact against libCacheSim, the field's reference simulator");
+target!(CACHE_BELADY_NOT_WORSE, "Belady runs missing more than libCacheSim's Belady", <= 0.0, "",
+    ThisProject, "", "the optimum is never beaten by a reference");
+target!(CACHE_SPEED_VS_LIBCACHESIM, "LRU CPU speed vs libCacheSim, Zipf(1.0), worst size", >= 3.0, "x",
+    ThisProject, "", "about 3x libCacheSim's speed");
+
+// The shared-memory ring (Seo et al., seed 003).
+target!(RING_OVERHEAD_4K, "protocol overhead, 4 KiB, QD1, in-place", <= 25.0, "%",
+    DramProtocol, "Fig. 6", "66.8% overhead at 4 KB, QD1");
+target!(RING_OVERHEAD_512K, "protocol overhead, 512 KiB, QD1, in-place", <= 2.0, "%",
+    DramProtocol, "Fig. 6", "3.8% overhead at 512 KB, QD1");
+target!(RING_LATENCY_VS_SOCKET, "4 KiB read p50: socket / ring", >= 1.5, "x",
+    ThisProject, "", "shared memory beats a Unix socket carrying the same requests");
+target!(RING_QD4_VS_SOCKET, "4 KiB QD4 throughput, 4 threads: ring / socket", >= 2.0, "x",
+    DramProtocol, "Fig. 10", "QD4 throughput of the protocol (against UFS there; a Unix socket here)");
+target!(RING_QD4_ASYNC_VS_SOCKET, "4 KiB QD4 throughput, 1 thread with 4 in flight: ring / socket", >= 2.0, "x",
+    DramProtocol, "Fig. 10", "QD4 throughput of the protocol (against UFS there; a Unix socket here)");
+
+// The energy-aware key-value store (Sprint-AEP, seed 002).
+target!(KV_LOW_DENSITY_ENERGY, "equal-time energy saved by sprint, worst of a-t/b-t/3-t", >= 20.0, "%",
+    SprintAep, "Fig. 15", "~26% energy saved on low-density YCSB");
+target!(KV_LOW_DENSITY_THROUGHPUT, "sprint throughput / standard, worst of a-t/b-t/3-t", >= 0.95, "x",
+    SprintAep, "Fig. 16", "no performance loss on low-density YCSB");
+target!(KV_IDLE_READS_NO_PREFETCH, "idle-device reads reduced, sprint-nopre, worst", >= 96.0, "%",
+    SprintAep, "Fig. 13", ">= 96% fewer idle-device reads without prefetch");
+target!(KV_IDLE_READS_PREFETCH, "idle-device reads reduced, sprint, worst", >= 99.9, "%",
+    SprintAep, "Fig. 13", "~99.99% fewer idle-device reads with prefetch");
+target!(KV_HIGH_DENSITY_ENERGY, "equal-time energy saved by sprint, worst of a/b/3", >= 0.0, "%",
+    SprintAep, "Fig. 20", "7-17% energy saved on high-density YCSB");
+target!(KV_PARALLEL_SYNC, "log sync MB/s, parallel / single-threaded - 1, mean of all workloads", >= 10.0, "%",
+    SprintAep, "Fig. 24", "parallel sync and prefetch +30-68% write, +23.7-40% read throughput");
+target!(KV_REPLAY_IDLE_READS, "idle-device reads reduced by sprint, worst trace", >= 96.0, "%",
+    SprintAep, "Fig. 13", ">= 96% fewer idle-device reads");
+target!(KV_REPLAY_NOT_FOUND, "reads of records the store does not hold, all replays", <= 0.0, "",
+    ThisProject, "", "a replay reads only what it loaded (an honest replay)");
+
+/// Every target, in report order.
+pub static ALL: &[&Target] = &[
+    &VOLUME_RANDREAD_VS_ODIRECT,
+    &VOLUME_RANDREAD_VS_PAGECACHE,
+    &VOLUME_RANDREAD_VS_MEMCPY,
+    &VOLUME_MIXED_VS_ODIRECT,
+    &VOLUME_RANDWRITE_VS_ODIRECT,
+    &VOLUME_RANDWRITE_8T_VS_ODIRECT,
+    &VOLUME_GROUP_COMMIT_SCALING,
+    &VOLUME_JOURNAL_VS_ODIRECT,
+    &RESTART_FIRST_READ,
+    &RESTART_WARMUP_SPEED,
+    &RESTART_RAM_OVERHEAD,
+    &MEMSIM_WARM_ENERGY_VS_RAPP,
+    &MEMSIM_WARM_EDP_VS_RAPP,
+    &MEMSIM_SPEED,
+    &MEMSIM_PEAK_MEMORY,
+    &MEMSIM_WARM_CPU_VS_DRAM,
+    &CACHE_LRU_GAIN_SCM,
+    &CACHE_ADMISSION_SAVING_LOW,
+    &CACHE_ADMISSION_SAVING_HIGH,
+    &CACHE_LRU_GAIN_HDD_LOW,
+    &CACHE_LRU_GAIN_HDD_HIGH,
+    &PAGING_BEST_SIZE_1X_LOW,
+    &PAGING_BEST_SIZE_1X_HIGH,
+    &PAGING_BEST_SIZE_10X,
+    &PAGING_BEST_SIZE_100X,
+    &PAGING_SWEEP_TIME,
+    &CACHE_SPEED,
+    &CACHE_POLICY_CPU_VS_LRU,
+    &CACHE_PEAK_MEMORY,
+    &CACHE_AGREES_WITH_LIBCACHESIM,
+    &CACHE_BELADY_NOT_WORSE,
+    &CACHE_SPEED_VS_LIBCACHESIM,
+    &RING_OVERHEAD_4K,
+    &RING_OVERHEAD_512K,
+    &RING_LATENCY_VS_SOCKET,
+    &RING_QD4_VS_SOCKET,
+    &RING_QD4_ASYNC_VS_SOCKET,
+    &KV_LOW_DENSITY_ENERGY,
+    &KV_LOW_DENSITY_THROUGHPUT,
+    &KV_IDLE_READS_NO_PREFETCH,
+    &KV_IDLE_READS_PREFETCH,
+    &KV_HIGH_DENSITY_ENERGY,
+    &KV_PARALLEL_SYNC,
+    &KV_REPLAY_IDLE_READS,
+    &KV_REPLAY_NOT_FOUND,
+];
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_paper_target_names_where_in_the_paper_it_comes_from() {
+        for t in ALL {
+            let s = &t.source;
+            assert!(!s.says.is_empty(), "{}: no reason given", t.what);
+            assert_eq!(
+                s.paper == Paper::ThisProject,
+                s.at.is_empty(),
+                "{}: a paper's target names its figure, a project goal none",
+                t.what
+            );
+        }
+    }
+
+    #[test]
+    fn every_target_is_listed_once() {
+        let mut seen = std::collections::HashSet::new();
+        for t in ALL {
+            assert!(seen.insert(*t as *const Target), "{} listed twice", t.what);
+        }
+    }
+}
