@@ -185,8 +185,6 @@ pub fn section(out: &Path, quick: bool, ycsb: Option<&Path>) -> Result<Section> 
         "|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"
     )?;
     for r in &runs {
-        let saved =
-            kv::energy_saving(&runs, r).map_or("-".to_string(), |e| format!("{:.1}%", e * 100.0));
         let trials: Vec<String> = r
             .trials
             .iter()
@@ -201,19 +199,8 @@ pub fn section(out: &Path, quick: bool, ycsb: Option<&Path>) -> Result<Section> 
             .collect();
         writeln!(
             md,
-            "| {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {} | {:.2e} | {} | {} | {} | {:.0} |",
-            r.workload,
-            r.rep + 1,
-            r.mode,
-            r.ops_per_s,
-            r.read_p99_us,
-            r.write_p99_us,
-            r.energy_j.execution,
-            r.energy_j.equal_time,
-            saved,
-            r.edp,
-            r.idle_device_reads,
-            r.primaries,
+            "| {} | {} | {:.0} |",
+            kv::run_cells(&runs, r).join(" | "),
             trials.join(", "),
             r.sync_mbps
         )?;

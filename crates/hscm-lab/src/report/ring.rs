@@ -144,23 +144,15 @@ pub fn section(_out: &Path, quick: bool) -> Result<Section> {
         "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
     )?;
     for row in &r.rows {
-        let u = r
-            .uds
-            .iter()
-            .find(|u| u.chunk == row.chunk && u.qd == row.qd);
+        let u = r.uds_for(row);
         let paper = PAPER_OVERHEAD
             .iter()
             .find(|p| p.0 == row.chunk && row.qd == 1)
             .map_or("".into(), |p| format!("{:.1}%", p.1 * 100.0));
         writeln!(
             md,
-            "| {} | {} | {} | {:.0} | {:.0} | {:.1}% | {} | {:.2} | {:.2} | {} | {} | {:.0} |",
-            human_bytes(row.chunk),
-            row.qd,
-            row.mode,
-            row.protocol_mbps,
-            row.interface_mbps,
-            row.overhead * 100.0,
+            "| {} | {} | {:.2} | {:.2} | {} | {} | {:.0} |",
+            row.lead_cells().join(" | "),
             paper,
             row.p50_us,
             row.p99_us,

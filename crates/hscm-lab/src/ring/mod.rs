@@ -1,5 +1,12 @@
 //! `hscm bench ring`: the shared-memory queue transport against plain memcpy and a
-//! Unix-socket transport, measured in the same run.
+//! Unix-socket transport, measured in the same run. `mod.rs` holds the flags, the
+//! figures and the run; `measure` the timed loops; `print` the text tables.
+
+mod measure;
+mod print;
+
+use measure::*;
+pub use print::print;
 
 use crate::{closed_loop, paired, Phase, Step};
 use std::io::IsTerminal;
@@ -116,7 +123,29 @@ pub struct RingReport {
     pub core_round_trip_ns: [f64; 2],
 }
 
+impl RingRow {
+    /// What every table of rows starts with, formatted once: chunk, queue depth,
+    /// completion mode, ring MB/s, interface MB/s, overhead.
+    pub fn lead_cells(&self) -> [String; 6] {
+        [
+            human_bytes(self.chunk),
+            self.qd.to_string(),
+            self.mode.clone(),
+            format!("{:.0}", self.protocol_mbps),
+            format!("{:.0}", self.interface_mbps),
+            format!("{:.1}%", self.overhead * 100.0),
+        ]
+    }
+}
+
 impl RingReport {
+    /// The Unix-socket run with the same chunk and queue depth as `row`.
+    pub fn uds_for(&self, row: &RingRow) -> Option<&UdsRow> {
+        self.uds
+            .iter()
+            .find(|u| u.chunk == row.chunk && u.qd == row.qd)
+    }
+
     /// The data-buffer sweep as a grid: buffer sizes (columns), then per chunk size its
     /// MB/s at each buffer size.
     pub fn db_grid(&self) -> (Vec<u64>, Vec<(u64, Vec<f64>)>) {
@@ -257,245 +286,6 @@ impl RingRow {
             self.p50_us
         );
     }
-}
-
-/// One blocking random read of `buf.len()` bytes through a queue.
-fn ring_read(
-    q: &mut hscm_ring::Queue,
-    buf: &mut [u8],
-    rng: &mut SmallRng,
-    size: u64,
-) -> Result<()> {
-    let chunk = buf.len() as u64;
-    q.read(random_offset(rng, size, chunk) / 512, buf)?;
-    Ok(())
-}
-
-struct Measured {
-    bytes: u64,
-    ops: u64,
-    elapsed: f64,
-    hist: Histogram<u64>,
-}
-
-impl Measured {
-    fn mbps(&self) -> f64 {
-        self.bytes as f64 / self.elapsed / 1e6
-    }
-    fn us(&self, q: f64) -> f64 {
-        self.hist.value_at_quantile(q) as f64 / 1000.0
-    }
-
-    /// Mean time per request, in ns, as the bandwidth figures count it (a single
-    /// thread's requests back to back).
-    fn mean_ns(&self) -> f64 {
-        self.elapsed / self.ops.max(1) as f64 * 1e9
-    }
-
-    /// The driver's measurement of `chunk`-byte requests.
-    fn of(m: crate::Measured, chunk: u64) -> Measured {
-        Measured {
-            bytes: m.ops * chunk,
-            ops: m.ops,
-            elapsed: m.elapsed_s,
-            hist: m.all(),
-        }
-    }
-
-    /// MB/s over several measurements of the same requests taken at different times.
-    fn pooled_mbps(all: &[Measured]) -> f64 {
-        let bytes: u64 = all.iter().map(|m| m.bytes).sum();
-        let elapsed: f64 = all.iter().map(|m| m.elapsed).sum();
-        bytes as f64 / elapsed / 1e6
-    }
-}
-
-/// Runs `threads` workers, each repeating `op(rng)` (one request of `chunk` bytes) for
-/// `seconds` after a short warm-up, on the one closed-loop driver (crate::driver).
-fn drive<S: Send>(
-    threads: u32,
-    seconds: f64,
-    chunk: u64,
-    mut setup: impl FnMut(u32) -> Result<S>,
-    op: impl Fn(&mut S, &mut SmallRng) -> Result<()> + Sync,
-) -> Result<Measured> {
-    let states: Vec<S> = (0..threads).map(&mut setup).collect::<Result<_>>()?;
-    let phase = Phase::timed(WARM_UP, seconds);
-    let (m, _) = closed_loop(states, 1, &phase, |st, ctx| {
-        op(st, &mut ctx.rng).map(|()| Step::Done(0))
-    })?;
-    Ok(Measured::of(m, chunk))
-}
-
-const WARM_UP: Duration = Duration::from_millis(50);
-
-/// Seconds (at most) of the cached-source reads and copies after a QD1 in-place row.
-const CACHED_SECONDS: f64 = 0.2;
-
-/// One slice of a paired measurement.
-const SLICE: Duration = Duration::from_millis(100);
-
-/// Two workloads (`threads` workers each, requests of `chunk` bytes) measured in
-/// alternating slices of [`SLICE`] (or `seconds`, if shorter), all workers switching
-/// together, until each has run `seconds` (crate::driver::paired): both see the
-/// same machine, whatever it does meanwhile. On this kind of shared VM memcpy
-/// bandwidth alone moves by 10% and more from one second to the next, more than the
-/// overheads being measured; one measurement after the other compared a ring row with
-/// a memcpy taken up to seconds earlier.
-fn drive_paired<A: Send, B: Send>(
-    threads: u32,
-    seconds: f64,
-    chunk: u64,
-    mut setup: impl FnMut(u32) -> Result<(A, B)>,
-    op_a: impl Fn(&mut A, &mut SmallRng) -> Result<()> + Sync,
-    op_b: impl Fn(&mut B, &mut SmallRng) -> Result<()> + Sync,
-) -> Result<(Measured, Measured)> {
-    let states: Vec<(A, B)> = (0..threads).map(&mut setup).collect::<Result<_>>()?;
-    let (a, b) = paired(
-        states,
-        &Phase::timed(WARM_UP, seconds),
-        SLICE,
-        |a, ctx| op_a(a, &mut ctx.rng).map(|()| Step::Done(0)),
-        |b, ctx| op_b(b, &mut ctx.rng).map(|()| Step::Done(0)),
-    )?;
-    Ok((Measured::of(a, chunk), Measured::of(b, chunk)))
-}
-
-/// One thread keeping `qd` reads in flight with submit/complete (the storage sense of
-/// queue depth, as fio's iodepth); latency is per command, submit to completion. Not a
-/// closed loop per thread, so not on the driver; it records in the driver's histogram.
-fn drive_async(client: &Client, qd: u32, seconds: f64, chunk: u64, size: u64) -> Result<Measured> {
-    let mut q = client.queue()?;
-    let mut rng = SmallRng::seed_from_u64(7);
-    let mut dst = Destination::new(chunk);
-    let buf = dst.bytes();
-    let mut hist = crate::latency_histogram();
-    let mut started = vec![Instant::now(); 1 << 16];
-    let submit =
-        |q: &mut hscm_ring::Queue, rng: &mut SmallRng, started: &mut Vec<Instant>| -> Result<()> {
-            let lease = q
-                .client_lease(chunk)
-                .context("data buffer too small for the queue depth")?;
-            let sector = random_offset(rng, size, chunk) / 512;
-            let id = q.submit(
-                Op::Read {
-                    sector,
-                    count: (chunk / 512) as u32,
-                },
-                Some(lease),
-            )?;
-            started[(id & 0xffff) as usize] = Instant::now();
-            Ok(())
-        };
-    for _ in 0..qd {
-        submit(&mut q, &mut rng, &mut started)?;
-    }
-    let warm = Instant::now();
-    let limit = Duration::from_secs_f64(seconds);
-    let mut start = None;
-    let mut ops = 0u64;
-    loop {
-        let c = q.complete()?;
-        let now = Instant::now();
-        if let Err(st) = c.result {
-            anyhow::bail!("read failed: {}", st.describe());
-        }
-        if let Some(l) = &c.lease {
-            l.read(0, buf);
-        }
-        drop(c.lease);
-        match start {
-            None if warm.elapsed() >= Duration::from_millis(50) => start = Some(now),
-            None => {}
-            Some(s) => {
-                hist.saturating_record(
-                    (now - started[(c.id & 0xffff) as usize]).as_nanos().max(1) as u64
-                );
-                ops += 1;
-                if now - s >= limit {
-                    while q.in_flight() > 0 {
-                        q.complete()?;
-                    }
-                    return Ok(Measured {
-                        bytes: ops * chunk,
-                        ops,
-                        elapsed: (now - s).as_secs_f64(),
-                        hist,
-                    });
-                }
-            }
-        }
-        submit(&mut q, &mut rng, &mut started)?;
-    }
-}
-
-/// A page-aligned buffer of exactly `len` bytes, like the data buffer's leases: every
-/// destination in this benchmark starts on a page, so no row gains or loses by where
-/// the allocator happened to put its buffer (a string copy's speed depends on the
-/// destination's alignment).
-struct Destination {
-    buf: AlignedBuf,
-    len: usize,
-}
-
-impl Destination {
-    fn new(len: u64) -> Destination {
-        Destination {
-            buf: AlignedBuf::zeroed(len as usize),
-            len: len as usize,
-        }
-    }
-
-    fn bytes(&mut self) -> &mut [u8] {
-        &mut self.buf[..self.len]
-    }
-}
-
-/// The bare floor under a QD1 protocol: two threads pass one word back and forth, each
-/// spinning on a cache line the other writes, for `seconds`; returns the mean round
-/// trip in ns.
-fn core_round_trip_ns(seconds: f64) -> f64 {
-    #[repr(align(128))]
-    struct Line(AtomicU64);
-    let (ping, pong) = (Line(AtomicU64::new(0)), Line(AtomicU64::new(0)));
-    const STOP: u64 = u64::MAX;
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let mut seen = 0;
-            while seen != STOP {
-                let v = ping.0.load(Ordering::Acquire);
-                if v != seen {
-                    seen = v;
-                    pong.0.store(v, Ordering::Release);
-                } else {
-                    std::hint::spin_loop();
-                }
-            }
-        });
-        let limit = Duration::from_secs_f64(seconds);
-        let start = Instant::now();
-        let mut trips = 0u64;
-        let elapsed = loop {
-            // A batch between clock reads keeps the clock out of the figure.
-            for _ in 0..1000 {
-                trips += 1;
-                ping.0.store(trips, Ordering::Release);
-                while pong.0.load(Ordering::Acquire) != trips {
-                    std::hint::spin_loop();
-                }
-            }
-            let e = start.elapsed();
-            if e >= limit {
-                break e;
-            }
-        };
-        ping.0.store(STOP, Ordering::Release);
-        elapsed.as_nanos() as f64 / trips as f64
-    })
-}
-
-fn random_offset(rng: &mut SmallRng, size: u64, chunk: u64) -> u64 {
-    rng.gen_range(0..size / chunk) * chunk
 }
 
 pub fn bench(a: &RingBenchArgs) -> Result<RingReport> {
@@ -763,121 +553,4 @@ pub fn bench(a: &RingBenchArgs) -> Result<RingReport> {
         interface: "the same reads made in this process, copied from the volume's RAM into a private page-aligned buffer (the one copy an in-process reader makes), same threads, in 100 ms slices alternating with the ring row's",
         core_round_trip_ns: [round_trip_before, round_trip_after],
     })
-}
-
-pub fn print(r: &RingReport) -> anyhow::Result<()> {
-    outln!(
-        "shared-memory ring vs memcpy (interface) vs Unix socket; random reads over {}, split {}",
-        human_bytes(r.volume_size),
-        human_bytes(r.split)
-    )?;
-    outln!(
-        "{:>8} {:>3} {:<9} {:>10} {:>10} {:>9} {:>8} {:>8} | {:>8} {:>8} {:>10}",
-        "chunk",
-        "qd",
-        "mode",
-        "ring MB/s",
-        "memcpy",
-        "overhead",
-        "p50 µs",
-        "p99 µs",
-        "uds p50",
-        "uds p99",
-        "uds ops/s"
-    )?;
-    for row in &r.rows {
-        let u = r
-            .uds
-            .iter()
-            .find(|u| u.chunk == row.chunk && u.qd == row.qd);
-        outln!(
-            "{:>8} {:>3} {:<9} {:>10.0} {:>10.0} {:>8.1}% {:>8.2} {:>8.2} | {:>8} {:>8} {:>10}",
-            human_bytes(row.chunk),
-            row.qd,
-            row.mode,
-            row.protocol_mbps,
-            row.interface_mbps,
-            row.overhead * 100.0,
-            row.p50_us,
-            row.p99_us,
-            u.map_or("-".into(), |u| format!("{:.2}", u.p50_us)),
-            u.map_or("-".into(), |u| format!("{:.2}", u.p99_us)),
-            u.map_or("-".into(), |u| format!("{:.0}", u.ops_per_s)),
-        )?;
-    }
-    let fastest_read = r
-        .rows
-        .iter()
-        .filter(|row| row.qd == 1)
-        .map(|row| row.read_and_copy_ns().0)
-        .filter(|ns| ns.is_finite())
-        .reduce(f64::min);
-    let trip_text = |ns: f64| {
-        round_trip_unmeasurable(ns, fastest_read).unwrap_or_else(|| format!("{ns:.0} ns"))
-    };
-    outln!(
-        "bare core-to-core round trip (the QD1 floor): {} before the rows, {} after",
-        trip_text(r.core_round_trip_ns[0]),
-        trip_text(r.core_round_trip_ns[1])
-    )?;
-    let parts: Vec<_> = r
-        .rows
-        .iter()
-        .filter_map(|row| Some((row, row.overhead_parts()?)))
-        .collect();
-    if !parts.is_empty() {
-        outln!("\nwhere a QD1 in-place read's time goes beyond its copy (ns; cached = same read and copy of a cache-resident range):")?;
-        outln!(
-            "{:>8} {:>8} {:>8} {:>8} {:>13} {:>11} {:>9} {:>15}",
-            "chunk",
-            "read",
-            "copy",
-            "over",
-            "cached over",
-            "round trip",
-            "software",
-            "exposed misses"
-        )?;
-        for (row, p) in parts {
-            let (read, copy) = row.read_and_copy_ns();
-            if let Some(why) = p.unmeasurable(read) {
-                outln!(
-                    "{:>8} {:>8.0} {:>8.0} {:>8.0}  not measurable in this run: {why}",
-                    human_bytes(row.chunk),
-                    read,
-                    copy,
-                    p.over
-                )?;
-                continue;
-            }
-            outln!(
-                "{:>8} {:>8.0} {:>8.0} {:>8.0} {:>13.0} {:>11.0} {:>9.0} {:>15.0}",
-                human_bytes(row.chunk),
-                read,
-                copy,
-                p.over,
-                p.cached_over,
-                p.round_trip,
-                p.software(),
-                p.exposed_misses()
-            )?;
-        }
-    }
-    if !r.db_sweep.is_empty() {
-        outln!("\ndata-buffer size sweep, QD4 (MB/s):")?;
-        let (dbs, grid) = r.db_grid();
-        out!("{:>8}", "chunk")?;
-        for d in &dbs {
-            out!(" {:>9}", human_bytes(*d))?;
-        }
-        outln!()?;
-        for (c, mbps) in grid {
-            out!("{:>8}", human_bytes(c))?;
-            for v in mbps {
-                out!(" {v:>9.0}")?;
-            }
-            outln!()?;
-        }
-    }
-    Ok(())
 }
