@@ -6,6 +6,7 @@ extern crate hscm_lab;
 mod crash;
 mod errors;
 mod kv_check;
+mod nbd_cmd;
 mod serve_cmd;
 mod volume_cmd;
 
@@ -45,6 +46,13 @@ enum Command {
     ///
     /// Example: hscm serve data.hscm --shm data   (clients connect to "data")
     Serve(serve_cmd::ServeArgs),
+    /// Serve a volume as an NBD export (qemu, nbdinfo, nbdcopy, nbdfuse, fio's nbd
+    /// engine, the kernel's nbd client). Prints the URI it serves on standard output;
+    /// stops cleanly on SIGINT/SIGTERM. Started by libnbd tools through systemd socket
+    /// activation too: `nbdinfo -- [ hscm nbd data.hscm ]`.
+    ///
+    /// Example: hscm nbd data.hscm --socket /run/data.sock   then   nbdinfo 'nbd+unix:///?socket=/run/data.sock'
+    Nbd(nbd_cmd::NbdArgs),
     /// Energy-aware key-value store over several devices (after the Sprint-AEP paper): Standard
     /// (every device active) against Sprint (a few primaries absorb the rest).
     #[command(subcommand)]
@@ -650,6 +658,7 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Serve(a) => serve_cmd::serve(&a),
+        Command::Nbd(a) => nbd_cmd::serve(&a),
         Command::Completions { shell } => {
             let mut buf = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "hscm", &mut buf);

@@ -1,0 +1,167 @@
+//! `hscm nbd`: a volume as an NBD export.
+
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use clap::builder::TypedValueParser as _;
+use hscm_lab::units::human_bytes;
+use hscm_nbd::{Endpoint, ExportOptions, Listener, Server};
+use hscm_volume::{Durability, OpenOptions, Volume};
+
+#[derive(clap::Args)]
+pub struct NbdArgs {
+    /// The volume file (made by `hscm volume create`).
+    pub volume: PathBuf,
+    /// Listen on this Unix socket (mode 0600). The default, when neither --socket nor
+    /// --listen is given: hscm-nbd-VOLUME.sock in the temporary directory.
+    #[arg(long, conflicts_with = "listen")]
+    pub socket: Option<PathBuf>,
+    /// Listen on TCP at ADDR:PORT; a bare PORT or :PORT listens on loopback only.
+    #[arg(long)]
+    pub listen: Option<String>,
+    /// The export's name (clients asking for "" get it too).
+    #[arg(long, default_value_t = ExportOptions::default().name)]
+    pub export: String,
+    /// Serve the volume read-only.
+    #[arg(long)]
+    pub read_only: bool,
+    /// `immediate`: every acknowledged write is durable (FUA is native and free);
+    /// `on-flush`: writes reach the device, FLUSH or FUA makes them durable. Default:
+    /// the volume's own.
+    #[arg(long)]
+    pub durability: Option<Durability>,
+    /// Requests each connection runs at once (replies may complete out of order).
+    #[arg(long, default_value_t = ExportOptions::default().workers_per_connection,
+          value_parser = clap::value_parser!(u16).range(1..=64).map(usize::from))]
+    pub workers: usize,
+}
+
+/// A bare port, or `:port`, means loopback: exposing a disk to the network is asked
+/// for, never a default.
+fn tcp_address(listen: &str) -> String {
+    if let Some(port) = listen.strip_prefix(':') {
+        format!("127.0.0.1:{port}")
+    } else if listen.chars().all(|c| c.is_ascii_digit()) {
+        format!("127.0.0.1:{listen}")
+    } else {
+        listen.to_string()
+    }
+}
+
+/// The socket systemd (or libnbd's `[ command ]` syntax) passed us, if any.
+fn inherited_listener() -> Result<Option<Listener>> {
+    let (Ok(pid), Ok(fds)) = (std::env::var("LISTEN_PID"), std::env::var("LISTEN_FDS")) else {
+        return Ok(None);
+    };
+    if pid.trim() != std::process::id().to_string() {
+        return Ok(None);
+    }
+    let fds: u32 = fds.trim().parse().context("LISTEN_FDS is not a number")?;
+    if fds != 1 {
+        bail!("LISTEN_FDS={fds}: hscm nbd serves exactly one socket");
+    }
+    // Our children must not think the socket is theirs.
+    std::env::remove_var("LISTEN_PID");
+    std::env::remove_var("LISTEN_FDS");
+    // SAFETY: the socket-activation protocol hands the first socket over as descriptor
+    // 3, open and owned by nobody else in this process; LISTEN_PID named this process,
+    // and the variables are removed above, so the descriptor is taken exactly once.
+    let fd = unsafe { OwnedFd::from_raw_fd(3) };
+    Ok(Some(Listener::from_fd(fd)?))
+}
+
+fn default_socket(volume: &std::path::Path) -> PathBuf {
+    let stem = volume
+        .file_stem()
+        .map_or("volume".into(), |s| s.to_string_lossy().into_owned());
+    std::env::temp_dir().join(format!("hscm-nbd-{stem}.sock"))
+}
+
+pub fn serve(a: &NbdArgs) -> Result<()> {
+    // Handlers first: a SIGTERM once clients can connect must stop the server cleanly.
+    let stop = Arc::new(AtomicBool::new(false));
+    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        signal_hook::flag::register(sig, stop.clone()).context("installing a signal handler")?;
+    }
+    let inherited = inherited_listener()?;
+    let activated = inherited.is_some();
+    let listener = match inherited {
+        Some(l) => l,
+        None => {
+            let endpoint = match (&a.socket, &a.listen) {
+                (_, Some(addr)) => Endpoint::Tcp(tcp_address(addr)),
+                (Some(path), None) => Endpoint::Unix(path.clone()),
+                (None, None) => Endpoint::Unix(default_socket(&a.volume)),
+            };
+            Listener::bind(&endpoint)?
+        }
+    };
+    // The export serves from the moment the volume opens: reads of chunks not yet
+    // warm are served from the device and move those chunks forward in the loader.
+    let volume = Volume::open(
+        &a.volume,
+        &OpenOptions {
+            read_only: a.read_only,
+            durability: a.durability,
+            ..Default::default()
+        },
+    )
+    .with_context(|| format!("opening {}", a.volume.display()))?;
+    let volume = Arc::new(volume);
+    let export = ExportOptions {
+        name: a.export.clone(),
+        read_only: a.read_only,
+        workers_per_connection: a.workers,
+        ..ExportOptions::default()
+    };
+    let server = Arc::new(Server::new(volume.clone(), export));
+    let stats = server.stats();
+    note!(
+        "serving {} ({}, {}) at {}; Ctrl-C to stop",
+        a.volume.display(),
+        human_bytes(volume.size()),
+        match volume.durability() {
+            Durability::Immediate => "immediate",
+            Durability::OnFlush => "on-flush",
+        },
+        listener.uri(&a.export)
+    );
+    // Scripts read the URI from standard output; a server its client started shares
+    // that client's standard output, which is not ours to write on.
+    if !activated {
+        outln!("{}", listener.uri(&a.export))?;
+    }
+    listener.serve(server.clone(), stop)?;
+    drop(listener);
+    use std::sync::atomic::Ordering::Relaxed;
+    note!(
+        "stopping: {} connections, {} commands, {} answered with an error, {} dropped for protocol errors",
+        stats.connections.load(Relaxed),
+        stats.commands.load(Relaxed),
+        stats.errors.load(Relaxed),
+        stats.protocol_errors.load(Relaxed)
+    );
+    drop(server);
+    let volume =
+        Arc::try_unwrap(volume).map_err(|_| anyhow::anyhow!("volume still in use at shutdown"))?;
+    if !a.read_only {
+        hscm_block::BlockTarget::flush(&volume).context("flushing the volume at shutdown")?;
+    }
+    volume.close()?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tcp_address;
+
+    #[test]
+    fn a_bare_port_listens_on_loopback_only() {
+        assert_eq!(tcp_address("10809"), "127.0.0.1:10809");
+        assert_eq!(tcp_address(":10809"), "127.0.0.1:10809");
+        assert_eq!(tcp_address("0.0.0.0:10809"), "0.0.0.0:10809");
+    }
+}

@@ -1,0 +1,239 @@
+//! `hscm nbd` against real NBD clients (libnbd's nbdinfo, nbdcopy and nbdsh, qemu-io),
+//! installed by scripts/setup.sh: what they write reads back, across a restart too.
+
+mod util;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+
+use util::{hscm, run, signal, text};
+
+/// A real client tool, or a failure that says how to get it.
+fn tool(name: &str) -> Command {
+    let found = Command::new("sh")
+        .arg("-c")
+        .arg(format!("command -v {name}"))
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(found, "{name} is not installed: run scripts/setup.sh");
+    Command::new(name)
+}
+
+/// `hscm nbd VOLUME --socket SOCKET ARGS` as a child, and the URI it printed.
+fn serve(volume: &Path, socket: &Path, args: &[&str]) -> (Child, String) {
+    let mut child = hscm()
+        .arg("nbd")
+        .arg(volume)
+        .arg("--socket")
+        .arg(socket)
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn hscm nbd");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("nbd+unix:///"), "printed {line:?}");
+    (child, line.trim().to_string())
+}
+
+fn stop(mut child: Child) {
+    signal(child.id(), 15);
+    let status = child.wait().unwrap();
+    assert!(status.success(), "hscm nbd ended with {status}");
+}
+
+fn ok(cmd: &mut Command) -> String {
+    let o = cmd.output().unwrap();
+    assert!(o.status.success(), "{cmd:?}: {}", text(&o));
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn volume(dir: &Path, durability: &str) -> std::path::PathBuf {
+    let v = dir.join("v.hscm");
+    let o = run(&[
+        "volume",
+        "create",
+        v.to_str().unwrap(),
+        "--size",
+        "32M",
+        "--durability",
+        durability,
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    v
+}
+
+#[test]
+fn nbdinfo_sees_every_capability_the_volume_has() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = volume(dir.path(), "on-flush");
+    let (server, uri) = serve(&v, &dir.path().join("s.sock"), &[]);
+    let info: serde_json::Value =
+        serde_json::from_str(&ok(tool("nbdinfo").arg("--json").arg(&uri))).unwrap();
+    let export = &info["exports"][0];
+    assert_eq!(export["export-size"], 32 << 20);
+    for cap in [
+        "can_flush",
+        "can_fua",
+        "can_multi_conn",
+        "can_trim",
+        "can_zero",
+        "can_cache",
+    ] {
+        assert_eq!(export[cap], true, "{cap} in {export}");
+    }
+    assert_eq!(export["is_read_only"], false);
+    assert_eq!(export["block_size_minimum"], 1);
+    assert_eq!(export["block_size_preferred"], 4096);
+    assert_eq!(info["protocol"], "newstyle-fixed");
+    assert!(export["contexts"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|c| c == "base:allocation"));
+    stop(server);
+}
+
+#[test]
+fn qemu_io_patterns_and_an_nbdcopy_round_trip_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = volume(dir.path(), "immediate");
+    let sock = dir.path().join("s.sock");
+    let (server, uri) = serve(&v, &sock, &[]);
+    let qemu_io = |cmds: &[&str]| {
+        let mut c = tool("qemu-io");
+        c.args(["-f", "raw", &uri]);
+        for cmd in cmds {
+            c.args(["-c", cmd]);
+        }
+        let out = ok(&mut c);
+        assert!(!out.contains("fail"), "{out}");
+    };
+    qemu_io(&[
+        "write -P 0xab 0 1M",
+        "write -P 0xcd 3M 64k",
+        "write -P 0x11 5000 3000", // unaligned
+        "write -z 8M 1M",
+        "discard 9M 64k",
+    ]);
+    let src = dir.path().join("src.bin");
+    let data: Vec<u8> = (0..4u32 << 20)
+        .map(|i| (i.wrapping_mul(2654435761) >> 24) as u8)
+        .collect();
+    std::fs::write(&src, &data).unwrap();
+    stop(server);
+
+    // After a clean stop and a restart, everything acknowledged is there.
+    let (server, uri) = serve(&v, &sock, &[]);
+    let mut c = tool("qemu-io");
+    c.args(["-f", "raw", "-r", &uri]);
+    for cmd in [
+        "read -P 0xab 0 4096",
+        "read -P 0x11 5000 3000",
+        "read -P 0xab 8000 1040384",
+        "read -P 0xcd 3M 64k",
+        "read -P 0 8M 1M",
+        "read -P 0 9M 64k",
+    ] {
+        c.args(["-c", cmd]);
+    }
+    let out = ok(&mut c);
+    assert!(!out.contains("fail"), "{out}");
+
+    // nbdcopy both ways, compared byte for byte.
+    let big = dir.path().join("big.hscm");
+    let o = run(&["volume", "create", big.to_str().unwrap(), "--size", "4M"]);
+    assert!(o.status.success(), "{}", text(&o));
+    stop(server);
+    let (server, uri) = serve(&big, &dir.path().join("b.sock"), &[]);
+    ok(tool("nbdcopy").arg(&src).arg(&uri));
+    let back = dir.path().join("back.bin");
+    ok(tool("nbdcopy").arg(&uri).arg(&back));
+    assert!(
+        std::fs::read(&back).unwrap() == data,
+        "nbdcopy round trip differs"
+    );
+    stop(server);
+}
+
+#[test]
+fn nbdsh_drives_zero_trim_flush_and_block_status() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = volume(dir.path(), "on-flush");
+    let (server, uri) = serve(&v, &dir.path().join("s.sock"), &[]);
+    let script = format!(
+        r#"
+import nbd
+h = nbd.NBD()
+h.add_meta_context(nbd.CONTEXT_BASE_ALLOCATION)
+h.connect_uri({uri:?})
+assert h.can_meta_context(nbd.CONTEXT_BASE_ALLOCATION)
+h.pwrite(b"\x5a" * 65536, 65536, nbd.CMD_FLAG_FUA)
+assert h.pread(65536, 65536) == b"\x5a" * 65536
+h.zero(4096, 65536 + 4096, nbd.CMD_FLAG_NO_HOLE)
+h.trim(4096, 65536 + 8192)
+h.flush()
+# Zeroed [69632, 73728), trimmed [73728, 77824): 8 KiB of zeroes inside the data.
+assert h.pread(65536, 65536) == b"\x5a" * 4096 + b"\0" * 8192 + b"\x5a" * (65536 - 12288)
+runs = []
+def got(ctx, offset, entries, err):
+    runs.extend(entries)
+h.block_status(4 * 65536, 0, got)
+Z = nbd.STATE_ZERO
+assert runs == [65536, Z, 4096, 0, 8192, Z, 53248, 0, 131072, Z], runs
+runs.clear()
+h.block_status(65536, 65536, got)
+assert runs == [4096, 0, 8192, Z, 53248, 0], runs
+h.cache(65536, 0)
+try:
+    h.pread(16, (32 << 20) - 8)
+    raise SystemExit("a read past the end succeeded")
+except nbd.Error as e:
+    assert e.errnum in (22,), e
+h.shutdown()
+print("ok")
+"#
+    );
+    // nbdsh is Debian's python3-libnbd: run its module with the system Python, which
+    // has it, whatever python3 comes first on PATH.
+    tool("nbdsh");
+    let out = ok(Command::new("/usr/bin/python3").arg("-c").arg(&script));
+    assert!(out.contains("ok"), "{out}");
+    stop(server);
+}
+
+#[test]
+fn libnbd_tools_start_it_themselves_by_socket_activation() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = volume(dir.path(), "immediate");
+    let out = ok(tool("nbdinfo")
+        .arg("--size")
+        .arg("--")
+        .arg("[")
+        .arg(env!("CARGO_BIN_EXE_hscm"))
+        .arg("nbd")
+        .arg(&v)
+        .arg("]"));
+    assert_eq!(out.trim(), (32u64 << 20).to_string());
+}
+
+#[test]
+fn a_read_only_export_refuses_a_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = volume(dir.path(), "immediate");
+    let (server, uri) = serve(&v, &dir.path().join("s.sock"), &["--read-only"]);
+    let o = tool("qemu-io")
+        .args(["-f", "raw", &uri, "-c", "write 0 4k"])
+        .output()
+        .unwrap();
+    assert!(
+        !o.status.success() || text(&o).contains("fail") || text(&o).contains("read-only"),
+        "{}",
+        text(&o)
+    );
+    stop(server);
+}

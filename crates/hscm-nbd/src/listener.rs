@@ -1,0 +1,211 @@
+//! Where the export listens, and the accept loop.
+
+use std::io;
+use std::net::TcpListener;
+use std::os::fd::OwnedFd;
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::UnixListener;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::{Error, Server, Stream};
+
+/// Where to listen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// A Unix socket at this path, mode 0600.
+    Unix(PathBuf),
+    /// A TCP address, `host:port`.
+    Tcp(String),
+}
+
+enum Inner {
+    Unix(UnixListener, Option<PathBuf>),
+    Tcp(TcpListener),
+}
+
+/// A listening socket.
+pub struct Listener {
+    inner: Inner,
+}
+
+/// How often the accept loop looks at the stop flag.
+const POLL: Duration = Duration::from_millis(5);
+
+impl Listener {
+    pub fn bind(endpoint: &Endpoint) -> Result<Listener, Error> {
+        let setup = |what: String| move |source| Error::Setup { what, source };
+        let inner = match endpoint {
+            Endpoint::Unix(path) => {
+                remove_stale_socket(path)
+                    .map_err(setup(format!("cannot replace {}", path.display())))?;
+                let l = UnixListener::bind(path)
+                    .map_err(setup(format!("cannot listen on {}", path.display())))?;
+                std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+                    .map_err(setup(format!("cannot restrict {}", path.display())))?;
+                Inner::Unix(l, Some(path.clone()))
+            }
+            Endpoint::Tcp(addr) => Inner::Tcp(
+                TcpListener::bind(addr).map_err(setup(format!("cannot listen on {addr}")))?,
+            ),
+        };
+        Ok(Listener { inner })
+    }
+
+    /// A socket someone else bound and passed on (systemd socket activation): a Unix
+    /// or a TCP listener, whichever it is.
+    pub fn from_fd(fd: OwnedFd) -> Result<Listener, Error> {
+        let unix = UnixListener::from(fd);
+        if unix.local_addr().is_ok() {
+            return Ok(Listener {
+                inner: Inner::Unix(unix, None),
+            });
+        }
+        let tcp = TcpListener::from(OwnedFd::from(unix));
+        tcp.local_addr().map_err(|source| Error::Setup {
+            what: "the inherited socket is neither a Unix nor a TCP listener".into(),
+            source,
+        })?;
+        Ok(Listener {
+            inner: Inner::Tcp(tcp),
+        })
+    }
+
+    /// The NBD URI a client connects to (libnbd's syntax).
+    pub fn uri(&self, export: &str) -> String {
+        match &self.inner {
+            Inner::Unix(l, path) => {
+                let path = path.clone().or_else(|| {
+                    l.local_addr()
+                        .ok()
+                        .and_then(|a| a.as_pathname().map(Path::to_path_buf))
+                });
+                match path {
+                    Some(p) => format!("nbd+unix:///{export}?socket={}", p.display()),
+                    None => "nbd+unix:/// (an unnamed socket)".into(),
+                }
+            }
+            Inner::Tcp(l) => match l.local_addr() {
+                Ok(a) => format!("nbd://{a}/{export}"),
+                Err(_) => "nbd:// (unknown address)".into(),
+            },
+        }
+    }
+
+    fn accept(&self) -> io::Result<Option<Stream>> {
+        let accepted = match &self.inner {
+            Inner::Unix(l, _) => l.accept().map(|(s, _)| Stream::Unix(s)),
+            Inner::Tcp(l) => l.accept().map(|(s, _)| {
+                // Requests and replies are small: send them at once.
+                let _ = s.set_nodelay(true);
+                Stream::Tcp(s)
+            }),
+        };
+        match accepted {
+            Ok(s) => Ok(Some(s)),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(None),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    fn set_nonblocking(&self) -> io::Result<()> {
+        match &self.inner {
+            Inner::Unix(l, _) => l.set_nonblocking(true),
+            Inner::Tcp(l) => l.set_nonblocking(true),
+        }
+    }
+
+    /// Accepts and serves clients, a thread each, until `stop` is set; then stops
+    /// reading from every client, lets the requests already read finish and reply,
+    /// and returns. The caller flushes and closes the target.
+    pub fn serve(&self, server: Arc<Server>, stop: Arc<AtomicBool>) -> Result<(), Error> {
+        self.set_nonblocking().map_err(|source| Error::Setup {
+            what: "cannot make the listener non-blocking".into(),
+            source,
+        })?;
+        let mut clients: Vec<(std::thread::JoinHandle<()>, Stream)> = Vec::new();
+        while !stop.load(Ordering::Relaxed) {
+            match self.accept() {
+                Ok(Some(stream)) => {
+                    let watch = match stream.try_clone() {
+                        Ok(w) => w,
+                        Err(e) => {
+                            tracing::warn!("dropping a client: {e}");
+                            continue;
+                        }
+                    };
+                    let (server, stop) = (server.clone(), stop.clone());
+                    let spawned =
+                        std::thread::Builder::new()
+                            .name("nbd-client".into())
+                            .spawn(move || {
+                                if let Err(e) = set_blocking(&stream)
+                                    .map_err(Error::from)
+                                    .and_then(|()| server.serve(stream, &stop))
+                                {
+                                    tracing::info!("client dropped: {e}");
+                                }
+                            });
+                    match spawned {
+                        Ok(handle) => clients.push((handle, watch)),
+                        Err(e) => tracing::warn!("cannot start a thread for a client: {e}"),
+                    }
+                }
+                Ok(None) => std::thread::sleep(POLL),
+                Err(e) => {
+                    // A failed accept (out of descriptors, say) must not end the
+                    // service for everyone else.
+                    tracing::warn!("accept failed: {e}");
+                    std::thread::sleep(POLL * 20);
+                }
+            }
+            clients.retain(|(h, _)| !h.is_finished());
+        }
+        for (_, stream) in &clients {
+            stream.shutdown_read();
+        }
+        for (handle, _) in clients {
+            let _ = handle.join();
+        }
+        Ok(())
+    }
+}
+
+fn set_blocking(s: &Stream) -> io::Result<()> {
+    match s {
+        Stream::Unix(s) => s.set_nonblocking(false),
+        Stream::Tcp(s) => s.set_nonblocking(false),
+    }
+}
+
+/// Removes a socket file nobody listens on (a server that died); refuses anything
+/// else at that path.
+fn remove_stale_socket(path: &Path) -> io::Result<()> {
+    use std::os::unix::fs::FileTypeExt;
+    match std::fs::symlink_metadata(path) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(e),
+        Ok(m) if !m.file_type().is_socket() => Err(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            "a file that is not a socket is in the way",
+        )),
+        Ok(_) => match std::os::unix::net::UnixStream::connect(path) {
+            Ok(_) => Err(io::Error::new(
+                io::ErrorKind::AddrInUse,
+                "another server is listening there",
+            )),
+            Err(_) => std::fs::remove_file(path),
+        },
+    }
+}
+
+impl Drop for Listener {
+    fn drop(&mut self) {
+        if let Inner::Unix(_, Some(path)) = &self.inner {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}

@@ -1,0 +1,665 @@
+//! The server: the fixed-newstyle handshake, then the transmission phase, serving
+//! one [`BlockTarget`] to any number of connections.
+//!
+//! Each connection has a reader (this thread: it reads a request header and its
+//! payload, checks it, and queues it) and a few workers that run requests on the target
+//! and write whole replies under one lock, so requests are pipelined and replies may
+//! complete out of order, as the protocol allows. A client that breaks the protocol is
+//! disconnected; one that asks for something wrong gets the spec's error and goes on.
+
+use std::io::{self, Read, Write};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+
+use hscm_block::{BlockTarget, Capabilities, FuaSupport, WriteFlags, ZeroFlags};
+
+use crate::proto::{self, Request, REQUEST_LEN};
+use crate::stream::Stream;
+use crate::Error;
+
+/// What the export is called and how it is served.
+#[derive(Debug, Clone)]
+pub struct ExportOptions {
+    /// The export's name; a client asking for "" gets it too (the default export).
+    pub name: String,
+    /// Shown by `nbdinfo` and NBD_OPT_LIST.
+    pub description: String,
+    /// Refuse writes, trims and zeroes even if the target takes them.
+    pub read_only: bool,
+    /// Requests each connection runs at once.
+    pub workers_per_connection: usize,
+}
+
+impl Default for ExportOptions {
+    fn default() -> Self {
+        ExportOptions {
+            name: String::new(),
+            description: "hscm durable hybrid RAM volume".into(),
+            read_only: false,
+            workers_per_connection: 4,
+        }
+    }
+}
+
+/// Counters over the server's life.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub connections: AtomicU64,
+    pub commands: AtomicU64,
+    /// Commands answered with an error.
+    pub errors: AtomicU64,
+    /// Connections dropped for breaking the protocol.
+    pub protocol_errors: AtomicU64,
+}
+
+/// Writes larger than this are refused and, since their payload cannot be skipped
+/// cheaply, end the connection.
+const MAX_PAYLOAD_SKIP: u32 = 64 << 20;
+/// The largest range one BLOCK_STATUS request describes (the client asks again).
+const MAX_STATUS_RANGE: u64 = 64 << 20;
+/// BLOCK_STATUS looks at the data in units of this many bytes.
+const STATUS_UNIT: u64 = 4096;
+/// The id of the one metadata context, base:allocation.
+const BASE_ALLOCATION_ID: u32 = 1;
+
+/// One export of one target.
+pub struct Server {
+    target: Arc<dyn BlockTarget>,
+    export: ExportOptions,
+    caps: Capabilities,
+    stats: Arc<Stats>,
+}
+
+/// What the handshake agreed on.
+#[derive(Default, Clone, Copy)]
+struct Session {
+    structured: bool,
+    allocation_context: bool,
+}
+
+enum Handshake {
+    /// Go on to transmission.
+    Transmit(Session),
+    /// The client ended the handshake (ABORT, or an export it did not like).
+    Done,
+}
+
+impl Server {
+    pub fn new(target: Arc<dyn BlockTarget>, export: ExportOptions) -> Server {
+        let caps = target.capabilities();
+        Server {
+            target,
+            export,
+            caps,
+            stats: Arc::new(Stats::default()),
+        }
+    }
+
+    pub fn stats(&self) -> Arc<Stats> {
+        self.stats.clone()
+    }
+
+    fn read_only(&self) -> bool {
+        self.export.read_only || self.caps.read_only
+    }
+
+    /// The transmission flags this export advertises.
+    pub fn transmission_flags(&self) -> u16 {
+        let c = &self.caps;
+        let mut f = proto::TX_HAS_FLAGS | proto::TX_SEND_FLUSH | proto::TX_SEND_DF;
+        f |= proto::TX_SEND_CACHE;
+        if self.read_only() {
+            f |= proto::TX_READ_ONLY;
+        } else {
+            if c.fua != FuaSupport::None {
+                f |= proto::TX_SEND_FUA;
+            }
+            if c.trim {
+                f |= proto::TX_SEND_TRIM;
+            }
+            if c.zero {
+                f |= proto::TX_SEND_WRITE_ZEROES;
+                if c.fast_zero {
+                    f |= proto::TX_SEND_FAST_ZERO;
+                }
+            }
+        }
+        if c.multi_conn {
+            f |= proto::TX_CAN_MULTI_CONN;
+        }
+        f
+    }
+
+    fn name_matches(&self, name: &str) -> bool {
+        name.is_empty() || name == self.export.name
+    }
+
+    /// Serves one connection until the client leaves, breaks the protocol, or `stop`
+    /// is set (requests already read are answered first).
+    pub fn serve(&self, mut stream: Stream, stop: &AtomicBool) -> Result<(), Error> {
+        self.stats.connections.fetch_add(1, Ordering::Relaxed);
+        let result = match self.handshake(&mut stream) {
+            Ok(Handshake::Transmit(session)) => self.transmit(stream, session, stop),
+            Ok(Handshake::Done) => Ok(()),
+            Err(e) => Err(e),
+        };
+        if matches!(result, Err(Error::Protocol(_))) {
+            self.stats.protocol_errors.fetch_add(1, Ordering::Relaxed);
+        }
+        result
+    }
+
+    fn handshake(&self, s: &mut Stream) -> Result<Handshake, Error> {
+        let mut hello = Vec::with_capacity(18);
+        hello.extend_from_slice(&proto::NBD_MAGIC.to_be_bytes());
+        hello.extend_from_slice(&proto::IHAVEOPT.to_be_bytes());
+        hello
+            .extend_from_slice(&(proto::FLAG_FIXED_NEWSTYLE | proto::FLAG_NO_ZEROES).to_be_bytes());
+        s.write_all(&hello)?;
+        let client_flags = read_u32(s)?;
+        let known = proto::CLIENT_FIXED_NEWSTYLE | proto::CLIENT_NO_ZEROES;
+        if client_flags & !known != 0 {
+            return Err(Error::protocol(format!(
+                "unknown client flags {client_flags:#x}"
+            )));
+        }
+        let no_zeroes = client_flags & proto::CLIENT_NO_ZEROES != 0;
+        let mut session = Session::default();
+        loop {
+            let magic = read_u64(s)?;
+            if magic != proto::IHAVEOPT {
+                return Err(Error::Proto(proto::ProtoError::OptionMagic(magic)));
+            }
+            let option = read_u32(s)?;
+            let len = read_u32(s)?;
+            if len > proto::MAX_OPTION_LEN {
+                skip(s, u64::from(len))?;
+                reply(s, option, proto::REP_ERR_TOO_BIG, b"option too large")?;
+                continue;
+            }
+            let mut data = vec![0u8; len as usize];
+            s.read_exact(&mut data)?;
+            match option {
+                proto::OPT_EXPORT_NAME => {
+                    let name = String::from_utf8_lossy(&data);
+                    if !self.name_matches(&name) {
+                        // The old-style option has no error reply: hang up.
+                        return Ok(Handshake::Done);
+                    }
+                    let mut v = Vec::with_capacity(134);
+                    v.extend_from_slice(&self.target.size().to_be_bytes());
+                    v.extend_from_slice(&self.transmission_flags().to_be_bytes());
+                    if !no_zeroes {
+                        v.extend_from_slice(&[0u8; 124]);
+                    }
+                    s.write_all(&v)?;
+                    return Ok(Handshake::Transmit(session));
+                }
+                proto::OPT_ABORT => {
+                    // The client may already be gone; an ACK it never reads is fine.
+                    let _ = reply(s, option, proto::REP_ACK, &[]);
+                    return Ok(Handshake::Done);
+                }
+                proto::OPT_LIST => {
+                    if !data.is_empty() {
+                        reply(s, option, proto::REP_ERR_INVALID, b"LIST takes no data")?;
+                        continue;
+                    }
+                    let mut v = Vec::new();
+                    v.extend_from_slice(&(self.export.name.len() as u32).to_be_bytes());
+                    v.extend_from_slice(self.export.name.as_bytes());
+                    v.extend_from_slice(self.export.description.as_bytes());
+                    reply(s, option, proto::REP_SERVER, &v)?;
+                    reply(s, option, proto::REP_ACK, &[])?;
+                }
+                proto::OPT_INFO | proto::OPT_GO => {
+                    let req = match proto::parse_info_request(&data) {
+                        Ok(r) => r,
+                        Err(e) => {
+                            reply(s, option, proto::REP_ERR_INVALID, e.to_string().as_bytes())?;
+                            continue;
+                        }
+                    };
+                    if !self.name_matches(&req.name) {
+                        let msg = format!("no export named {:?}", req.name);
+                        reply(s, option, proto::REP_ERR_UNKNOWN, msg.as_bytes())?;
+                        continue;
+                    }
+                    self.send_info(s, option, &req.requests)?;
+                    reply(s, option, proto::REP_ACK, &[])?;
+                    if option == proto::OPT_GO {
+                        return Ok(Handshake::Transmit(session));
+                    }
+                }
+                proto::OPT_STRUCTURED_REPLY => {
+                    if !data.is_empty() {
+                        reply(s, option, proto::REP_ERR_INVALID, b"takes no data")?;
+                    } else {
+                        session.structured = true;
+                        reply(s, option, proto::REP_ACK, &[])?;
+                    }
+                }
+                proto::OPT_LIST_META_CONTEXT | proto::OPT_SET_META_CONTEXT => {
+                    let set = option == proto::OPT_SET_META_CONTEXT;
+                    if !session.structured {
+                        let msg = b"negotiate structured replies first";
+                        reply(s, option, proto::REP_ERR_INVALID, msg)?;
+                        continue;
+                    }
+                    let req = match proto::parse_meta_request(&data) {
+                        Ok(r) => r,
+                        Err(e) => {
+                            reply(s, option, proto::REP_ERR_INVALID, e.to_string().as_bytes())?;
+                            continue;
+                        }
+                    };
+                    if !self.name_matches(&req.export) {
+                        let msg = format!("no export named {:?}", req.export);
+                        reply(s, option, proto::REP_ERR_UNKNOWN, msg.as_bytes())?;
+                        continue;
+                    }
+                    // LIST with no queries lists every context; SET with none selects none.
+                    let selected = req.queries.iter().any(|q| {
+                        if set {
+                            q == proto::BASE_ALLOCATION
+                        } else {
+                            proto::selects_base_allocation(q)
+                        }
+                    }) || (!set && req.queries.is_empty());
+                    if set {
+                        session.allocation_context = selected;
+                    }
+                    if selected {
+                        let mut v = BASE_ALLOCATION_ID.to_be_bytes().to_vec();
+                        v.extend_from_slice(proto::BASE_ALLOCATION.as_bytes());
+                        reply(s, option, proto::REP_META_CONTEXT, &v)?;
+                    }
+                    reply(s, option, proto::REP_ACK, &[])?;
+                }
+                _ => {
+                    let msg = format!("option {option} is not supported");
+                    reply(s, option, proto::REP_ERR_UNSUP, msg.as_bytes())?;
+                }
+            }
+        }
+    }
+
+    fn send_info(&self, s: &mut Stream, option: u32, asked: &[u16]) -> Result<(), Error> {
+        let mut export = proto::INFO_EXPORT.to_be_bytes().to_vec();
+        export.extend_from_slice(&self.target.size().to_be_bytes());
+        export.extend_from_slice(&self.transmission_flags().to_be_bytes());
+        reply(s, option, proto::REP_INFO, &export)?;
+        for &info in asked {
+            let mut v = info.to_be_bytes().to_vec();
+            match info {
+                proto::INFO_NAME => v.extend_from_slice(self.export.name.as_bytes()),
+                proto::INFO_DESCRIPTION => v.extend_from_slice(self.export.description.as_bytes()),
+                proto::INFO_BLOCK_SIZE => {
+                    let b = self.caps.block_sizes;
+                    for n in [b.minimum, b.preferred, b.maximum] {
+                        v.extend_from_slice(&n.to_be_bytes());
+                    }
+                }
+                // INFO_EXPORT went first; unknown ones are ignored, as the spec says.
+                _ => continue,
+            }
+            reply(s, option, proto::REP_INFO, &v)?;
+        }
+        Ok(())
+    }
+
+    fn transmit(&self, stream: Stream, session: Session, stop: &AtomicBool) -> Result<(), Error> {
+        let writer = Mutex::new(stream.try_clone()?);
+        let (tx, rx) = mpsc::channel::<(Request, Vec<u8>)>();
+        let rx = Mutex::new(rx);
+        let mut reader = stream;
+        std::thread::scope(|scope| {
+            for _ in 0..self.export.workers_per_connection.max(1) {
+                scope.spawn(|| loop {
+                    let job = match rx.lock() {
+                        Ok(rx) => rx.recv(),
+                        Err(_) => return,
+                    };
+                    let Ok((req, payload)) = job else { return };
+                    let reply = self.execute(&req, &payload, session);
+                    let mut w = match writer.lock() {
+                        Ok(w) => w,
+                        Err(_) => return,
+                    };
+                    if w.write_all(&reply).is_err() {
+                        // The client is gone: stop reading from it too.
+                        w.shutdown();
+                        return;
+                    }
+                });
+            }
+            let result = self.read_requests(&mut reader, &tx, stop);
+            drop(tx);
+            result
+        })
+    }
+
+    /// Reads requests until DISC, end of stream, a stop, or a protocol error.
+    fn read_requests(
+        &self,
+        s: &mut Stream,
+        queue: &mpsc::Sender<(Request, Vec<u8>)>,
+        stop: &AtomicBool,
+    ) -> Result<(), Error> {
+        let max = self.caps.block_sizes.maximum;
+        loop {
+            if stop.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            let mut header = [0u8; REQUEST_LEN];
+            match read_header(s, &mut header) {
+                Ok(true) => {}
+                Ok(false) => return Ok(()),
+                Err(e) if stop.load(Ordering::Relaxed) => {
+                    tracing::debug!("connection ended at shutdown: {e}");
+                    return Ok(());
+                }
+                Err(e) => return Err(e),
+            }
+            let req = proto::parse_request(&header)?;
+            self.stats.commands.fetch_add(1, Ordering::Relaxed);
+            let mut payload = Vec::new();
+            if req.kind == proto::CMD_WRITE {
+                if req.len > max {
+                    if req.len > MAX_PAYLOAD_SKIP {
+                        return Err(Error::protocol(format!(
+                            "a write of {} bytes (at most {max})",
+                            req.len
+                        )));
+                    }
+                    skip(s, u64::from(req.len))?;
+                } else {
+                    payload = vec![0u8; req.len as usize];
+                    s.read_exact(&mut payload)?;
+                }
+            }
+            if req.kind == proto::CMD_DISC {
+                return Ok(());
+            }
+            if queue.send((req, payload)).is_err() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Runs one request and returns its whole reply.
+    fn execute(&self, req: &Request, payload: &[u8], session: Session) -> Vec<u8> {
+        let result = self.run(req, payload, session);
+        if let Err((errno, _)) = &result {
+            self.stats.errors.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!(
+                "{} at {} +{}: error {errno}",
+                proto::command_name(req.kind),
+                req.offset,
+                req.len
+            );
+        }
+        match (result, req.kind) {
+            (Ok(Reply::Data(data)), _) if session.structured => {
+                let mut v = Vec::with_capacity(28 + data.len());
+                v.extend_from_slice(&proto::chunk_header(
+                    proto::REPLY_FLAG_DONE,
+                    proto::REPLY_TYPE_OFFSET_DATA,
+                    req.cookie,
+                    8 + data.len() as u32,
+                ));
+                v.extend_from_slice(&req.offset.to_be_bytes());
+                v.extend_from_slice(&data);
+                v
+            }
+            (Ok(Reply::Data(data)), _) => {
+                let mut v = proto::simple_reply(0, req.cookie).to_vec();
+                v.extend_from_slice(&data);
+                v
+            }
+            (Ok(Reply::Status(descriptors)), _) => {
+                let mut body = BASE_ALLOCATION_ID.to_be_bytes().to_vec();
+                for (len, flags) in descriptors {
+                    body.extend_from_slice(&len.to_be_bytes());
+                    body.extend_from_slice(&flags.to_be_bytes());
+                }
+                let mut v = proto::chunk_header(
+                    proto::REPLY_FLAG_DONE,
+                    proto::REPLY_TYPE_BLOCK_STATUS,
+                    req.cookie,
+                    body.len() as u32,
+                )
+                .to_vec();
+                v.extend_from_slice(&body);
+                v
+            }
+            (Ok(Reply::Done), _) => proto::simple_reply(0, req.cookie).to_vec(),
+            // A structured client gets a READ's or BLOCK_STATUS's error as a chunk
+            // with the reason; anything else as a simple reply.
+            (Err((errno, why)), proto::CMD_READ | proto::CMD_BLOCK_STATUS)
+                if session.structured =>
+            {
+                proto::error_chunk(req.cookie, errno, &why)
+            }
+            (Err((errno, _)), _) => proto::simple_reply(errno, req.cookie).to_vec(),
+        }
+    }
+
+    fn run(&self, req: &Request, payload: &[u8], session: Session) -> Result<Reply, (u32, String)> {
+        let invalid = |why: String| Err((proto::EINVAL, why));
+        let size = self.target.size();
+        let len = u64::from(req.len);
+        let writes = matches!(
+            req.kind,
+            proto::CMD_WRITE | proto::CMD_TRIM | proto::CMD_WRITE_ZEROES
+        );
+        let known_flags = proto::CMD_FLAG_FUA
+            | proto::CMD_FLAG_NO_HOLE
+            | proto::CMD_FLAG_DF
+            | proto::CMD_FLAG_REQ_ONE
+            | proto::CMD_FLAG_FAST_ZERO;
+        if req.flags & !known_flags != 0 {
+            return invalid(format!("unknown command flags {:#x}", req.flags));
+        }
+        if writes && self.read_only() {
+            return Err((proto::EPERM, "the export is read-only".into()));
+        }
+        let in_range = req.offset.checked_add(len).is_some_and(|end| end <= size);
+        let needs_range = !matches!(req.kind, proto::CMD_FLUSH);
+        if needs_range && !in_range {
+            let errno = if req.kind == proto::CMD_WRITE {
+                proto::ENOSPC
+            } else {
+                proto::EINVAL
+            };
+            return Err((
+                errno,
+                format!("[{}, +{}) is past the end ({size})", req.offset, len),
+            ));
+        }
+        let max = self.caps.block_sizes.maximum;
+        let fua = req.flags & proto::CMD_FLAG_FUA != 0;
+        let wflags = if fua {
+            WriteFlags::FUA
+        } else {
+            WriteFlags::NONE
+        };
+        let target_err = |e: hscm_block::Error| (errno_of(&e), e.to_string());
+        match req.kind {
+            proto::CMD_READ => {
+                if req.len > max {
+                    let errno = if session.structured {
+                        proto::EOVERFLOW
+                    } else {
+                        proto::EINVAL
+                    };
+                    return Err((
+                        errno,
+                        format!("a read of {} bytes (at most {max})", req.len),
+                    ));
+                }
+                let mut data = vec![0u8; req.len as usize];
+                self.target
+                    .read_at(req.offset, &mut data)
+                    .map_err(target_err)?;
+                Ok(Reply::Data(data))
+            }
+            proto::CMD_WRITE => {
+                if req.len > max {
+                    return invalid(format!("a write of {} bytes (at most {max})", req.len));
+                }
+                self.target
+                    .write_at(req.offset, payload, wflags)
+                    .map_err(target_err)?;
+                Ok(Reply::Done)
+            }
+            proto::CMD_FLUSH => {
+                self.target.flush().map_err(target_err)?;
+                Ok(Reply::Done)
+            }
+            proto::CMD_TRIM if self.caps.trim => {
+                self.target
+                    .discard(req.offset, len, wflags)
+                    .map_err(target_err)?;
+                Ok(Reply::Done)
+            }
+            proto::CMD_WRITE_ZEROES if self.caps.zero => {
+                let fast_only = req.flags & proto::CMD_FLAG_FAST_ZERO != 0;
+                if fast_only && !self.caps.fast_zero {
+                    return Err((proto::ENOTSUP, "zeroing is not fast here".into()));
+                }
+                let flags = ZeroFlags {
+                    fua,
+                    may_trim: req.flags & proto::CMD_FLAG_NO_HOLE == 0,
+                    fast_only,
+                };
+                self.target
+                    .write_zeroes(req.offset, len, flags)
+                    .map_err(target_err)?;
+                Ok(Reply::Done)
+            }
+            proto::CMD_CACHE => {
+                // Reading pulls cold chunks into RAM ahead of the loader; the bytes
+                // themselves are not needed.
+                self.target
+                    .read_with(req.offset, req.len as usize, &mut |_, _| {})
+                    .map_err(target_err)?;
+                Ok(Reply::Done)
+            }
+            proto::CMD_BLOCK_STATUS => {
+                if !session.allocation_context {
+                    return invalid("no metadata context was negotiated".into());
+                }
+                if len == 0 {
+                    return invalid("BLOCK_STATUS of zero bytes".into());
+                }
+                let one = req.flags & proto::CMD_FLAG_REQ_ONE != 0;
+                self.block_status(req.offset, len.min(MAX_STATUS_RANGE), one)
+                    .map(Reply::Status)
+                    .map_err(target_err)
+            }
+            other => invalid(format!("command {other} is not supported")),
+        }
+    }
+
+    /// base:allocation over `[offset, offset + len)`: runs of data and of zeroes (the
+    /// volume keeps no holes, so a zeroed or trimmed range reads back as zeroes and is
+    /// reported as STATE_ZERO).
+    fn block_status(
+        &self,
+        offset: u64,
+        len: u64,
+        only_one: bool,
+    ) -> hscm_block::Result<Vec<(u32, u32)>> {
+        let mut runs: Vec<(u32, u32)> = Vec::new();
+        let mut at = offset;
+        let end = offset + len;
+        while at < end {
+            // Units aligned to the export, so a run boundary never splits one.
+            let unit_end = ((at / STATUS_UNIT) + 1) * STATUS_UNIT;
+            let piece = unit_end.min(end) - at;
+            let mut zero = true;
+            self.target.read_with(at, piece as usize, &mut |_, bytes| {
+                zero &= bytes.iter().all(|&b| b == 0);
+            })?;
+            let flags = if zero { proto::STATE_ZERO } else { 0 };
+            match runs.last_mut() {
+                Some((n, f)) if *f == flags => *n += piece as u32,
+                _ => {
+                    if only_one && !runs.is_empty() {
+                        break;
+                    }
+                    runs.push((piece as u32, flags));
+                }
+            }
+            at += piece;
+        }
+        Ok(runs)
+    }
+}
+
+enum Reply {
+    Done,
+    Data(Vec<u8>),
+    Status(Vec<(u32, u32)>),
+}
+
+/// The NBD error for a target's failure.
+fn errno_of(e: &hscm_block::Error) -> u32 {
+    match e.errno() {
+        30 | 1 => proto::EPERM, // EROFS, EPERM
+        28 => proto::ENOSPC,
+        12 => proto::ENOMEM,
+        22 => proto::EINVAL,
+        95 => proto::ENOTSUP,
+        _ => proto::EIO,
+    }
+}
+
+fn reply(s: &mut Stream, option: u32, kind: u32, data: &[u8]) -> Result<(), Error> {
+    s.write_all(&proto::option_reply(option, kind, data))?;
+    Ok(())
+}
+
+fn read_u32(s: &mut Stream) -> io::Result<u32> {
+    let mut b = [0u8; 4];
+    s.read_exact(&mut b)?;
+    Ok(u32::from_be_bytes(b))
+}
+
+fn read_u64(s: &mut Stream) -> io::Result<u64> {
+    let mut b = [0u8; 8];
+    s.read_exact(&mut b)?;
+    Ok(u64::from_be_bytes(b))
+}
+
+/// Reads a whole request header; false when the client closed cleanly between requests.
+fn read_header(s: &mut Stream, header: &mut [u8; REQUEST_LEN]) -> Result<bool, Error> {
+    let mut got = 0;
+    while got < REQUEST_LEN {
+        match s.read(&mut header[got..]) {
+            Ok(0) if got == 0 => return Ok(false),
+            Ok(0) => {
+                return Err(Error::protocol(format!(
+                    "the client left {got} bytes into a request header"
+                )))
+            }
+            Ok(n) => got += n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(true)
+}
+
+/// Reads and drops `n` bytes.
+fn skip(s: &mut Stream, n: u64) -> io::Result<()> {
+    let copied = io::copy(&mut Read::by_ref(s).take(n), &mut io::sink())?;
+    if copied < n {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            "the client left mid-payload",
+        ));
+    }
+    Ok(())
+}

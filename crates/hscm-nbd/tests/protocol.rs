@@ -1,0 +1,439 @@
+//! The server against a raw client that speaks the protocol byte by byte, including
+//! every way of getting it wrong: each case gets the spec's error or a clean
+//! disconnect of that client, and the server goes on serving the next one.
+
+use std::io::{Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+
+use hscm_block::MemTarget;
+use hscm_nbd::proto::*;
+use hscm_nbd::{Endpoint, ExportOptions, Listener, Server};
+
+const SIZE: u64 = 1 << 20;
+
+/// A server on a Unix socket in a temporary directory, stopped when dropped.
+struct Running {
+    _dir: tempfile::TempDir,
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            t.join().unwrap();
+        }
+    }
+}
+
+fn start(read_only: bool) -> Running {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.sock");
+    let listener = Listener::bind(&Endpoint::Unix(path.clone())).unwrap();
+    let target = Arc::new(MemTarget::new(SIZE as usize));
+    let server = Arc::new(Server::new(
+        target,
+        ExportOptions {
+            name: "disk".into(),
+            read_only,
+            ..ExportOptions::default()
+        },
+    ));
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let thread = std::thread::spawn(move || listener.serve(server, s).unwrap());
+    Running {
+        _dir: dir,
+        path,
+        stop,
+        thread: Some(thread),
+    }
+}
+
+/// A client mid-handshake: the greeting read, the client flags sent.
+fn connect(path: &Path) -> UnixStream {
+    let mut s = UnixStream::connect(path).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut hello = [0u8; 18];
+    s.read_exact(&mut hello).unwrap();
+    assert_eq!(
+        u64::from_be_bytes(hello[0..8].try_into().unwrap()),
+        NBD_MAGIC
+    );
+    assert_eq!(
+        u64::from_be_bytes(hello[8..16].try_into().unwrap()),
+        IHAVEOPT
+    );
+    let flags = u16::from_be_bytes([hello[16], hello[17]]);
+    assert_eq!(flags, FLAG_FIXED_NEWSTYLE | FLAG_NO_ZEROES);
+    s.write_all(&(CLIENT_FIXED_NEWSTYLE | CLIENT_NO_ZEROES).to_be_bytes())
+        .unwrap();
+    s
+}
+
+fn send_option(s: &mut UnixStream, option: u32, data: &[u8]) {
+    let mut v = IHAVEOPT.to_be_bytes().to_vec();
+    v.extend_from_slice(&option.to_be_bytes());
+    v.extend_from_slice(&(data.len() as u32).to_be_bytes());
+    v.extend_from_slice(data);
+    s.write_all(&v).unwrap();
+}
+
+/// One option reply: (option, reply type, data).
+fn option_reply(s: &mut UnixStream) -> (u32, u32, Vec<u8>) {
+    let mut h = [0u8; 20];
+    s.read_exact(&mut h).unwrap();
+    assert_eq!(u64::from_be_bytes(h[0..8].try_into().unwrap()), REPLY_MAGIC);
+    let opt = u32::from_be_bytes(h[8..12].try_into().unwrap());
+    let kind = u32::from_be_bytes(h[12..16].try_into().unwrap());
+    let len = u32::from_be_bytes(h[16..20].try_into().unwrap());
+    let mut data = vec![0u8; len as usize];
+    s.read_exact(&mut data).unwrap();
+    (opt, kind, data)
+}
+
+fn info_request(name: &str, infos: &[u16]) -> Vec<u8> {
+    let mut v = (name.len() as u32).to_be_bytes().to_vec();
+    v.extend_from_slice(name.as_bytes());
+    v.extend_from_slice(&(infos.len() as u16).to_be_bytes());
+    for i in infos {
+        v.extend_from_slice(&i.to_be_bytes());
+    }
+    v
+}
+
+/// Negotiates with NBD_OPT_GO and returns the transmission flags.
+fn go(s: &mut UnixStream, name: &str) -> u16 {
+    send_option(s, OPT_GO, &info_request(name, &[]));
+    let mut flags = None;
+    loop {
+        let (opt, kind, data) = option_reply(s);
+        assert_eq!(opt, OPT_GO);
+        match kind {
+            REP_INFO => {
+                if u16::from_be_bytes([data[0], data[1]]) == INFO_EXPORT {
+                    assert_eq!(u64::from_be_bytes(data[2..10].try_into().unwrap()), SIZE);
+                    flags = Some(u16::from_be_bytes([data[10], data[11]]));
+                }
+            }
+            REP_ACK => return flags.expect("NBD_INFO_EXPORT before the ACK"),
+            other => panic!("unexpected reply {other:#x}"),
+        }
+    }
+}
+
+fn request(s: &mut UnixStream, kind: u16, flags: u16, cookie: u64, offset: u64, len: u32) {
+    let mut v = REQUEST_MAGIC.to_be_bytes().to_vec();
+    v.extend_from_slice(&flags.to_be_bytes());
+    v.extend_from_slice(&kind.to_be_bytes());
+    v.extend_from_slice(&cookie.to_be_bytes());
+    v.extend_from_slice(&offset.to_be_bytes());
+    v.extend_from_slice(&len.to_be_bytes());
+    s.write_all(&v).unwrap();
+}
+
+/// A simple reply: (error, cookie).
+fn simple_reply(s: &mut UnixStream) -> (u32, u64) {
+    let mut h = [0u8; 16];
+    s.read_exact(&mut h).unwrap();
+    assert_eq!(
+        u32::from_be_bytes(h[0..4].try_into().unwrap()),
+        SIMPLE_REPLY_MAGIC
+    );
+    (
+        u32::from_be_bytes(h[4..8].try_into().unwrap()),
+        u64::from_be_bytes(h[8..16].try_into().unwrap()),
+    )
+}
+
+fn write(s: &mut UnixStream, cookie: u64, offset: u64, data: &[u8]) -> u32 {
+    request(
+        s,
+        CMD_WRITE,
+        CMD_FLAG_FUA,
+        cookie,
+        offset,
+        data.len() as u32,
+    );
+    s.write_all(data).unwrap();
+    let (err, c) = simple_reply(s);
+    assert_eq!(c, cookie);
+    err
+}
+
+fn read(s: &mut UnixStream, cookie: u64, offset: u64, len: u32) -> Result<Vec<u8>, u32> {
+    request(s, CMD_READ, 0, cookie, offset, len);
+    let (err, c) = simple_reply(s);
+    assert_eq!(c, cookie);
+    if err != 0 {
+        return Err(err);
+    }
+    let mut data = vec![0u8; len as usize];
+    s.read_exact(&mut data).unwrap();
+    Ok(data)
+}
+
+/// The connection was closed by the server.
+fn is_closed(s: &mut UnixStream) -> bool {
+    let mut b = [0u8; 1];
+    matches!(s.read(&mut b), Ok(0) | Err(_))
+}
+
+#[test]
+fn written_bytes_read_back_and_every_capability_is_advertised() {
+    let r = start(false);
+    let mut s = connect(&r.path);
+    let flags = go(&mut s, "disk");
+    for f in [
+        TX_HAS_FLAGS,
+        TX_SEND_FLUSH,
+        TX_SEND_FUA,
+        TX_SEND_TRIM,
+        TX_SEND_WRITE_ZEROES,
+        TX_SEND_CACHE,
+    ] {
+        assert!(flags & f != 0, "flag {f:#x} missing from {flags:#x}");
+    }
+    assert_eq!(flags & TX_READ_ONLY, 0);
+    assert_eq!(write(&mut s, 1, 4096, &[0xab; 8192]), 0);
+    assert_eq!(read(&mut s, 2, 4096, 8192).unwrap(), vec![0xab; 8192]);
+    assert_eq!(read(&mut s, 3, 0, 16).unwrap(), vec![0; 16]);
+    request(&mut s, CMD_FLUSH, 0, 4, 0, 0);
+    assert_eq!(simple_reply(&mut s), (0, 4));
+    request(&mut s, CMD_WRITE_ZEROES, CMD_FLAG_NO_HOLE, 5, 4096, 4096);
+    assert_eq!(simple_reply(&mut s), (0, 5));
+    request(&mut s, CMD_TRIM, 0, 6, 8192, 4096);
+    assert_eq!(simple_reply(&mut s), (0, 6));
+    assert_eq!(read(&mut s, 7, 4096, 8192).unwrap(), vec![0; 8192]);
+    request(&mut s, CMD_CACHE, 0, 8, 0, 65536);
+    assert_eq!(simple_reply(&mut s), (0, 8));
+    request(&mut s, CMD_DISC, 0, 9, 0, 0);
+    assert!(is_closed(&mut s));
+}
+
+#[test]
+fn the_old_export_name_option_still_enters_transmission() {
+    let r = start(false);
+    let mut s = connect(&r.path);
+    send_option(&mut s, OPT_EXPORT_NAME, b"disk");
+    let mut v = [0u8; 10];
+    s.read_exact(&mut v).unwrap();
+    assert_eq!(u64::from_be_bytes(v[0..8].try_into().unwrap()), SIZE);
+    assert_eq!(write(&mut s, 1, 0, b"hello"), 0);
+    assert_eq!(read(&mut s, 2, 0, 5).unwrap(), b"hello");
+}
+
+#[test]
+fn an_unknown_option_is_refused_and_the_handshake_goes_on() {
+    let r = start(false);
+    let mut s = connect(&r.path);
+    send_option(&mut s, 0x4242, b"whatever");
+    let (opt, kind, _) = option_reply(&mut s);
+    assert_eq!((opt, kind), (0x4242, REP_ERR_UNSUP));
+    send_option(&mut s, OPT_LIST, &[]);
+    let (_, kind, data) = option_reply(&mut s);
+    assert_eq!(kind, REP_SERVER);
+    assert_eq!(&data[4..8], b"disk");
+    assert_eq!(option_reply(&mut s).1, REP_ACK);
+    send_option(&mut s, OPT_GO, &info_request("no-such-export", &[]));
+    assert_eq!(option_reply(&mut s).1, REP_ERR_UNKNOWN);
+    // Meta contexts need structured replies first.
+    send_option(&mut s, OPT_SET_META_CONTEXT, &[0; 8]);
+    assert_eq!(option_reply(&mut s).1, REP_ERR_INVALID);
+    go(&mut s, "");
+    assert_eq!(read(&mut s, 1, 0, 4).unwrap(), vec![0; 4]);
+}
+
+#[test]
+fn a_bad_magic_in_the_handshake_or_a_request_drops_only_that_client() {
+    let r = start(false);
+    let mut s = connect(&r.path);
+    s.write_all(&[0x55; 16]).unwrap();
+    assert!(is_closed(&mut s));
+
+    let mut s = connect(&r.path);
+    go(&mut s, "disk");
+    s.write_all(&[0x11; REQUEST_LEN]).unwrap();
+    assert!(is_closed(&mut s));
+
+    // Unknown client flags.
+    let mut s = UnixStream::connect(&r.path).unwrap();
+    let mut hello = [0u8; 18];
+    s.read_exact(&mut hello).unwrap();
+    s.write_all(&0x8000_0000u32.to_be_bytes()).unwrap();
+    assert!(is_closed(&mut s));
+
+    let mut s = connect(&r.path);
+    go(&mut s, "disk");
+    assert_eq!(read(&mut s, 1, 0, 4).unwrap(), vec![0; 4], "still serving");
+}
+
+#[test]
+fn requests_out_of_range_oversize_or_unknown_get_the_specs_errors() {
+    let r = start(false);
+    let mut s = connect(&r.path);
+    go(&mut s, "disk");
+    assert_eq!(read(&mut s, 1, SIZE - 2, 4), Err(EINVAL));
+    assert_eq!(read(&mut s, 2, u64::MAX, 4), Err(EINVAL));
+    assert_eq!(write(&mut s, 3, SIZE - 2, &[1; 4]), ENOSPC);
+    assert_eq!(
+        read(&mut s, 4, 0, 33 << 20),
+        Err(EINVAL),
+        "over the maximum"
+    );
+    request(&mut s, 99, 0, 5, 0, 0);
+    assert_eq!(simple_reply(&mut s), (EINVAL, 5));
+    request(&mut s, CMD_READ, 1 << 9, 6, 0, 4);
+    assert_eq!(simple_reply(&mut s), (EINVAL, 6), "unknown command flag");
+    // BLOCK_STATUS without a negotiated context.
+    request(&mut s, CMD_BLOCK_STATUS, 0, 7, 0, 4096);
+    assert_eq!(simple_reply(&mut s), (EINVAL, 7));
+    assert_eq!(
+        read(&mut s, 8, 0, 4).unwrap(),
+        vec![0; 4],
+        "the connection goes on"
+    );
+}
+
+#[test]
+fn a_read_only_export_refuses_writes_trims_and_zeroes() {
+    let r = start(true);
+    let mut s = connect(&r.path);
+    let flags = go(&mut s, "disk");
+    assert!(flags & TX_READ_ONLY != 0);
+    assert_eq!(write(&mut s, 1, 0, &[1; 512]), EPERM);
+    request(&mut s, CMD_TRIM, 0, 2, 0, 4096);
+    assert_eq!(simple_reply(&mut s), (EPERM, 2));
+    request(&mut s, CMD_WRITE_ZEROES, 0, 3, 0, 4096);
+    assert_eq!(simple_reply(&mut s), (EPERM, 3));
+    assert_eq!(read(&mut s, 4, 0, 512).unwrap(), vec![0; 512]);
+}
+
+#[test]
+fn a_client_that_vanishes_mid_request_or_mid_handshake_leaves_the_server_up() {
+    let r = start(false);
+    {
+        let mut s = connect(&r.path);
+        go(&mut s, "disk");
+        request(&mut s, CMD_WRITE, 0, 1, 0, 4096);
+        s.write_all(&[7; 100]).unwrap();
+    }
+    {
+        let mut s = connect(&r.path);
+        s.write_all(&IHAVEOPT.to_be_bytes()[..5]).unwrap();
+    }
+    {
+        let mut s = connect(&r.path);
+        go(&mut s, "disk");
+        s.write_all(&REQUEST_MAGIC.to_be_bytes()).unwrap();
+    }
+    let mut s = connect(&r.path);
+    go(&mut s, "disk");
+    assert_eq!(
+        read(&mut s, 1, 0, 4096).unwrap(),
+        vec![0; 4096],
+        "the unfinished write changed nothing"
+    );
+}
+
+#[test]
+fn pipelined_requests_each_get_their_own_reply() {
+    let r = start(false);
+    let mut s = connect(&r.path);
+    go(&mut s, "disk");
+    for i in 0..64u64 {
+        let block = [i as u8; 4096];
+        request(&mut s, CMD_WRITE, 0, i, i * 4096, 4096);
+        s.write_all(&block).unwrap();
+    }
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..64 {
+        let (err, cookie) = simple_reply(&mut s);
+        assert_eq!(err, 0);
+        assert!(seen.insert(cookie), "cookie {cookie} answered twice");
+    }
+    for i in 0..64u64 {
+        request(&mut s, CMD_READ, 0, 1000 + i, i * 4096, 4096);
+    }
+    for _ in 0..64 {
+        let (err, cookie) = simple_reply(&mut s);
+        assert_eq!(err, 0);
+        let mut data = vec![0u8; 4096];
+        s.read_exact(&mut data).unwrap();
+        let i = cookie - 1000;
+        assert!(
+            data.iter().all(|&b| b == i as u8),
+            "reply {cookie} carries its own block"
+        );
+    }
+}
+
+#[test]
+fn a_hundred_clients_at_once_are_all_served() {
+    let r = start(false);
+    let path = r.path.clone();
+    let clients: Vec<_> = (0..100u64)
+        .map(|i| {
+            let path = path.clone();
+            std::thread::spawn(move || {
+                let mut s = connect(&path);
+                go(&mut s, "disk");
+                let data = [i as u8 + 1; 512];
+                assert_eq!(write(&mut s, i, i * 512, &data), 0);
+                assert_eq!(read(&mut s, i, i * 512, 512).unwrap(), data);
+            })
+        })
+        .collect();
+    for c in clients {
+        c.join().unwrap();
+    }
+}
+
+#[test]
+fn block_status_reports_zeroed_ranges_as_zero() {
+    let r = start(false);
+    let mut s = connect(&r.path);
+    send_option(&mut s, OPT_STRUCTURED_REPLY, &[]);
+    assert_eq!(option_reply(&mut s).1, REP_ACK);
+    let mut q = 0u32.to_be_bytes().to_vec();
+    q.extend_from_slice(&1u32.to_be_bytes());
+    q.extend_from_slice(&(BASE_ALLOCATION.len() as u32).to_be_bytes());
+    q.extend_from_slice(BASE_ALLOCATION.as_bytes());
+    send_option(&mut s, OPT_SET_META_CONTEXT, &q);
+    let (_, kind, data) = option_reply(&mut s);
+    assert_eq!(kind, REP_META_CONTEXT);
+    assert_eq!(&data[4..], BASE_ALLOCATION.as_bytes());
+    assert_eq!(option_reply(&mut s).1, REP_ACK);
+    go(&mut s, "disk");
+
+    request(&mut s, CMD_WRITE, 0, 1, 8192, 4096);
+    s.write_all(&[9; 4096]).unwrap();
+    assert_eq!(simple_reply(&mut s), (0, 1));
+    request(&mut s, CMD_BLOCK_STATUS, 0, 2, 0, 16384);
+    let mut h = [0u8; 20];
+    s.read_exact(&mut h).unwrap();
+    assert_eq!(
+        u32::from_be_bytes(h[0..4].try_into().unwrap()),
+        STRUCTURED_REPLY_MAGIC
+    );
+    assert_eq!(u16::from_be_bytes([h[6], h[7]]), REPLY_TYPE_BLOCK_STATUS);
+    let len = u32::from_be_bytes(h[16..20].try_into().unwrap());
+    let mut body = vec![0u8; len as usize];
+    s.read_exact(&mut body).unwrap();
+    let runs: Vec<(u32, u32)> = body[4..]
+        .chunks(8)
+        .map(|c| {
+            (
+                u32::from_be_bytes(c[0..4].try_into().unwrap()),
+                u32::from_be_bytes(c[4..8].try_into().unwrap()),
+            )
+        })
+        .collect();
+    assert_eq!(runs, [(8192, STATE_ZERO), (4096, 0), (4096, STATE_ZERO)]);
+}
