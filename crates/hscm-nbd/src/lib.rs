@@ -19,6 +19,8 @@ mod listener;
 pub mod proto;
 mod server;
 mod stream;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 pub use listener::{Endpoint, Listener};
 pub use server::{ExportOptions, Server, Stats};

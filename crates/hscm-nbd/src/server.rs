@@ -310,7 +310,10 @@ impl Server {
 
     fn transmit(&self, stream: Stream, session: Session, stop: &AtomicBool) -> Result<(), Error> {
         let writer = Mutex::new(stream.try_clone()?);
-        let (tx, rx) = mpsc::channel::<(Request, Vec<u8>)>();
+        // A bounded queue: a client that sends faster than the target serves waits, rather
+        // than piling up payloads in memory.
+        let (tx, rx) =
+            mpsc::sync_channel::<(Request, Vec<u8>)>(self.export.workers_per_connection.max(1) * 2);
         let rx = Mutex::new(rx);
         let mut reader = stream;
         std::thread::scope(|scope| {
@@ -343,7 +346,7 @@ impl Server {
     fn read_requests(
         &self,
         s: &mut Stream,
-        queue: &mpsc::Sender<(Request, Vec<u8>)>,
+        queue: &mpsc::SyncSender<(Request, Vec<u8>)>,
         stop: &AtomicBool,
     ) -> Result<(), Error> {
         let max = self.caps.block_sizes.maximum;

@@ -437,3 +437,113 @@ fn block_status_reports_zeroed_ranges_as_zero() {
         .collect();
     assert_eq!(runs, [(8192, STATE_ZERO), (4096, 0), (4096, STATE_ZERO)]);
 }
+
+/// A session's bytes: a valid greeting reply and GO, then requests, some of them
+/// mangled; or plain garbage from the start.
+fn session_bytes(rng: &mut rand::rngs::SmallRng) -> Vec<u8> {
+    use rand::Rng;
+    let mut v = Vec::new();
+    if rng.gen_bool(0.2) {
+        let n = rng.gen_range(0..200);
+        v.extend((0..n).map(|_| rng.gen::<u8>()));
+        return v;
+    }
+    v.extend_from_slice(&(CLIENT_FIXED_NEWSTYLE | CLIENT_NO_ZEROES).to_be_bytes());
+    if rng.gen_bool(0.3) {
+        v.extend_from_slice(&IHAVEOPT.to_be_bytes());
+        v.extend_from_slice(&rng.gen_range(0u32..12).to_be_bytes());
+        let len = rng.gen_range(0u32..40);
+        v.extend_from_slice(&len.to_be_bytes());
+        v.extend((0..len).map(|_| rng.gen::<u8>()));
+    }
+    v.extend_from_slice(&IHAVEOPT.to_be_bytes());
+    v.extend_from_slice(&OPT_GO.to_be_bytes());
+    let go = info_request("", &[INFO_BLOCK_SIZE]);
+    v.extend_from_slice(&(go.len() as u32).to_be_bytes());
+    v.extend_from_slice(&go);
+    for cookie in 0..rng.gen_range(1..20u64) {
+        let kind = rng.gen_range(0u16..10);
+        let len = match rng.gen_range(0..4) {
+            0 => rng.gen::<u32>(),
+            _ => rng.gen_range(0u32..9000),
+        };
+        let offset = match rng.gen_range(0..4) {
+            0 => rng.gen::<u64>(),
+            _ => rng.gen_range(0..SIZE + 10_000),
+        };
+        let mut h = REQUEST_MAGIC.to_be_bytes().to_vec();
+        if rng.gen_bool(0.05) {
+            h[0] ^= 1;
+        }
+        h.extend_from_slice(&(rng.gen::<u16>() & 0x3f).to_be_bytes());
+        h.extend_from_slice(&kind.to_be_bytes());
+        h.extend_from_slice(&cookie.to_be_bytes());
+        h.extend_from_slice(&offset.to_be_bytes());
+        h.extend_from_slice(&len.to_be_bytes());
+        v.extend_from_slice(&h);
+        if kind == CMD_WRITE {
+            let sent = if rng.gen_bool(0.9) {
+                len.min(9000)
+            } else {
+                len.min(100) / 2
+            };
+            v.extend((0..sent).map(|_| rng.gen::<u8>()));
+        }
+    }
+    v
+}
+
+#[test]
+fn random_sessions_never_take_the_server_down() {
+    use rand::SeedableRng;
+    let r = start(false);
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(0x6e6264);
+    for round in 0..300 {
+        let bytes = session_bytes(&mut rng);
+        let mut s = UnixStream::connect(&r.path).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .unwrap();
+        // Replies are read (and dropped) alongside, so the server never blocks on a
+        // full socket while the session is still being written.
+        let mut reader = s.try_clone().unwrap();
+        let drain = std::thread::spawn(move || {
+            let _ = std::io::copy(&mut reader, &mut std::io::sink());
+        });
+        let _ = s.write_all(&bytes);
+        let _ = s.shutdown(std::net::Shutdown::Write);
+        drain.join().unwrap();
+        if round % 50 == 0 {
+            let mut s = connect(&r.path);
+            go(&mut s, "disk");
+            assert!(
+                read(&mut s, 1, 0, 16).is_ok(),
+                "round {round}: still serving"
+            );
+        }
+    }
+    let mut s = connect(&r.path);
+    go(&mut s, "disk");
+    assert!(read(&mut s, 1, 0, 4096).is_ok());
+}
+
+#[test]
+fn the_fuzz_driver_runs_a_valid_and_a_broken_session() {
+    let mut valid = (CLIENT_FIXED_NEWSTYLE | CLIENT_NO_ZEROES)
+        .to_be_bytes()
+        .to_vec();
+    valid.extend_from_slice(&IHAVEOPT.to_be_bytes());
+    valid.extend_from_slice(&OPT_EXPORT_NAME.to_be_bytes());
+    valid.extend_from_slice(&0u32.to_be_bytes());
+    let mut write = REQUEST_MAGIC.to_be_bytes().to_vec();
+    write.extend_from_slice(&0u16.to_be_bytes());
+    write.extend_from_slice(&CMD_WRITE.to_be_bytes());
+    write.extend_from_slice(&1u64.to_be_bytes());
+    write.extend_from_slice(&0u64.to_be_bytes());
+    write.extend_from_slice(&4u32.to_be_bytes());
+    write.extend_from_slice(b"data");
+    valid.extend_from_slice(&write);
+    hscm_nbd::testing::run_session(&valid, false);
+    hscm_nbd::testing::run_session(&valid, true);
+    hscm_nbd::testing::run_session(&valid[..7], false);
+    hscm_nbd::testing::run_session(b"garbage", false);
+}
