@@ -314,6 +314,11 @@ enum BenchCmd {
     /// table; docs/ring.md says how).
     ///
     /// Example: hscm bench ring --chunks 4k,512k --qd 1 --json
+    /// The NBD export against nbdkit's memory plugin (volatile), its file plugin
+    /// (durable through FLUSH) and that plugin with FUA forced, driven by fio's nbd
+    /// engine over Unix sockets: 4 KiB random reads, writes and a 66:34 mix, QD1 with
+    /// one job and QD16 with four. Needs fio and nbdkit (scripts/setup.sh).
+    Nbd(hscm_lab::nbd::NbdBenchArgs),
     Ring(ring::RingBenchArgs),
     /// Time to open, to first read and to fully warm, for several sizes, beside the
     /// backend's raw sequential read speed.
@@ -674,6 +679,14 @@ fn run(cli: Cli) -> Result<()> {
         Command::Kv(KvCmd::Check { dir, json }) => kv_check::check(&dir, json),
         Command::Kv(KvCmd::Bench(a)) => kv::bench(&a),
         Command::Kv(KvCmd::Compare(a)) => kv::compare(&a),
+        Command::Bench(BenchCmd::Nbd(a)) => {
+            let r = hscm_lab::nbd::bench(&a)?;
+            if a.json {
+                hscm_lab::out::json(&r)
+            } else {
+                hscm_lab::nbd::print(&r)
+            }
+        }
         Command::Bench(BenchCmd::Ring(a)) => {
             let r = ring::bench(&a)?;
             if a.json {

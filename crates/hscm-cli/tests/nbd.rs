@@ -237,3 +237,53 @@ fn a_read_only_export_refuses_a_write() {
     );
     stop(server);
 }
+
+#[test]
+fn bench_nbd_json_contract() {
+    tool("fio");
+    tool("nbdkit");
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(&[
+        "bench",
+        "nbd",
+        "--seconds",
+        "0.1",
+        "--size",
+        "4M",
+        "--dir",
+        dir.path().to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    for r in rows {
+        for field in [
+            "workload",
+            "bs",
+            "qd",
+            "jobs",
+            "target",
+            "durability",
+            "iops",
+            "p50_us",
+            "p99_us",
+        ] {
+            assert!(r.get(field).is_some(), "{field} missing from {r}");
+        }
+        assert!(r["iops"].as_f64().unwrap() > 0.0, "{r}");
+    }
+    for target in ["hscm", "nbdkit-memory", "nbdkit-file", "nbdkit-file-fua"] {
+        assert!(
+            rows.iter().any(|r| r["target"] == target),
+            "{target} did not run"
+        );
+    }
+    let ratios = v["ratios"].as_object().unwrap();
+    assert!(ratios.contains_key("randread qd1x1 hscm-on-flush/nbdkit-memory"));
+    assert!(ratios.contains_key("randwrite qd1x1 hscm-immediate/nbdkit-file-fua"));
+    assert!(
+        util::entries(dir.path()).is_empty(),
+        "scratch data left behind"
+    );
+}

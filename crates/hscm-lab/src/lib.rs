@@ -5,7 +5,7 @@
 //!   a phase bounded by time or work, paired slices against a baseline, one
 //!   latency-histogram policy) that the volume, ring and key-value benchmarks run on;
 //! - experiments: [`volume`] (the volume against O_DIRECT, the page cache and memcpy;
-//!   restart), [`ring`] (the shared-memory transport), [`kv`] (Standard against Sprint),
+//!   restart), [`ring`] (the shared-memory transport), [`kv`] (Standard against Sprint), [`nbd`] (the NBD export against nbdkit),
 //!   [`vmsim`] (file caching and paging under SCM), [`memsim`] (hybrid DRAM/PCM memory);
 //! - [`report`]: `hscm reproduce`, every experiment on its defaults, with the published
 //!   figures as data ([`report::check`]) and renderers for Markdown, JSON and SVG;
@@ -22,6 +22,7 @@ pub mod out;
 pub mod driver;
 pub mod kv;
 pub mod memsim;
+pub mod nbd;
 pub mod par;
 pub mod report;
 pub mod ring;

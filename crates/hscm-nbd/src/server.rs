@@ -59,6 +59,9 @@ const MAX_PAYLOAD_SKIP: u32 = 64 << 20;
 const MAX_STATUS_RANGE: u64 = 64 << 20;
 /// BLOCK_STATUS looks at the data in units of this many bytes.
 const STATUS_UNIT: u64 = 4096;
+/// A simple reply's header, and a structured read's (chunk header and offset).
+const SIMPLE_HEADER: usize = 16;
+const STRUCTURED_READ_HEADER: usize = 28;
 /// The id of the one metadata context, base:allocation.
 const BASE_ALLOCATION_ID: u32 = 1;
 
@@ -312,41 +315,40 @@ impl Server {
         let writer = Mutex::new(stream.try_clone()?);
         // A bounded queue: a client that sends faster than the target serves waits, rather
         // than piling up payloads in memory.
-        let (tx, rx) =
-            mpsc::sync_channel::<(Request, Vec<u8>)>(self.export.workers_per_connection.max(1) * 2);
+        let workers = self.export.workers_per_connection.max(1);
+        let (tx, rx) = mpsc::sync_channel::<(Request, Vec<u8>)>(workers * 2);
         let rx = Mutex::new(rx);
         let mut reader = stream;
         std::thread::scope(|scope| {
-            for _ in 0..self.export.workers_per_connection.max(1) {
+            for _ in 0..workers {
                 scope.spawn(|| loop {
                     let job = match rx.lock() {
                         Ok(rx) => rx.recv(),
                         Err(_) => return,
                     };
                     let Ok((req, payload)) = job else { return };
-                    let reply = self.execute(&req, &payload, session);
-                    let mut w = match writer.lock() {
-                        Ok(w) => w,
-                        Err(_) => return,
-                    };
-                    if w.write_all(&reply).is_err() {
-                        // The client is gone: stop reading from it too.
-                        w.shutdown();
+                    if !send(&writer, &self.execute(&req, &payload, session)) {
                         return;
                     }
                 });
             }
-            let result = self.read_requests(&mut reader, &tx, stop);
+            let result = self.read_requests(&mut reader, &tx, &writer, session, stop);
             drop(tx);
             result
         })
     }
 
     /// Reads requests until DISC, end of stream, a stop, or a protocol error.
+    ///
+    /// Reads are answered here, at once: they are copies out of RAM, and a hand-over to
+    /// a worker would cost more than the copy (two thread wake-ups per request at QD1).
+    /// Everything that may wait on the device goes to the workers.
     fn read_requests(
         &self,
         s: &mut Stream,
         queue: &mpsc::SyncSender<(Request, Vec<u8>)>,
+        writer: &Mutex<Stream>,
+        session: Session,
         stop: &AtomicBool,
     ) -> Result<(), Error> {
         let max = self.caps.block_sizes.maximum;
@@ -384,6 +386,12 @@ impl Server {
             if req.kind == proto::CMD_DISC {
                 return Ok(());
             }
+            if req.kind == proto::CMD_READ {
+                if !send(writer, &self.execute(&req, &payload, session)) {
+                    return Ok(());
+                }
+                continue;
+            }
             if queue.send((req, payload)).is_err() {
                 return Ok(());
             }
@@ -403,21 +411,20 @@ impl Server {
             );
         }
         match (result, req.kind) {
-            (Ok(Reply::Data(data)), _) if session.structured => {
-                let mut v = Vec::with_capacity(28 + data.len());
-                v.extend_from_slice(&proto::chunk_header(
+            // The data was read in place behind room for the header: fill it in.
+            (Ok(Reply::Data(mut v)), _) if session.structured => {
+                let len = (v.len() - STRUCTURED_READ_HEADER) as u32;
+                v[..20].copy_from_slice(&proto::chunk_header(
                     proto::REPLY_FLAG_DONE,
                     proto::REPLY_TYPE_OFFSET_DATA,
                     req.cookie,
-                    8 + data.len() as u32,
+                    8 + len,
                 ));
-                v.extend_from_slice(&req.offset.to_be_bytes());
-                v.extend_from_slice(&data);
+                v[20..28].copy_from_slice(&req.offset.to_be_bytes());
                 v
             }
-            (Ok(Reply::Data(data)), _) => {
-                let mut v = proto::simple_reply(0, req.cookie).to_vec();
-                v.extend_from_slice(&data);
+            (Ok(Reply::Data(mut v)), _) => {
+                v[..SIMPLE_HEADER].copy_from_slice(&proto::simple_reply(0, req.cookie));
                 v
             }
             (Ok(Reply::Status(descriptors)), _) => {
@@ -501,11 +508,16 @@ impl Server {
                         format!("a read of {} bytes (at most {max})", req.len),
                     ));
                 }
-                let mut data = vec![0u8; req.len as usize];
+                let room = if session.structured {
+                    STRUCTURED_READ_HEADER
+                } else {
+                    SIMPLE_HEADER
+                };
+                let mut reply = vec![0u8; room + req.len as usize];
                 self.target
-                    .read_at(req.offset, &mut data)
+                    .read_at(req.offset, &mut reply[room..])
                     .map_err(target_err)?;
-                Ok(Reply::Data(data))
+                Ok(Reply::Data(reply))
             }
             proto::CMD_WRITE => {
                 if req.len > max {
@@ -603,6 +615,7 @@ impl Server {
 
 enum Reply {
     Done,
+    /// A whole read reply: room for its header, then the data.
     Data(Vec<u8>),
     Status(Vec<(u32, u32)>),
 }
@@ -617,6 +630,18 @@ fn errno_of(e: &hscm_block::Error) -> u32 {
         95 => proto::ENOTSUP,
         _ => proto::EIO,
     }
+}
+
+/// Writes one whole reply; false once the client is gone (then reading stops too).
+fn send(writer: &Mutex<Stream>, reply: &[u8]) -> bool {
+    let Ok(mut w) = writer.lock() else {
+        return false;
+    };
+    if w.write_all(reply).is_err() {
+        w.shutdown();
+        return false;
+    }
+    true
 }
 
 fn reply(s: &mut Stream, option: u32, kind: u32, data: &[u8]) -> Result<(), Error> {

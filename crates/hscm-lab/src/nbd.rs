@@ -1,0 +1,411 @@
+//! `hscm bench nbd`: the NBD export against nbdkit, driven by fio's nbd engine over the
+//! same kind of socket (Unix), in the same run: nbdkit's memory plugin with
+//! `allocator=malloc` (volatile, its fastest), its file plugin over a file on the same
+//! disk (durable only through FLUSH), and that file plugin with every write forced to
+//! FUA (nbdkit's fua filter, `fuamode=force`): the fair partner of an Immediate volume.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use hscm_nbd::{Endpoint, ExportOptions, Listener, Server};
+use hscm_volume::{CreateOptions, Durability, OpenOptions, Volume};
+use serde::Serialize;
+
+use crate::units::{parse_size, size_arg};
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct NbdBenchArgs {
+    /// Seconds per measured point.
+    #[arg(long, default_value_t = 3.0)]
+    pub seconds: f64,
+    /// Export size (each target's working set).
+    #[arg(long, default_value = size_arg(256 << 20), value_parser = parse_size)]
+    pub size: u64,
+    /// Directory for the volume and nbdkit's file (the disk under test; default: the
+    /// system temporary directory). Removed afterwards.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Print JSON (a stable contract) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One measured point. Field names are the `--json` contract.
+#[derive(Debug, Clone, Serialize)]
+pub struct NbdRow {
+    /// randread, randwrite or randrw (66% reads).
+    pub workload: String,
+    pub bs: u64,
+    /// I/O depth per job.
+    pub qd: u32,
+    /// fio jobs, a connection each.
+    pub jobs: u32,
+    /// hscm, nbdkit-memory, nbdkit-file or nbdkit-file-fua.
+    pub target: String,
+    /// What an acknowledged write means: immediate, on-flush, volatile, flush-only, fua.
+    pub durability: String,
+    pub iops: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct NbdBench {
+    pub rows: Vec<NbdRow>,
+    /// "WORKLOAD qdQDxJOBS TARGET/BASELINE" → IOPS ratio, measured in this run.
+    pub ratios: BTreeMap<String, f64>,
+    pub seconds: f64,
+    pub size: u64,
+}
+
+/// A target under test: where it listens and what keeps it alive.
+struct Running {
+    uri: String,
+    _keep: Keep,
+}
+
+#[allow(dead_code)] // held for their Drop
+enum Keep {
+    Hscm {
+        stop: Arc<AtomicBool>,
+        thread: Option<std::thread::JoinHandle<Result<()>>>,
+    },
+    Nbdkit(Child),
+}
+
+impl Drop for Keep {
+    fn drop(&mut self) {
+        match self {
+            Keep::Hscm { stop, thread } => {
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                if let Some(t) = thread.take() {
+                    let _ = t.join();
+                }
+            }
+            Keep::Nbdkit(child) => {
+                let _ = child.kill();
+                let _ = child.wait();
+            }
+        }
+    }
+}
+
+fn start_hscm(dir: &Path, size: u64, durability: Durability) -> Result<Running> {
+    let path = dir.join(format!("nbd-{durability:?}.hscm"));
+    Volume::create(
+        &path,
+        size,
+        &CreateOptions {
+            durability,
+            ..CreateOptions::default()
+        },
+    )?;
+    let volume = Volume::open(&path, &OpenOptions::default())?;
+    volume.wait_loaded(None)?;
+    let socket = dir.join(format!("hscm-{durability:?}.sock"));
+    let listener = Listener::bind(&Endpoint::Unix(socket))?;
+    let uri = listener.uri("");
+    let server = Arc::new(Server::new(Arc::new(volume), ExportOptions::default()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let thread = std::thread::spawn(move || -> Result<()> {
+        listener.serve(server, s)?;
+        Ok(())
+    });
+    Ok(Running {
+        uri,
+        _keep: Keep::Hscm {
+            stop,
+            thread: Some(thread),
+        },
+    })
+}
+
+fn start_nbdkit(dir: &Path, name: &str, args: &[String]) -> Result<Running> {
+    let socket = dir.join(format!("{name}.sock"));
+    let child = Command::new("nbdkit")
+        .arg("--foreground")
+        .arg("--exit-with-parent")
+        .arg("--unix")
+        .arg(&socket)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting nbdkit (Debian package nbdkit; scripts/setup.sh installs it)")?;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+        if Instant::now() > deadline {
+            bail!(
+                "nbdkit {name} did not start listening on {}",
+                socket.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(Running {
+        uri: format!("nbd+unix:///?socket={}", socket.display()),
+        _keep: Keep::Nbdkit(child),
+    })
+}
+
+/// What fio measured in one run.
+struct FioResult {
+    iops: f64,
+    p50_us: f64,
+    p99_us: f64,
+}
+
+fn fio(uri: &str, rw: &str, bs: u64, qd: u32, jobs: u32, seconds: f64) -> Result<FioResult> {
+    let mut cmd = Command::new("fio");
+    cmd.args([
+        "--name=hscm-bench-nbd",
+        "--ioengine=nbd",
+        &format!("--uri={uri}"),
+        &format!("--rw={rw}"),
+        &format!("--bs={bs}"),
+        &format!("--iodepth={qd}"),
+        &format!("--numjobs={jobs}"),
+        "--group_reporting",
+        "--output-format=json",
+    ]);
+    if rw == "randrw" {
+        cmd.arg("--rwmixread=66");
+    }
+    if rw == "write" {
+        // The prefill: one pass over the export.
+        cmd.arg("--bs=1M");
+    } else {
+        cmd.args([
+            "--time_based".to_string(),
+            format!("--runtime={}ms", (seconds * 1000.0).max(100.0) as u64),
+            "--ramp_time=200ms".to_string(),
+        ]);
+    }
+    let out = cmd
+        .output()
+        .context("running fio (Debian package fio; scripts/setup.sh installs it)")?;
+    if !out.status.success() {
+        bail!(
+            "fio {rw} against {uri} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    // fio may print notes before the JSON document.
+    let text = String::from_utf8_lossy(&out.stdout);
+    let start = text.find('{').context("fio printed no JSON")?;
+    let v: serde_json::Value = serde_json::from_str(&text[start..]).context("fio's JSON output")?;
+    let job = &v["jobs"][0];
+    let side = |k: &str| &job[k];
+    let iops = side("read")["iops"].as_f64().unwrap_or(0.0)
+        + side("write")["iops"].as_f64().unwrap_or(0.0);
+    // Latency of the dominant direction: reads, unless only writes ran.
+    let lat = if rw == "randwrite" || rw == "write" {
+        side("write")
+    } else {
+        side("read")
+    };
+    let pct = |p: &str| lat["clat_ns"]["percentile"][p].as_f64().unwrap_or(f64::NAN) / 1e3;
+    Ok(FioResult {
+        iops,
+        p50_us: pct("50.000000"),
+        p99_us: pct("99.000000"),
+    })
+}
+
+/// (target, durability, which workloads it runs).
+const TARGETS: [(&str, &str, &[&str]); 5] = [
+    ("hscm", "on-flush", &["randread", "randwrite", "randrw"]),
+    ("hscm", "immediate", &["randwrite"]),
+    (
+        "nbdkit-memory",
+        "volatile",
+        &["randread", "randwrite", "randrw"],
+    ),
+    (
+        "nbdkit-file",
+        "flush-only",
+        &["randread", "randwrite", "randrw"],
+    ),
+    ("nbdkit-file-fua", "fua", &["randwrite"]),
+];
+
+/// (QD per job, jobs).
+const DEPTHS: [(u32, u32); 2] = [(1, 1), (16, 4)];
+
+pub fn bench(a: &NbdBenchArgs) -> Result<NbdBench> {
+    if a.seconds <= 0.0 || a.size < (1 << 20) {
+        bail!("--seconds must be positive and --size at least 1M");
+    }
+    let scratch = crate::scratch::Scratch::new("nbd", a.dir.as_deref())?;
+    let dir = scratch.path();
+    let file = dir.join("nbdkit-file.img");
+    std::fs::File::create(&file)
+        .and_then(|f| f.set_len(a.size))
+        .with_context(|| format!("creating {}", file.display()))?;
+    let mut rows = Vec::new();
+    for (target, durability, workloads) in TARGETS {
+        let running = match (target, durability) {
+            ("hscm", "immediate") => start_hscm(dir, a.size, Durability::Immediate)?,
+            ("hscm", _) => start_hscm(dir, a.size, Durability::OnFlush)?,
+            ("nbdkit-memory", _) => start_nbdkit(
+                dir,
+                target,
+                &[
+                    "memory".into(),
+                    a.size.to_string(),
+                    "allocator=malloc".into(),
+                ],
+            )?,
+            ("nbdkit-file", _) => {
+                start_nbdkit(dir, target, &["file".into(), file.display().to_string()])?
+            }
+            _ => start_nbdkit(
+                dir,
+                target,
+                &[
+                    "--filter=fua".into(),
+                    "file".into(),
+                    file.display().to_string(),
+                    "fuamode=force".into(),
+                ],
+            )?,
+        };
+        note!(
+            "[nbd] {target} ({durability}): filling {}",
+            crate::units::human_bytes(a.size)
+        );
+        fio(&running.uri, "write", 1 << 20, 4, 1, a.seconds)?;
+        for rw in workloads {
+            for (qd, jobs) in DEPTHS {
+                note!("[nbd] {target} ({durability}): {rw} 4 KiB, QD{qd} x {jobs}");
+                let r = fio(&running.uri, rw, 4096, qd, jobs, a.seconds)?;
+                rows.push(NbdRow {
+                    workload: rw.to_string(),
+                    bs: 4096,
+                    qd,
+                    jobs,
+                    target: target.to_string(),
+                    durability: durability.to_string(),
+                    iops: r.iops,
+                    p50_us: r.p50_us,
+                    p99_us: r.p99_us,
+                });
+            }
+        }
+    }
+    let ratios = ratios(&rows);
+    Ok(NbdBench {
+        rows,
+        ratios,
+        seconds: a.seconds,
+        size: a.size,
+    })
+}
+
+/// Ours over each baseline at every point both ran.
+fn ratios(rows: &[NbdRow]) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    let find = |w: &str, qd: u32, jobs: u32, t: &str, d: &str| {
+        rows.iter()
+            .find(|r| {
+                r.workload == w
+                    && r.qd == qd
+                    && r.jobs == jobs
+                    && r.target == t
+                    && r.durability == d
+            })
+            .map(|r| r.iops)
+    };
+    for ours in rows.iter().filter(|r| r.target == "hscm") {
+        for (base, base_durability) in [
+            ("nbdkit-memory", "volatile"),
+            ("nbdkit-file", "flush-only"),
+            ("nbdkit-file-fua", "fua"),
+        ] {
+            if let Some(b) = find(&ours.workload, ours.qd, ours.jobs, base, base_durability) {
+                out.insert(
+                    format!(
+                        "{} qd{}x{} hscm-{}/{base}",
+                        ours.workload, ours.qd, ours.jobs, ours.durability
+                    ),
+                    ours.iops / b,
+                );
+            }
+        }
+    }
+    out
+}
+
+pub fn print(b: &NbdBench) -> Result<()> {
+    outln!(
+        "NBD, 4 KiB requests, fio's nbd engine over Unix sockets, {:.1} s per point, {} export",
+        b.seconds,
+        crate::units::human_bytes(b.size)
+    )?;
+    outln!(
+        "{:<10} {:>6} {:<16} {:<11} {:>10} {:>9} {:>9}",
+        "workload",
+        "QDxJ",
+        "target",
+        "durability",
+        "IOPS",
+        "p50 µs",
+        "p99 µs"
+    )?;
+    for r in &b.rows {
+        outln!(
+            "{:<10} {:>6} {:<16} {:<11} {:>10.0} {:>9.1} {:>9.1}",
+            r.workload,
+            format!("{}x{}", r.qd, r.jobs),
+            r.target,
+            r.durability,
+            r.iops,
+            r.p50_us,
+            r.p99_us
+        )?;
+    }
+    outln!()?;
+    for (k, v) in &b.ratios {
+        outln!("{k:<50} {v:>7.2}x")?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(w: &str, t: &str, d: &str, iops: f64) -> NbdRow {
+        NbdRow {
+            workload: w.into(),
+            bs: 4096,
+            qd: 1,
+            jobs: 1,
+            target: t.into(),
+            durability: d.into(),
+            iops,
+            p50_us: 1.0,
+            p99_us: 2.0,
+        }
+    }
+
+    #[test]
+    fn ratios_pair_ours_with_each_baseline_at_the_same_point() {
+        let rows = [
+            row("randread", "hscm", "on-flush", 300.0),
+            row("randread", "nbdkit-memory", "volatile", 100.0),
+            row("randwrite", "hscm", "immediate", 50.0),
+            row("randwrite", "nbdkit-file-fua", "fua", 25.0),
+        ];
+        let r = ratios(&rows);
+        assert_eq!(r["randread qd1x1 hscm-on-flush/nbdkit-memory"], 3.0);
+        assert_eq!(r["randwrite qd1x1 hscm-immediate/nbdkit-file-fua"], 2.0);
+        assert_eq!(r.len(), 2);
+    }
+}
