@@ -287,3 +287,113 @@ fn bench_nbd_json_contract() {
         "scratch data left behind"
     );
 }
+
+/// A libnbd client (Debian's python3-libnbd) that writes stamped 4 KiB blocks at
+/// random offsets until it is stopped, printing what the server acknowledged: in
+/// immediate mode every write as it returns, in on-flush mode each batch once the
+/// FLUSH after it returns.
+const WRITER: &str = r#"
+import nbd, random, sys
+uri, seed, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+h = nbd.NBD()
+h.connect_uri(uri)
+blocks = h.get_size() // 4096
+rng = random.Random(seed)
+seq = 0
+batch = []
+while True:
+    seq += 1
+    b = rng.randrange(blocks)
+    stamp = ("%d:%d:%d;" % (seed, b, seq)).encode()
+    h.pwrite((stamp * (4096 // len(stamp) + 1))[:4096], b * 4096)
+    if mode == "immediate":
+        print(b, seq, flush=True)
+    else:
+        batch.append((b, seq))
+        if len(batch) == 8:
+            h.flush()
+            for b, s in batch:
+                print(b, s, flush=True)
+            batch = []
+"#;
+
+/// Every block whose last acknowledged write is known must hold that write (or a
+/// later one that was in flight when the server died).
+const VERIFIER: &str = r#"
+import nbd, sys
+uri, seed = sys.argv[1], int(sys.argv[2])
+acked = {}
+for line in open(sys.argv[3]):
+    parts = line.split()
+    if len(parts) == 2:
+        acked[int(parts[0])] = int(parts[1])
+h = nbd.NBD()
+h.connect_uri(uri)
+bad = 0
+for b, seq in acked.items():
+    data = h.pread(4096, b * 4096)
+    head = data[: data.index(b";") if b";" in data else 0].decode(errors="replace")
+    try:
+        s, blk, got = (int(x) for x in head.split(":"))
+    except ValueError:
+        s, blk, got = -1, -1, -1
+    if s != seed or blk != b or got < seq:
+        bad += 1
+        print("block", b, "wants >=", seq, "has", head, file=sys.stderr)
+print(len(acked), bad)
+"#;
+
+fn kill_loop(durability: &str, rounds: u64) {
+    tool("nbdsh");
+    let dir = tempfile::tempdir().unwrap();
+    let v = volume(dir.path(), durability);
+    let sock = dir.path().join("s.sock");
+    let mut total_acked = 0;
+    for round in 0..rounds {
+        let (mut server, uri) = serve(&v, &sock, &[]);
+        let acks = dir.path().join(format!("acks-{round}.txt"));
+        let seed = round + 1;
+        let mut writer = Command::new("/usr/bin/python3")
+            .args(["-c", WRITER, &uri, &seed.to_string(), durability])
+            .stdout(std::fs::File::create(&acks).unwrap())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        // Let it write for a while, then pull the plug on the server.
+        let ms = 150 + (round * 37) % 250;
+        std::thread::sleep(std::time::Duration::from_millis(ms));
+        signal(server.id(), 9);
+        let _ = server.wait();
+        let _ = writer.wait();
+        let (server, uri) = serve(&v, &sock, &[]);
+        let out = ok(Command::new("/usr/bin/python3").args([
+            "-c",
+            VERIFIER,
+            &uri,
+            &seed.to_string(),
+            acks.to_str().unwrap(),
+        ]));
+        let mut it = out.split_whitespace().map(|x| x.parse::<u64>().unwrap());
+        let (acked, bad) = (it.next().unwrap(), it.next().unwrap());
+        assert_eq!(
+            bad, 0,
+            "round {round}: {bad} of {acked} acknowledged blocks lost"
+        );
+        total_acked += acked;
+        stop(server);
+    }
+    assert!(
+        total_acked > rounds * 10,
+        "the writer hardly wrote ({total_acked})"
+    );
+}
+
+#[test]
+fn kill_9_loses_no_acknowledged_write_in_immediate_mode() {
+    kill_loop("immediate", 20);
+}
+
+#[test]
+fn kill_9_loses_nothing_flushed_in_on_flush_mode() {
+    kill_loop("on-flush", 20);
+}
