@@ -45,9 +45,10 @@ pub struct NbdRow {
     pub qd: u32,
     /// fio jobs, a connection each.
     pub jobs: u32,
-    /// hscm, nbdkit-memory, nbdkit-file or nbdkit-file-fua.
+    /// hscm, nbdkit-memory, nbdkit-file, nbdkit-file-fua or nbdkit-null (the bound).
     pub target: String,
-    /// What an acknowledged write means: immediate, on-flush, volatile, flush-only, fua.
+    /// What an acknowledged write means: immediate, on-flush, volatile, flush-only,
+    /// fua, or none (the null plugin keeps nothing).
     pub durability: String,
     pub iops: f64,
     pub p50_us: f64,
@@ -218,8 +219,10 @@ fn fio(uri: &str, rw: &str, bs: u64, qd: u32, jobs: u32, seconds: f64) -> Result
     })
 }
 
-/// (target, durability, which workloads it runs).
-const TARGETS: [(&str, &str, &[&str]); 5] = [
+/// (target, durability, which workloads it runs). nbdkit's null plugin stores nothing
+/// and answers reads with zeroes: what any server can do at best over this transport
+/// with this client, the bound the others are read against.
+const TARGETS: [(&str, &str, &[&str]); 6] = [
     ("hscm", "on-flush", &["randread", "randwrite", "randrw"]),
     ("hscm", "immediate", &["randwrite"]),
     (
@@ -233,6 +236,7 @@ const TARGETS: [(&str, &str, &[&str]); 5] = [
         &["randread", "randwrite", "randrw"],
     ),
     ("nbdkit-file-fua", "fua", &["randwrite"]),
+    ("nbdkit-null", "none", &["randread"]),
 ];
 
 /// (QD per job, jobs).
@@ -322,6 +326,24 @@ fn ratios(rows: &[NbdRow]) -> BTreeMap<String, f64> {
             })
             .map(|r| r.iops)
     };
+    // The transport's bound: the null server over the memory plugin.
+    for null in rows.iter().filter(|r| r.target == "nbdkit-null") {
+        if let Some(b) = find(
+            &null.workload,
+            null.qd,
+            null.jobs,
+            "nbdkit-memory",
+            "volatile",
+        ) {
+            out.insert(
+                format!(
+                    "{} qd{}x{} nbdkit-null/nbdkit-memory",
+                    null.workload, null.qd, null.jobs
+                ),
+                null.iops / b,
+            );
+        }
+    }
     for ours in rows.iter().filter(|r| r.target == "hscm") {
         for (base, base_durability) in [
             ("nbdkit-memory", "volatile"),
