@@ -314,12 +314,15 @@ enum BenchCmd {
     /// table; docs/ring.md says how).
     ///
     /// Example: hscm bench ring --chunks 4k,512k --qd 1 --json
+    Ring(ring::RingBenchArgs),
     /// The NBD export against nbdkit's memory plugin (volatile), its file plugin
     /// (durable through FLUSH) and that plugin with FUA forced, driven by fio's nbd
     /// engine over Unix sockets: 4 KiB random reads, writes and a 66:34 mix, QD1 with
-    /// one job and QD16 with four. Needs fio and nbdkit (scripts/setup.sh).
+    /// one job and QD16 with four, with nbdkit's null plugin as the transport's bound.
+    /// Needs fio and nbdkit (scripts/setup.sh).
+    ///
+    /// Example: hscm bench nbd --seconds 3 --json
     Nbd(hscm_lab::nbd::NbdBenchArgs),
-    Ring(ring::RingBenchArgs),
     /// Time to open, to first read and to fully warm, for several sizes, beside the
     /// backend's raw sequential read speed.
     Restart {
@@ -391,7 +394,7 @@ struct ReproduceArgs {
     /// minutes on a 2-core VM; the key-value and volume sections take most of it).
     #[arg(long)]
     quick: bool,
-    /// Run only these sections, comma-separated (default: all): volume, memsim, vmsim, ring, kv.
+    /// Run only these sections, comma-separated (default: all): volume, memsim, vmsim, ring, kv, nbd.
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<report::SectionName>,
     /// Directory of the memory traces the memsim section runs (shipped in the repo).

@@ -216,18 +216,10 @@ impl Server {
                     reply(s, option, proto::REP_ACK, &[])?;
                 }
                 proto::OPT_INFO | proto::OPT_GO => {
-                    let req = match proto::parse_info_request(&data) {
-                        Ok(r) => r,
-                        Err(e) => {
-                            reply(s, option, proto::REP_ERR_INVALID, e.to_string().as_bytes())?;
-                            continue;
-                        }
-                    };
-                    if !self.name_matches(&req.name) {
-                        let msg = format!("no export named {:?}", req.name);
-                        reply(s, option, proto::REP_ERR_UNKNOWN, msg.as_bytes())?;
+                    let parsed = proto::parse_info_request(&data);
+                    let Some(req) = self.accept_option(s, option, parsed, |r| &r.name)? else {
                         continue;
-                    }
+                    };
                     self.send_info(s, option, &req.requests)?;
                     reply(s, option, proto::REP_ACK, &[])?;
                     if option == proto::OPT_GO {
@@ -249,18 +241,10 @@ impl Server {
                         reply(s, option, proto::REP_ERR_INVALID, msg)?;
                         continue;
                     }
-                    let req = match proto::parse_meta_request(&data) {
-                        Ok(r) => r,
-                        Err(e) => {
-                            reply(s, option, proto::REP_ERR_INVALID, e.to_string().as_bytes())?;
-                            continue;
-                        }
-                    };
-                    if !self.name_matches(&req.export) {
-                        let msg = format!("no export named {:?}", req.export);
-                        reply(s, option, proto::REP_ERR_UNKNOWN, msg.as_bytes())?;
+                    let parsed = proto::parse_meta_request(&data);
+                    let Some(req) = self.accept_option(s, option, parsed, |r| &r.export)? else {
                         continue;
-                    }
+                    };
                     // LIST with no queries lists every context; SET with none selects none.
                     let selected = req.queries.iter().any(|q| {
                         if set {
@@ -284,6 +268,29 @@ impl Server {
                     reply(s, option, proto::REP_ERR_UNSUP, msg.as_bytes())?;
                 }
             }
+        }
+    }
+
+    /// An option's decoded payload if it is well formed and names this export; else
+    /// the option's error reply is sent and the handshake goes on (None).
+    fn accept_option<T>(
+        &self,
+        s: &mut Stream,
+        option: u32,
+        parsed: Result<T, proto::ProtoError>,
+        export_of: impl Fn(&T) -> &String,
+    ) -> Result<Option<T>, Error> {
+        match parsed {
+            Err(e) => {
+                reply(s, option, proto::REP_ERR_INVALID, e.to_string().as_bytes())?;
+                Ok(None)
+            }
+            Ok(r) if !self.name_matches(export_of(&r)) => {
+                let msg = format!("no export named {:?}", export_of(&r));
+                reply(s, option, proto::REP_ERR_UNKNOWN, msg.as_bytes())?;
+                Ok(None)
+            }
+            Ok(r) => Ok(Some(r)),
         }
     }
 

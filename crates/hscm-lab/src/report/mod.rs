@@ -5,6 +5,7 @@
 pub mod check;
 pub mod kv;
 pub mod memsim;
+pub mod nbd;
 pub mod plot;
 pub mod ring;
 pub mod targets;
@@ -184,6 +185,7 @@ pub enum SectionName {
     Vmsim,
     Ring,
     Kv,
+    Nbd,
 }
 
 /// What `hscm reproduce` runs. `Default` is the only place its defaults are written;
@@ -298,6 +300,13 @@ pub fn reproduce(p: &ReproduceParams) -> Result<()> {
         passed += s.passed;
         total += s.total;
         sections.insert("kv".into(), s.json);
+    }
+    if want(SectionName::Nbd) {
+        let s = crate::report::nbd::section(out, quick)?;
+        md.push_str(&s.md);
+        passed += s.passed;
+        total += s.total;
+        sections.insert("nbd".into(), s.json);
     }
     if want(SectionName::Volume) {
         let s = volume_section(out, seconds, restart_size, quick)?;

@@ -123,6 +123,16 @@ target!(KV_REPLAY_IDLE_READS, "idle-device reads reduced by sprint, worst trace"
 target!(KV_REPLAY_NOT_FOUND, "reads of records the store does not hold, all replays", <= 0.0, "",
     ThisProject, "", "a replay reads only what it loaded (an honest replay)");
 
+// The NBD export (the issue's own bars; the paper serves its disk as a kernel block device).
+target!(NBD_READ_QD1_VS_MEMORY, "4 KiB random reads, QD1: hscm / nbdkit memory plugin (IOPS)", >= 1.5, "x",
+    ThisProject, "", "a durable export faster than the volatile RAM export people use today");
+target!(NBD_READ_QD16_VS_MEMORY, "4 KiB random reads, QD16 x 4 jobs: hscm / nbdkit memory plugin (IOPS)", >= 1.0, "x",
+    ThisProject, "", "at depth, at least as fast as the volatile RAM export");
+target!(NBD_ONFLUSH_WRITE_VS_MEMORY, "4 KiB random writes, QD1, on-flush: hscm / nbdkit memory plugin (IOPS)", >= 0.8, "x",
+    ThisProject, "", "writes that reach the device cost little more than volatile ones");
+target!(NBD_IMMEDIATE_WRITE_VS_FUA_FILE, "4 KiB random writes, QD1, immediate: hscm / nbdkit file plugin with FUA (IOPS)", >= 1.0, "x",
+    ThisProject, "", "every write durable, no slower than a file export that syncs each write");
+
 /// Every target, in report order.
 pub static ALL: &[&Target] = &[
     &VOLUME_RANDREAD_VS_ODIRECT,
@@ -170,6 +180,10 @@ pub static ALL: &[&Target] = &[
     &KV_PARALLEL_SYNC,
     &KV_REPLAY_IDLE_READS,
     &KV_REPLAY_NOT_FOUND,
+    &NBD_READ_QD1_VS_MEMORY,
+    &NBD_READ_QD16_VS_MEMORY,
+    &NBD_ONFLUSH_WRITE_VS_MEMORY,
+    &NBD_IMMEDIATE_WRITE_VS_FUA_FILE,
 ];
 
 #[cfg(test)]
