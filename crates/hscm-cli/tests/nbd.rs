@@ -397,3 +397,39 @@ fn kill_9_loses_no_acknowledged_write_in_immediate_mode() {
 fn kill_9_loses_nothing_flushed_in_on_flush_mode() {
     kill_loop("on-flush", 20);
 }
+
+#[test]
+fn fio_verifies_its_crc32c_blocks_before_and_after_a_kill_9() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = volume(dir.path(), "immediate");
+    let sock = dir.path().join("s.sock");
+    let fio = |uri: &str, extra: &[&str]| {
+        let mut c = tool("fio");
+        c.args([
+            "--name=verify",
+            "--ioengine=nbd",
+            &format!("--uri={uri}"),
+            "--rw=randwrite",
+            "--bs=4k",
+            "--iodepth=8",
+            "--size=16M",
+            "--verify=crc32c",
+            "--verify_fatal=1",
+            "--randseed=7",
+        ]);
+        c.args(extra);
+        let o = c.output().unwrap();
+        assert!(o.status.success(), "fio {extra:?}: {}", text(&o));
+        assert!(!text(&o).contains("verify: bad"), "{}", text(&o));
+    };
+    let (server, uri) = serve(&v, &sock, &[]);
+    // Writes every block with a checksummed header, then reads them all back.
+    fio(&uri, &["--do_verify=1"]);
+    signal(server.id(), 9);
+    let mut server = server;
+    let _ = server.wait();
+    // After SIGKILL and a restart, the same blocks verify again.
+    let (server, uri) = serve(&v, &sock, &[]);
+    fio(&uri, &["--verify_only=1"]);
+    stop(server);
+}
