@@ -8,11 +8,12 @@ command -v cc >/dev/null || need_apt+=(build-essential)
 command -v chattr >/dev/null || need_apt+=(e2fsprogs)   # immutable-file test
 command -v curl >/dev/null || need_apt+=(curl)
 # Real NBD clients for the NBD export's tests (and nbdkit for its benchmark).
-command -v nbdinfo >/dev/null || need_apt+=(libnbd-bin)
+command -v nbdinfo >/dev/null || need_apt+=(libnbd-bin)   # nbdinfo, nbdcopy, nbdfuse
 command -v nbdsh >/dev/null || need_apt+=(python3-libnbd)
 command -v qemu-io >/dev/null || need_apt+=(qemu-utils)
 command -v fio >/dev/null || need_apt+=(fio)
 command -v nbdkit >/dev/null || need_apt+=(nbdkit)
+command -v fusermount3 >/dev/null || need_apt+=(fuse3)
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq

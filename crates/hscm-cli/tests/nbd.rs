@@ -433,3 +433,40 @@ fn fio_verifies_its_crc32c_blocks_before_and_after_a_kill_9() {
     fio(&uri, &["--verify_only=1"]);
     stop(server);
 }
+
+/// ext4 on the export through nbdfuse and a loop device, 20 rounds of SIGKILL
+/// mid-write per durability mode: e2fsck -fn clean and every fsync'ed file intact
+/// (scripts/nbd-ext4-crash.sh does the work; it needs root, /dev/fuse and loop devices,
+/// which this project's machines have).
+fn ext4_rounds(durability: &str) {
+    for t in ["nbdfuse", "fusermount3"] {
+        tool(t);
+    }
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/nbd-ext4-crash.sh");
+    let o = Command::new("bash")
+        .arg(&script)
+        .args(["20", durability])
+        .env("HSCM", env!("CARGO_BIN_EXE_hscm"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    let summary: serde_json::Value =
+        serde_json::from_str(out.lines().last().unwrap_or("")).expect("a JSON summary line");
+    assert_eq!(summary["rounds"], 20);
+    assert_eq!(summary["lost"], 0);
+    assert!(
+        summary["fsynced_files_checked"].as_u64().unwrap() >= 20,
+        "{summary}"
+    );
+}
+
+#[test]
+fn ext4_over_nbdfuse_survives_kill_9_in_immediate_mode() {
+    ext4_rounds("immediate");
+}
+
+#[test]
+fn ext4_over_nbdfuse_survives_kill_9_in_on_flush_mode() {
+    ext4_rounds("on-flush");
+}
