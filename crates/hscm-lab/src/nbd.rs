@@ -45,10 +45,11 @@ pub struct NbdRow {
     pub qd: u32,
     /// fio jobs, a connection each.
     pub jobs: u32,
-    /// hscm, nbdkit-memory, nbdkit-file, nbdkit-file-fua or nbdkit-null (the bound).
+    /// hscm, nbdkit-memory, nbdkit-file, nbdkit-file-fua, nbdkit-null (the transport's
+    /// bound) or device-odirect (the disk's bound for writes that reach it).
     pub target: String,
     /// What an acknowledged write means: immediate, on-flush, volatile, flush-only,
-    /// fua, or none (the null plugin keeps nothing).
+    /// fua, none (the null plugin keeps nothing), or device (on the disk, unsynced).
     pub durability: String,
     pub iops: f64,
     pub p50_us: f64,
@@ -162,12 +163,20 @@ struct FioResult {
     p99_us: f64,
 }
 
-fn fio(uri: &str, rw: &str, bs: u64, qd: u32, jobs: u32, seconds: f64) -> Result<FioResult> {
+/// `engine`: fio's engine arguments (the nbd engine and a URI, or a file with direct
+/// I/O); `target` names it in errors.
+fn fio(
+    engine: &[String],
+    target: &str,
+    rw: &str,
+    bs: u64,
+    qd: u32,
+    jobs: u32,
+    seconds: f64,
+) -> Result<FioResult> {
     let mut cmd = Command::new("fio");
+    cmd.arg("--name=hscm-bench-nbd").args(engine);
     cmd.args([
-        "--name=hscm-bench-nbd",
-        "--ioengine=nbd",
-        &format!("--uri={uri}"),
         &format!("--rw={rw}"),
         &format!("--bs={bs}"),
         &format!("--iodepth={qd}"),
@@ -193,7 +202,7 @@ fn fio(uri: &str, rw: &str, bs: u64, qd: u32, jobs: u32, seconds: f64) -> Result
         .context("running fio (Debian package fio; scripts/setup.sh installs it)")?;
     if !out.status.success() {
         bail!(
-            "fio {rw} against {uri} failed: {}",
+            "fio {rw} against {target} failed: {}",
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
@@ -222,7 +231,11 @@ fn fio(uri: &str, rw: &str, bs: u64, qd: u32, jobs: u32, seconds: f64) -> Result
 /// (target, durability, which workloads it runs). nbdkit's null plugin stores nothing
 /// and answers reads with zeroes: what any server can do at best over this transport
 /// with this client, the bound the others are read against.
-const TARGETS: [(&str, &str, &[&str]); 6] = [
+///
+/// `device-odirect` is no server: fio writing 4 KiB blocks with O_DIRECT straight to a
+/// file on the same disk, the bound for any export whose writes reach the device
+/// before they are acknowledged, as the volume's do.
+const TARGETS: [(&str, &str, &[&str]); 7] = [
     ("hscm", "on-flush", &["randread", "randwrite", "randrw"]),
     ("hscm", "immediate", &["randwrite"]),
     (
@@ -237,6 +250,7 @@ const TARGETS: [(&str, &str, &[&str]); 6] = [
     ),
     ("nbdkit-file-fua", "fua", &["randwrite"]),
     ("nbdkit-null", "none", &["randread"]),
+    ("device-odirect", "device", &["randwrite"]),
 ];
 
 /// (QD per job, jobs).
@@ -254,41 +268,68 @@ pub fn bench(a: &NbdBenchArgs) -> Result<NbdBench> {
         .with_context(|| format!("creating {}", file.display()))?;
     let mut rows = Vec::new();
     for (target, durability, workloads) in TARGETS {
-        let running = match (target, durability) {
-            ("hscm", "immediate") => start_hscm(dir, a.size, Durability::Immediate)?,
-            ("hscm", _) => start_hscm(dir, a.size, Durability::OnFlush)?,
-            ("nbdkit-memory", _) => start_nbdkit(
-                dir,
-                target,
-                &[
+        let nbd = |r: &Running| vec!["--ioengine=nbd".to_string(), format!("--uri={}", r.uri)];
+        let (_running, engine) = match (target, durability) {
+            ("device-odirect", _) => {
+                let engine = vec![
+                    "--ioengine=libaio".to_string(),
+                    "--direct=1".to_string(),
+                    format!("--filename={}", file.display()),
+                    format!("--size={}", a.size),
+                ];
+                (None, engine)
+            }
+            ("hscm", "immediate") => {
+                let r = start_hscm(dir, a.size, Durability::Immediate)?;
+                let e = nbd(&r);
+                (Some(r), e)
+            }
+            ("hscm", _) => {
+                let r = start_hscm(dir, a.size, Durability::OnFlush)?;
+                let e = nbd(&r);
+                (Some(r), e)
+            }
+            ("nbdkit-memory", _) => {
+                let args = [
                     "memory".into(),
                     a.size.to_string(),
                     "allocator=malloc".into(),
-                ],
-            )?,
-            ("nbdkit-file", _) => {
-                start_nbdkit(dir, target, &["file".into(), file.display().to_string()])?
+                ];
+                let r = start_nbdkit(dir, target, &args)?;
+                let e = nbd(&r);
+                (Some(r), e)
             }
-            _ => start_nbdkit(
-                dir,
-                target,
-                &[
+            ("nbdkit-file", _) => {
+                let r = start_nbdkit(dir, target, &["file".into(), file.display().to_string()])?;
+                let e = nbd(&r);
+                (Some(r), e)
+            }
+            ("nbdkit-null", _) => {
+                let r = start_nbdkit(dir, target, &["null".into(), a.size.to_string()])?;
+                let e = nbd(&r);
+                (Some(r), e)
+            }
+            _ => {
+                let args = [
                     "--filter=fua".into(),
                     "file".into(),
                     file.display().to_string(),
                     "fuamode=force".into(),
-                ],
-            )?,
+                ];
+                let r = start_nbdkit(dir, target, &args)?;
+                let e = nbd(&r);
+                (Some(r), e)
+            }
         };
         note!(
             "[nbd] {target} ({durability}): filling {}",
             crate::units::human_bytes(a.size)
         );
-        fio(&running.uri, "write", 1 << 20, 4, 1, a.seconds)?;
+        fio(&engine, target, "write", 1 << 20, 4, 1, a.seconds)?;
         for rw in workloads {
             for (qd, jobs) in DEPTHS {
                 note!("[nbd] {target} ({durability}): {rw} 4 KiB, QD{qd} x {jobs}");
-                let r = fio(&running.uri, rw, 4096, qd, jobs, a.seconds)?;
+                let r = fio(&engine, target, rw, 4096, qd, jobs, a.seconds)?;
                 rows.push(NbdRow {
                     workload: rw.to_string(),
                     bs: 4096,
@@ -326,21 +367,25 @@ fn ratios(rows: &[NbdRow]) -> BTreeMap<String, f64> {
             })
             .map(|r| r.iops)
     };
-    // The transport's bound: the null server over the memory plugin.
-    for null in rows.iter().filter(|r| r.target == "nbdkit-null") {
+    // The bounds: the null server (the transport) and the bare device (a write that
+    // reaches it before its reply), each over the memory plugin.
+    for bound in rows
+        .iter()
+        .filter(|r| r.target == "nbdkit-null" || r.target == "device-odirect")
+    {
         if let Some(b) = find(
-            &null.workload,
-            null.qd,
-            null.jobs,
+            &bound.workload,
+            bound.qd,
+            bound.jobs,
             "nbdkit-memory",
             "volatile",
         ) {
             out.insert(
                 format!(
-                    "{} qd{}x{} nbdkit-null/nbdkit-memory",
-                    null.workload, null.qd, null.jobs
+                    "{} qd{}x{} {}/nbdkit-memory",
+                    bound.workload, bound.qd, bound.jobs, bound.target
                 ),
-                null.iops / b,
+                bound.iops / b,
             );
         }
     }
@@ -429,5 +474,13 @@ mod tests {
         assert_eq!(r["randread qd1x1 hscm-on-flush/nbdkit-memory"], 3.0);
         assert_eq!(r["randwrite qd1x1 hscm-immediate/nbdkit-file-fua"], 2.0);
         assert_eq!(r.len(), 2);
+        let bounds = [
+            row("randwrite", "device-odirect", "device", 30.0),
+            row("randwrite", "nbdkit-memory", "volatile", 60.0),
+        ];
+        assert_eq!(
+            ratios(&bounds)["randwrite qd1x1 device-odirect/nbdkit-memory"],
+            0.5
+        );
     }
 }
