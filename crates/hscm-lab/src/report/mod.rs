@@ -176,6 +176,9 @@ pub struct Section {
     pub total: usize,
 }
 
+/// Runs one section of the report.
+type SectionRun<'a> = dyn Fn() -> Result<Section> + 'a;
+
 /// Which sections to run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -273,47 +276,32 @@ pub fn reproduce(p: &ReproduceParams) -> Result<()> {
     }
     let mut sections = serde_json::Map::new();
     let (mut passed, mut total) = (0, 0);
-    if want(SectionName::Memsim) {
-        let s = crate::report::memsim::section(out, quick, traces)?;
+    // Report order; each section runs only when chosen.
+    let runs: [(SectionName, &str, &SectionRun); 6] = [
+        (SectionName::Memsim, "memsim", &|| {
+            memsim::section(out, quick, traces)
+        }),
+        (SectionName::Vmsim, "vmsim", &|| {
+            vmsim::section(out, quick, traces)
+        }),
+        (SectionName::Ring, "ring", &|| ring::section(out, quick)),
+        (SectionName::Kv, "kv", &|| {
+            kv::section(out, quick, Some(ycsb_traces))
+        }),
+        (SectionName::Nbd, "nbd", &|| nbd::section(out, quick)),
+        (SectionName::Volume, "volume", &|| {
+            volume_section(out, seconds, restart_size, quick)
+        }),
+    ];
+    for (name, key, run) in runs {
+        if !want(name) {
+            continue;
+        }
+        let s = run()?;
         md.push_str(&s.md);
         passed += s.passed;
         total += s.total;
-        sections.insert("memsim".into(), s.json);
-    }
-    if want(SectionName::Vmsim) {
-        let s = crate::report::vmsim::section(out, quick, traces)?;
-        md.push_str(&s.md);
-        passed += s.passed;
-        total += s.total;
-        sections.insert("vmsim".into(), s.json);
-    }
-    if want(SectionName::Ring) {
-        let s = crate::report::ring::section(out, quick)?;
-        md.push_str(&s.md);
-        passed += s.passed;
-        total += s.total;
-        sections.insert("ring".into(), s.json);
-    }
-    if want(SectionName::Kv) {
-        let s = crate::report::kv::section(out, quick, Some(ycsb_traces))?;
-        md.push_str(&s.md);
-        passed += s.passed;
-        total += s.total;
-        sections.insert("kv".into(), s.json);
-    }
-    if want(SectionName::Nbd) {
-        let s = crate::report::nbd::section(out, quick)?;
-        md.push_str(&s.md);
-        passed += s.passed;
-        total += s.total;
-        sections.insert("nbd".into(), s.json);
-    }
-    if want(SectionName::Volume) {
-        let s = volume_section(out, seconds, restart_size, quick)?;
-        md.push_str(&s.md);
-        passed += s.passed;
-        total += s.total;
-        sections.insert("volume".into(), s.json);
+        sections.insert(key.into(), s.json);
     }
     writeln!(md, "\n**{passed} of {total} targets met.**")?;
     crate::scratch::write_output(&out.join("report.md"), md.as_bytes())?;
