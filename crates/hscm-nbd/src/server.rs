@@ -26,7 +26,8 @@ pub struct ExportOptions {
     pub description: String,
     /// Refuse writes, trims and zeroes even if the target takes them.
     pub read_only: bool,
-    /// Requests each connection runs at once.
+    /// Requests each connection runs at once, at most (workers start as one and grow
+    /// while requests queue up).
     pub workers_per_connection: usize,
 }
 
@@ -36,7 +37,7 @@ impl Default for ExportOptions {
             name: String::new(),
             description: "hscm durable hybrid RAM volume".into(),
             read_only: false,
-            workers_per_connection: 4,
+            workers_per_connection: 16,
         }
     }
 }
@@ -322,24 +323,33 @@ impl Server {
         let writer = Mutex::new(stream.try_clone()?);
         // A bounded queue: a client that sends faster than the target serves waits, rather
         // than piling up payloads in memory.
-        let workers = self.export.workers_per_connection.max(1);
-        let (tx, rx) = mpsc::sync_channel::<(Request, Vec<u8>)>(workers * 2);
+        let max_workers = self.export.workers_per_connection.max(1);
+        let (tx, rx) = mpsc::sync_channel::<(Request, Vec<u8>)>(max_workers * 2);
         let rx = Mutex::new(rx);
         let mut reader = stream;
-        std::thread::scope(|scope| {
-            for _ in 0..workers {
-                scope.spawn(|| loop {
-                    let job = match rx.lock() {
-                        Ok(rx) => rx.recv(),
-                        Err(_) => return,
-                    };
-                    let Ok((req, payload)) = job else { return };
-                    if !send(&writer, &self.execute(&req, &payload, session)) {
-                        return;
-                    }
-                });
+        let work = || loop {
+            let job = match rx.lock() {
+                Ok(rx) => rx.recv(),
+                Err(_) => return,
+            };
+            let Ok((req, payload)) = job else { return };
+            if !send(&writer, &self.execute(&req, &payload, session)) {
+                return;
             }
-            let result = self.read_requests(&mut reader, &tx, &writer, session, stop);
+        };
+        std::thread::scope(|scope| {
+            // Workers start as one and grow, up to the limit, whenever the queue is
+            // full: a QD1 client costs one thread, a deep one gets the concurrency its
+            // depth asks for (the device takes many writes at once).
+            let mut workers = 1;
+            scope.spawn(work);
+            let mut grow = || {
+                if workers < max_workers {
+                    workers += 1;
+                    scope.spawn(work);
+                }
+            };
+            let result = self.read_requests(&mut reader, &tx, &mut grow, &writer, session, stop);
             drop(tx);
             result
         })
@@ -354,6 +364,7 @@ impl Server {
         &self,
         s: &mut Stream,
         queue: &mpsc::SyncSender<(Request, Vec<u8>)>,
+        grow: &mut dyn FnMut(),
         writer: &Mutex<Stream>,
         session: Session,
         stop: &AtomicBool,
@@ -399,7 +410,13 @@ impl Server {
                 }
                 continue;
             }
-            if queue.send((req, payload)).is_err() {
+            let job = match queue.try_send((req, payload)) {
+                Ok(()) => continue,
+                Err(mpsc::TrySendError::Disconnected(_)) => return Ok(()),
+                Err(mpsc::TrySendError::Full(job)) => job,
+            };
+            grow();
+            if queue.send(job).is_err() {
                 return Ok(());
             }
         }
