@@ -213,6 +213,10 @@ fn written_bytes_read_back_and_every_capability_is_advertised() {
     assert_eq!(read(&mut s, 7, 4096, 8192).unwrap(), vec![0; 8192]);
     request(&mut s, CMD_CACHE, 0, 8, 0, 65536);
     assert_eq!(simple_reply(&mut s), (0, 8));
+    // The memory target zeroes fast, so it says so and takes FAST_ZERO.
+    assert!(flags & TX_SEND_FAST_ZERO != 0);
+    request(&mut s, CMD_WRITE_ZEROES, CMD_FLAG_FAST_ZERO, 10, 0, 4096);
+    assert_eq!(simple_reply(&mut s), (0, 10));
     request(&mut s, CMD_DISC, 0, 9, 0, 0);
     assert!(is_closed(&mut s));
 }
@@ -243,6 +247,26 @@ fn an_unknown_option_is_refused_and_the_handshake_goes_on() {
     assert_eq!(option_reply(&mut s).1, REP_ACK);
     send_option(&mut s, OPT_GO, &info_request("no-such-export", &[]));
     assert_eq!(option_reply(&mut s).1, REP_ERR_UNKNOWN);
+    // INFO answers what GO would, without ending the handshake.
+    send_option(
+        &mut s,
+        OPT_INFO,
+        &info_request("disk", &[INFO_NAME, INFO_BLOCK_SIZE]),
+    );
+    let mut kinds = Vec::new();
+    loop {
+        let (_, kind, data) = option_reply(&mut s);
+        if kind == REP_ACK {
+            break;
+        }
+        assert_eq!(kind, REP_INFO);
+        kinds.push(u16::from_be_bytes([data[0], data[1]]));
+        if kinds.last() == Some(&INFO_BLOCK_SIZE) {
+            let max = u32::from_be_bytes(data[10..14].try_into().unwrap());
+            assert_eq!(max, 32 << 20);
+        }
+    }
+    assert_eq!(kinds, [INFO_EXPORT, INFO_NAME, INFO_BLOCK_SIZE]);
     // Meta contexts need structured replies first.
     send_option(&mut s, OPT_SET_META_CONTEXT, &[0; 8]);
     assert_eq!(option_reply(&mut s).1, REP_ERR_INVALID);
