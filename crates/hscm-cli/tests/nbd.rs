@@ -11,12 +11,10 @@ use util::{hscm, run, signal, text};
 
 /// A real client tool, or a failure that says how to get it.
 fn tool(name: &str) -> Command {
-    let found = Command::new("sh")
-        .arg("-c")
-        .arg(format!("command -v {name}"))
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(found, "{name} is not installed: run scripts/setup.sh");
+    assert!(
+        hscm_lab::installed(name),
+        "{name} is not installed: run scripts/setup.sh"
+    );
     Command::new(name)
 }
 
@@ -469,4 +467,65 @@ fn ext4_over_nbdfuse_survives_kill_9_in_immediate_mode() {
 #[test]
 fn ext4_over_nbdfuse_survives_kill_9_in_on_flush_mode() {
     ext4_rounds("on-flush");
+}
+
+#[test]
+fn bad_places_and_volumes_are_clear_errors_that_touch_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = volume(dir.path(), "immediate");
+    let vs = v.to_str().unwrap();
+
+    // No such volume: nothing is created, not even the socket.
+    let sock = dir.path().join("missing.sock");
+    let o = run(&["nbd", "missing.hscm", "--socket", sock.to_str().unwrap()]);
+    util::assert_clean_failure(&o, "missing volume");
+    assert!(util::stderr(&o).contains("missing.hscm"), "{}", text(&o));
+    assert!(!sock.exists(), "a socket was left behind");
+
+    // A regular file where the socket should go is refused and kept.
+    let in_the_way = dir.path().join("data.txt");
+    std::fs::write(&in_the_way, b"keep me").unwrap();
+    let o = run(&["nbd", vs, "--socket", in_the_way.to_str().unwrap()]);
+    util::assert_clean_failure(&o, "file in the way");
+    assert!(
+        util::stderr(&o).contains("not a socket is in the way"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(std::fs::read(&in_the_way).unwrap(), b"keep me");
+
+    // An address that is not one.
+    let o = run(&["nbd", vs, "--listen", "no-such-host-name.invalid:x"]);
+    util::assert_clean_failure(&o, "bad address");
+    assert!(
+        util::stderr(&o).contains("cannot listen on"),
+        "{}",
+        text(&o)
+    );
+
+    let o = run(&["bench", "nbd", "--seconds", "0"]);
+    util::assert_clean_failure(&o, "zero seconds");
+    assert!(
+        util::stderr(&o).contains("--seconds must be positive"),
+        "{}",
+        text(&o)
+    );
+
+    // A volume another server has open: refused, and that server keeps serving.
+    let (server, uri) = serve(&v, &dir.path().join("s.sock"), &[]);
+    let o = run(&[
+        "nbd",
+        vs,
+        "--socket",
+        dir.path().join("t.sock").to_str().unwrap(),
+    ]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("stop the process that has it open"),
+        "{}",
+        text(&o)
+    );
+    let out = ok(tool("qemu-io").args(["-f", "raw", "-r", &uri, "-c", "read -P 0 0 4k"]));
+    assert!(!out.contains("fail"), "{out}");
+    stop(server);
 }

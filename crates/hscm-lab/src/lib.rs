@@ -33,6 +33,19 @@ pub mod volume;
 
 pub use driver::{closed_loop, latency_histogram, paired, Ctx, Measured, Phase, Step};
 
+/// Whether a program is on PATH (the experiments that drive outside tools, such as
+/// fio and nbdkit, say how to install them when it is not).
+pub fn installed(program: &str) -> bool {
+    std::env::var_os("PATH").is_some_and(|path| {
+        std::env::split_paths(&path).any(|dir| {
+            std::fs::metadata(dir.join(program)).is_ok_and(|m| {
+                use std::os::unix::fs::PermissionsExt;
+                m.is_file() && m.permissions().mode() & 0o111 != 0
+            })
+        })
+    })
+}
+
 /// A flag group's values when no flag is given: the defaults `--help` shows, as a value.
 /// Experiments that change a few of them write `Args { x, ..flag_defaults() }`, so a
 /// default is written once, on its flag (which reads it from the engine's own `Default`
@@ -41,4 +54,13 @@ pub fn flag_defaults<T: clap::Args + clap::FromArgMatches>() -> T {
     let cmd = T::augment_args(clap::Command::new("defaults"));
     T::from_arg_matches(&cmd.get_matches_from(["defaults"]))
         .expect("a flag group's own defaults parse")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn installed_finds_programs_on_path_only() {
+        assert!(super::installed("sh"));
+        assert!(!super::installed("hscm-no-such-program"));
+    }
 }

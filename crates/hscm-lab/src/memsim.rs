@@ -545,7 +545,7 @@ pub fn bench_memsim(requests: u64, progress: bool) -> Result<MemsimBench> {
     let decode_cpu = cpu_seconds() - c0;
     let args = MemConfigArgs {
         dram: "ddr3-1600k".into(),
-        ..default_mem_args()
+        ..MemConfigArgs::default()
     };
     let mut runs = Vec::new();
     for policy in [PolicyKind::DramOnly, PolicyKind::Warm] {
@@ -590,11 +590,6 @@ pub fn bench_memsim(requests: u64, progress: bool) -> Result<MemsimBench> {
         runs,
         dram_preset: "ddr3-1600k".into(),
     })
-}
-
-/// The flags' defaults, as a value: what `hscm sim memory compare` runs with no flags.
-pub fn default_mem_args() -> MemConfigArgs {
-    MemConfigArgs::default()
 }
 
 impl Default for MemConfigArgs {

@@ -187,10 +187,8 @@ fn fio(
     if rw == "randrw" {
         cmd.arg("--rwmixread=66");
     }
-    if rw == "write" {
-        // The prefill: one pass over the export.
-        cmd.arg("--bs=1M");
-    } else {
+    // A sequential "write" is the prefill: one pass over the export, not timed.
+    if rw != "write" {
         cmd.args([
             "--time_based".to_string(),
             format!("--runtime={}ms", (seconds * 1000.0).max(100.0) as u64),

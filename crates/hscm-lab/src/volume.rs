@@ -579,6 +579,24 @@ pub struct RestartSize {
     pub ram_overhead_pct: f64,
 }
 
+impl RestartSize {
+    /// What both restart tables show (text and Markdown), formatted once: size, open
+    /// ms, first read ms, fully warm s, warm MB/s, raw MB/s, warm / raw, fresh memory
+    /// MB/s.
+    pub fn cells(&self) -> [String; 8] {
+        [
+            human_bytes(self.bytes),
+            format!("{:.2}", self.open_ms),
+            format!("{:.2}", self.first_read_ms),
+            format!("{:.2}", self.warm_s),
+            format!("{:.0}", self.warm_mbps),
+            format!("{:.0}", self.raw_mbps),
+            format!("{:.0}%", self.warm_mbps / self.raw_mbps * 100.0),
+            format!("{:.0}", self.fresh_memory_mbps),
+        ]
+    }
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct RestartResult {
     pub sizes: Vec<RestartSize>,
@@ -729,16 +747,9 @@ pub fn print_restart(r: &RestartResult) -> anyhow::Result<()> {
         "RAM extra %"
     )?;
     for s in &r.sizes {
+        let [size, open, first, warm_s, warm, raw, of_raw, mem] = s.cells();
         outln!(
-            "  {:>10} {:>9.2} {:>14.2} {:>9.2} {:>10.0} {:>9.0} {:>6.0}% {:>9.0} {:>12.3}",
-            human_bytes(s.bytes),
-            s.open_ms,
-            s.first_read_ms,
-            s.warm_s,
-            s.warm_mbps,
-            s.raw_mbps,
-            s.warm_mbps / s.raw_mbps * 100.0,
-            s.fresh_memory_mbps,
+            "  {size:>10} {open:>9} {first:>14} {warm_s:>9} {warm:>10} {raw:>9} {of_raw:>7} {mem:>9} {:>12.3}",
             s.ram_overhead_pct
         )?;
     }

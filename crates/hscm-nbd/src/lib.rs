@@ -44,9 +44,3 @@ pub enum Error {
         source: std::io::Error,
     },
 }
-
-impl Error {
-    fn protocol(why: String) -> Error {
-        Error::Protocol(why)
-    }
-}

@@ -163,7 +163,7 @@ impl Server {
         let client_flags = read_u32(s)?;
         let known = proto::CLIENT_FIXED_NEWSTYLE | proto::CLIENT_NO_ZEROES;
         if client_flags & !known != 0 {
-            return Err(Error::protocol(format!(
+            return Err(Error::Protocol(format!(
                 "unknown client flags {client_flags:#x}"
             )));
         }
@@ -390,7 +390,7 @@ impl Server {
             if req.kind == proto::CMD_WRITE {
                 if req.len > max {
                     if req.len > MAX_PAYLOAD_SKIP {
-                        return Err(Error::protocol(format!(
+                        return Err(Error::Protocol(format!(
                             "a write of {} bytes (at most {max})",
                             req.len
                         )));
@@ -537,9 +537,14 @@ impl Server {
                 } else {
                     SIMPLE_HEADER
                 };
-                let mut reply = vec![0u8; room + req.len as usize];
+                // The header's room, then the bytes as the target lends them: no
+                // zero-filling of a buffer the read would overwrite at once.
+                let mut reply = Vec::with_capacity(room + req.len as usize);
+                reply.resize(room, 0);
                 self.target
-                    .read_at(req.offset, &mut reply[room..])
+                    .read_with(req.offset, req.len as usize, &mut |_, piece| {
+                        reply.extend_from_slice(piece)
+                    })
                     .map_err(target_err)?;
                 Ok(Reply::Data(reply))
             }
@@ -692,7 +697,7 @@ fn read_header(s: &mut Stream, header: &mut [u8; REQUEST_LEN]) -> Result<bool, E
         match s.read(&mut header[got..]) {
             Ok(0) if got == 0 => return Ok(false),
             Ok(0) => {
-                return Err(Error::protocol(format!(
+                return Err(Error::Protocol(format!(
                     "the client left {got} bytes into a request header"
                 )))
             }

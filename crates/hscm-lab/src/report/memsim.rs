@@ -80,7 +80,7 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
     writeln!(md, "Energy is **modelled**, not measured: Table 2 per-bit energies; DRAM standby and refresh from DDR3 datasheet \
         currents; PCM standby power (10% of DRAM's per GiB) is our assumption — no source gives it (docs/memsim.md).\n")?;
 
-    let args = memsim::default_mem_args();
+    let args = memsim::MemConfigArgs::default();
     let mut runs: Vec<(String, CompareOutput)> = Vec::new();
     let found = shipped_traces(traces);
     if found.is_empty() {

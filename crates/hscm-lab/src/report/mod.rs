@@ -483,15 +483,8 @@ fn volume_section(out: &Path, seconds: f64, restart_size: u64, quick: bool) -> R
         let bound = s.raw_mbps.min(s.fresh_memory_mbps);
         writeln!(
             md,
-            "| {} | {:.2} | {:.2} | {:.2} | {:.0} | {:.0} | {:.0}% | {:.0} | {:.0}% | {:.3}% |",
-            human_bytes(s.bytes),
-            s.open_ms,
-            s.first_read_ms,
-            s.warm_s,
-            s.warm_mbps,
-            s.raw_mbps,
-            s.warm_mbps / s.raw_mbps * 100.0,
-            s.fresh_memory_mbps,
+            "| {} | {:.0}% | {:.3}% |",
+            s.cells().join(" | "),
             s.warm_mbps / bound * 100.0,
             s.ram_overhead_pct
         )?;

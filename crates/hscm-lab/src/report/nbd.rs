@@ -15,27 +15,17 @@ fn ratio(b: &NbdBench, key: &str) -> f64 {
     b.ratios.get(key).copied().unwrap_or(f64::NAN)
 }
 
-/// Whether fio and nbdkit are here; the section says how to get them if not.
-fn tools_missing() -> Vec<&'static str> {
-    ["fio", "nbdkit"]
-        .into_iter()
-        .filter(|t| {
-            !std::process::Command::new("sh")
-                .arg("-c")
-                .arg(format!("command -v {t}"))
-                .output()
-                .is_ok_and(|o| o.status.success())
-        })
-        .collect()
-}
-
 pub fn section(out: &Path, quick: bool) -> Result<Section> {
     let mut md = String::new();
     writeln!(
         md,
         "## NBD export (after Baek & Park 2020's block device)\n"
     )?;
-    let missing = tools_missing();
+    // Without fio and nbdkit the section says how to get them.
+    let missing: Vec<&str> = ["fio", "nbdkit"]
+        .into_iter()
+        .filter(|t| !crate::installed(t))
+        .collect();
     if !missing.is_empty() {
         writeln!(
             md,
