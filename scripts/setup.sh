@@ -13,6 +13,8 @@ command -v nbdsh >/dev/null || need_apt+=(python3-libnbd)
 command -v qemu-io >/dev/null || need_apt+=(qemu-utils)
 command -v fio >/dev/null || need_apt+=(fio)
 command -v nbdkit >/dev/null || need_apt+=(nbdkit)
+# nbdkit's cc plugin compiles the write-through bound of `hscm bench nbd` against this.
+[ -f /usr/include/nbdkit-plugin.h ] || need_apt+=(nbdkit-plugin-dev)
 command -v fusermount3 >/dev/null || need_apt+=(fuse3)
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"

@@ -33,8 +33,8 @@ pub struct NbdArgs {
     /// the volume's own.
     #[arg(long)]
     pub durability: Option<Durability>,
-    /// Requests each connection runs at once, at most: workers start as one and grow
-    /// while requests queue up (replies may complete out of order).
+    /// Requests each connection runs at once, at most: threads start as one and grow
+    /// while requests wait on the device (replies may complete out of order).
     #[arg(long, default_value_t = ExportOptions::default().workers_per_connection,
           value_parser = clap::value_parser!(u16).range(1..=64).map(usize::from))]
     pub workers: usize,

@@ -3,6 +3,12 @@
 //! `allocator=malloc` (volatile, its fastest), its file plugin over a file on the same
 //! disk (durable only through FLUSH), and that file plugin with every write forced to
 //! FUA (nbdkit's fua filter, `fuamode=force`): the fair partner of an Immediate volume.
+//!
+//! Two bounds run beside them: nbdkit's null plugin (the transport: a server that does
+//! no work) and `nbdkit-odirect`, a plugin of ours compiled by nbdkit's cc plugin
+//! (assets/nbdkit-odirect.c) that writes each request to a file with one O_DIRECT
+//! pwrite in nbdkit's parallel thread model: the least any export whose writes reach
+//! the device before their reply can do per request.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -46,7 +52,8 @@ pub struct NbdRow {
     /// fio jobs, a connection each.
     pub jobs: u32,
     /// hscm, nbdkit-memory, nbdkit-file, nbdkit-file-fua, nbdkit-null (the transport's
-    /// bound) or device-odirect (the disk's bound for writes that reach it).
+    /// bound), nbdkit-odirect (a server that writes each request with O_DIRECT: the
+    /// bound of write-through exports) or device-odirect (the disk alone, no server).
     pub target: String,
     /// What an acknowledged write means: immediate, on-flush, volatile, flush-only,
     /// fua, none (the null plugin keeps nothing), or device (on the disk, unsynced).
@@ -128,24 +135,51 @@ fn start_hscm(dir: &Path, size: u64, durability: Durability) -> Result<Running> 
     })
 }
 
-fn start_nbdkit(dir: &Path, name: &str, args: &[String]) -> Result<Running> {
+/// The write-through bound's plugin, compiled by nbdkit's cc plugin when it starts.
+const ODIRECT_PLUGIN: &str = include_str!("../assets/nbdkit-odirect.c");
+
+/// Starts nbdkit with `args`; `source`, if given, goes to its standard input (the cc
+/// plugin reads a plugin's C source there).
+fn start_nbdkit(dir: &Path, name: &str, args: &[String], source: Option<&str>) -> Result<Running> {
+    use std::io::Write as _;
     let socket = dir.join(format!("{name}.sock"));
-    let child = Command::new("nbdkit")
+    let log = dir.join(format!("{name}.log"));
+    let mut child = Command::new("nbdkit")
         .arg("--foreground")
         .arg("--exit-with-parent")
         .arg("--unix")
         .arg(&socket)
         .args(args)
+        .stdin(if source.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&log).with_context(|| format!("creating {}", log.display()))?)
         .spawn()
         .context("starting nbdkit (Debian package nbdkit; scripts/setup.sh installs it)")?;
-    let deadline = Instant::now() + Duration::from_secs(10);
+    if let (Some(text), Some(mut stdin)) = (source, child.stdin.take()) {
+        stdin
+            .write_all(text.as_bytes())
+            .with_context(|| format!("giving nbdkit {name} its plugin's source"))?;
+    }
+    // The cc plugin compiles first: allow for it.
+    let deadline = Instant::now() + Duration::from_secs(30);
     while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-        if Instant::now() > deadline {
+        let exited = child.try_wait().ok().flatten();
+        if exited.is_some() || Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            let said = std::fs::read_to_string(&log).unwrap_or_default();
             bail!(
-                "nbdkit {name} did not start listening on {}",
-                socket.display()
+                "nbdkit {name} did not start listening on {}{}",
+                socket.display(),
+                if said.trim().is_empty() {
+                    String::new()
+                } else {
+                    format!(": {}", said.trim())
+                }
             );
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -230,10 +264,11 @@ fn fio(
 /// and answers reads with zeroes: what any server can do at best over this transport
 /// with this client, the bound the others are read against.
 ///
-/// `device-odirect` is no server: fio writing 4 KiB blocks with O_DIRECT straight to a
-/// file on the same disk, the bound for any export whose writes reach the device
-/// before they are acknowledged, as the volume's do.
-const TARGETS: [(&str, &str, &[&str]); 7] = [
+/// `nbdkit-odirect` is the least a server can do when each write must reach the device
+/// before its reply, as the volume's do: one O_DIRECT pwrite per request, nothing else
+/// (on the same file as nbdkit-file). `device-odirect` is no server: fio writing 4 KiB
+/// blocks with O_DIRECT straight to that file, the disk's own bound.
+const TARGETS: [(&str, &str, &[&str]); 8] = [
     ("hscm", "on-flush", &["randread", "randwrite", "randrw"]),
     ("hscm", "immediate", &["randwrite"]),
     (
@@ -248,6 +283,7 @@ const TARGETS: [(&str, &str, &[&str]); 7] = [
     ),
     ("nbdkit-file-fua", "fua", &["randwrite"]),
     ("nbdkit-null", "none", &["randread"]),
+    ("nbdkit-odirect", "device", &["randwrite"]),
     ("device-odirect", "device", &["randwrite"]),
 ];
 
@@ -293,17 +329,31 @@ pub fn bench(a: &NbdBenchArgs) -> Result<NbdBench> {
                     a.size.to_string(),
                     "allocator=malloc".into(),
                 ];
-                let r = start_nbdkit(dir, target, &args)?;
+                let r = start_nbdkit(dir, target, &args, None)?;
                 let e = nbd(&r);
                 (Some(r), e)
             }
             ("nbdkit-file", _) => {
-                let r = start_nbdkit(dir, target, &["file".into(), file.display().to_string()])?;
+                let r = start_nbdkit(
+                    dir,
+                    target,
+                    &["file".into(), file.display().to_string()],
+                    None,
+                )?;
                 let e = nbd(&r);
                 (Some(r), e)
             }
             ("nbdkit-null", _) => {
-                let r = start_nbdkit(dir, target, &["null".into(), a.size.to_string()])?;
+                let r = start_nbdkit(dir, target, &["null".into(), a.size.to_string()], None)?;
+                let e = nbd(&r);
+                (Some(r), e)
+            }
+            ("nbdkit-odirect", _) => {
+                let args = ["cc".into(), "-".into(), format!("file={}", file.display())];
+                let r = start_nbdkit(dir, target, &args, Some(ODIRECT_PLUGIN)).context(
+                    "the write-through bound needs nbdkit's cc plugin, gcc and nbdkit-plugin.h \
+                     (Debian package nbdkit-plugin-dev; scripts/setup.sh installs it)",
+                )?;
                 let e = nbd(&r);
                 (Some(r), e)
             }
@@ -314,7 +364,7 @@ pub fn bench(a: &NbdBenchArgs) -> Result<NbdBench> {
                     file.display().to_string(),
                     "fuamode=force".into(),
                 ];
-                let r = start_nbdkit(dir, target, &args)?;
+                let r = start_nbdkit(dir, target, &args, None)?;
                 let e = nbd(&r);
                 (Some(r), e)
             }
@@ -351,6 +401,9 @@ pub fn bench(a: &NbdBenchArgs) -> Result<NbdBench> {
     })
 }
 
+/// The targets that bound what a server can do rather than compete with it.
+const BOUNDS: [&str; 3] = ["nbdkit-null", "nbdkit-odirect", "device-odirect"];
+
 /// Ours over each baseline at every point both ran.
 fn ratios(rows: &[NbdRow]) -> BTreeMap<String, f64> {
     let mut out = BTreeMap::new();
@@ -365,12 +418,10 @@ fn ratios(rows: &[NbdRow]) -> BTreeMap<String, f64> {
             })
             .map(|r| r.iops)
     };
-    // The bounds: the null server (the transport) and the bare device (a write that
-    // reaches it before its reply), each over the memory plugin.
-    for bound in rows
-        .iter()
-        .filter(|r| r.target == "nbdkit-null" || r.target == "device-odirect")
-    {
+    // The bounds: the null server (the transport), the write-through server (a write
+    // that reaches the device before its reply) and the bare device, each over the
+    // memory plugin.
+    for bound in rows.iter().filter(|r| BOUNDS.contains(&r.target.as_str())) {
         if let Some(b) = find(
             &bound.workload,
             bound.qd,
@@ -392,6 +443,7 @@ fn ratios(rows: &[NbdRow]) -> BTreeMap<String, f64> {
             ("nbdkit-memory", "volatile"),
             ("nbdkit-file", "flush-only"),
             ("nbdkit-file-fua", "fua"),
+            ("nbdkit-odirect", "device"),
         ] {
             if let Some(b) = find(&ours.workload, ours.qd, ours.jobs, base, base_durability) {
                 out.insert(
@@ -480,5 +532,14 @@ mod tests {
             ratios(&bounds)["randwrite qd1x1 device-odirect/nbdkit-memory"],
             0.5
         );
+        let write_through = [
+            row("randwrite", "hscm", "on-flush", 45.0),
+            row("randwrite", "nbdkit-odirect", "device", 50.0),
+            row("randwrite", "nbdkit-memory", "volatile", 100.0),
+        ];
+        let r = ratios(&write_through);
+        assert_eq!(r["randwrite qd1x1 hscm-on-flush/nbdkit-odirect"], 0.9);
+        assert_eq!(r["randwrite qd1x1 nbdkit-odirect/nbdkit-memory"], 0.5);
+        assert_eq!(r["randwrite qd1x1 hscm-on-flush/nbdkit-memory"], 0.45);
     }
 }

@@ -1,15 +1,15 @@
 //! The server: the fixed-newstyle handshake, then the transmission phase, serving
 //! one [`BlockTarget`] to any number of connections.
 //!
-//! Each connection has a reader (this thread: it reads a request header and its
-//! payload, checks it, and queues it) and a few workers that run requests on the target
-//! and write whole replies under one lock, so requests are pipelined and replies may
-//! complete out of order, as the protocol allows. A client that breaks the protocol is
+//! Each connection has a few threads that take turns: one reads a request and its
+//! payload, then runs it on the target and writes its whole reply under one lock while
+//! the next thread reads, so requests are pipelined and replies may complete out of
+//! order, as the protocol allows. A client that breaks the protocol is
 //! disconnected; one that asks for something wrong gets the spec's error and goes on.
 
 use std::io::{self, Read, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 
 use hscm_block::{BlockTarget, Capabilities, FuaSupport, WriteFlags, ZeroFlags};
 
@@ -26,8 +26,8 @@ pub struct ExportOptions {
     pub description: String,
     /// Refuse writes, trims and zeroes even if the target takes them.
     pub read_only: bool,
-    /// Requests each connection runs at once, at most (workers start as one and grow
-    /// while requests queue up).
+    /// Requests each connection runs at once, at most (threads start as one and grow
+    /// while requests wait on the device).
     pub workers_per_connection: usize,
 }
 
@@ -73,6 +73,35 @@ pub struct Server {
     caps: Capabilities,
     stats: Arc<Stats>,
 }
+
+/// One connection in its transmission phase, shared by the threads serving it.
+struct Connection<'a> {
+    /// Whole replies go out under this lock.
+    writer: Mutex<Stream>,
+    /// Locked only by the thread whose turn it is to read.
+    reader: Mutex<io::BufReader<Stream>>,
+    turn: Mutex<Turn>,
+    /// Signalled when the turn to read is free, or when reading ended.
+    turn_free: Condvar,
+    session: Session,
+    stop: &'a AtomicBool,
+}
+
+/// Whose turn it is to read, and who could take it.
+struct Turn {
+    taken: bool,
+    /// Threads waiting for the turn.
+    idle: usize,
+    /// Threads serving the connection.
+    threads: usize,
+    /// Set when reading ended: cleanly (DISC, end of stream, a stop) or with the error
+    /// that ended it. Every thread then leaves once its request is answered.
+    ended: Option<Result<(), Error>>,
+}
+
+/// Requests are read through a buffer this large: at depth one receive brings in
+/// several, and what is left in it tells that the client has sent more.
+const READ_BUFFER: usize = 64 << 10;
 
 /// What the handshake agreed on.
 #[derive(Default, Clone, Copy)]
@@ -320,105 +349,177 @@ impl Server {
     }
 
     fn transmit(&self, stream: Stream, session: Session, stop: &AtomicBool) -> Result<(), Error> {
-        let writer = Mutex::new(stream.try_clone()?);
-        // A bounded queue: a client that sends faster than the target serves waits, rather
-        // than piling up payloads in memory.
-        let max_workers = self.export.workers_per_connection.max(1);
-        let (tx, rx) = mpsc::sync_channel::<(Request, Vec<u8>)>(max_workers * 2);
-        let rx = Mutex::new(rx);
-        let mut reader = stream;
-        let work = || loop {
-            let job = match rx.lock() {
-                Ok(rx) => rx.recv(),
-                Err(_) => return,
-            };
-            let Ok((req, payload)) = job else { return };
-            if !send(&writer, &self.execute(&req, &payload, session)) {
-                return;
-            }
+        let conn = Connection {
+            writer: Mutex::new(stream.try_clone()?),
+            reader: Mutex::new(io::BufReader::with_capacity(READ_BUFFER, stream)),
+            turn: Mutex::new(Turn {
+                taken: false,
+                idle: 0,
+                threads: 1,
+                ended: None,
+            }),
+            turn_free: Condvar::new(),
+            session,
+            stop,
         };
-        std::thread::scope(|scope| {
-            // Workers start as one and grow, up to the limit, whenever the queue is
-            // full: a QD1 client costs one thread, a deep one gets the concurrency its
-            // depth asks for (the device takes many writes at once).
-            let mut workers = 1;
-            scope.spawn(work);
-            let mut grow = || {
-                if workers < max_workers {
-                    workers += 1;
-                    scope.spawn(work);
-                }
-            };
-            let result = self.read_requests(&mut reader, &tx, &mut grow, &writer, session, stop);
-            drop(tx);
-            result
-        })
+        std::thread::scope(|scope| self.take_turns(&conn, scope));
+        let turn = match conn.turn.into_inner() {
+            Ok(turn) => turn,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        turn.ended.unwrap_or(Ok(()))
     }
 
-    /// Reads requests until DISC, end of stream, a stop, or a protocol error.
+    /// One of a connection's threads. Threads take turns reading: the one whose turn
+    /// it is reads a request, then runs it and writes its reply while another reads
+    /// (the leader/follower pattern), so a request never changes threads.
     ///
-    /// Reads are answered here, at once: they are copies out of RAM, and a hand-over to
-    /// a worker would cost more than the copy (two thread wake-ups per request at QD1).
-    /// Everything that may wait on the device goes to the workers.
-    fn read_requests(
-        &self,
-        s: &mut Stream,
-        queue: &mpsc::SyncSender<(Request, Vec<u8>)>,
-        grow: &mut dyn FnMut(),
-        writer: &Mutex<Stream>,
-        session: Session,
-        stop: &AtomicBool,
-    ) -> Result<(), Error> {
-        let max = self.caps.block_sizes.maximum;
+    /// Requests answered from RAM keep the turn: their copy costs less than waking
+    /// another thread. For the others the turn passes on eagerly when the client has
+    /// already sent more (a deep client) or the request may wait long: a waiting
+    /// thread is woken, or one is added up to the export's limit, to read on while
+    /// this one waits on the device (see [`Pace`]).
+    fn take_turns<'scope, 'env>(
+        &'env self,
+        conn: &'env Connection<'env>,
+        scope: &'scope std::thread::Scope<'scope, 'env>,
+    ) {
+        let mut my_turn = false;
         loop {
-            if stop.load(Ordering::Relaxed) {
-                return Ok(());
-            }
-            let mut header = [0u8; REQUEST_LEN];
-            match read_header(s, &mut header) {
-                Ok(true) => {}
-                Ok(false) => return Ok(()),
-                Err(e) if stop.load(Ordering::Relaxed) => {
-                    tracing::debug!("connection ended at shutdown: {e}");
-                    return Ok(());
-                }
-                Err(e) => return Err(e),
-            }
-            let req = proto::parse_request(&header)?;
-            self.stats.commands.fetch_add(1, Ordering::Relaxed);
-            let mut payload = Vec::new();
-            if req.kind == proto::CMD_WRITE {
-                if req.len > max {
-                    if req.len > MAX_PAYLOAD_SKIP {
-                        return Err(Error::Protocol(format!(
-                            "a write of {} bytes (at most {max})",
-                            req.len
-                        )));
+            if !my_turn {
+                let Ok(mut turn) = conn.turn.lock() else {
+                    return;
+                };
+                loop {
+                    if turn.ended.is_some() {
+                        return;
                     }
-                    skip(s, u64::from(req.len))?;
-                } else {
-                    payload = vec![0u8; req.len as usize];
-                    s.read_exact(&mut payload)?;
+                    if !turn.taken {
+                        turn.taken = true;
+                        break;
+                    }
+                    turn.idle += 1;
+                    let Ok(woken) = conn.turn_free.wait(turn) else {
+                        return;
+                    };
+                    turn = woken;
+                    turn.idle -= 1;
                 }
             }
-            if req.kind == proto::CMD_DISC {
-                return Ok(());
-            }
-            if req.kind == proto::CMD_READ {
-                if !send(writer, &self.execute(&req, &payload, session)) {
-                    return Ok(());
-                }
-                continue;
-            }
-            let job = match queue.try_send((req, payload)) {
-                Ok(()) => continue,
-                Err(mpsc::TrySendError::Disconnected(_)) => return Ok(()),
-                Err(mpsc::TrySendError::Full(job)) => job,
+            let (next, more_sent) = {
+                let Ok(mut reader) = conn.reader.lock() else {
+                    return;
+                };
+                let next = self.read_request(&mut *reader, conn.stop);
+                let more_sent = !reader.buffer().is_empty() || reader.get_ref().pending() > 0;
+                (next, more_sent)
             };
-            grow();
-            if queue.send(job).is_err() {
-                return Ok(());
+            let (req, payload) = {
+                let Ok(mut turn) = conn.turn.lock() else {
+                    return;
+                };
+                match next {
+                    Ok(Some(request)) => {
+                        let pace = self.pace(&request.0);
+                        // A copy out of RAM costs less than waking another thread to
+                        // read meanwhile: keep the turn, answer, read on.
+                        my_turn = pace == Pace::Ram;
+                        if !my_turn {
+                            turn.taken = false;
+                            // Someone must read what comes next while this request
+                            // waits: at once if the client has sent more, or if the
+                            // request may wait long (a sync). A brief device write
+                            // with nothing behind it is left to run alone: whoever
+                            // finishes first reads on, and a QD1 client pays no
+                            // wake-up of another thread.
+                            if more_sent || pace == Pace::Long {
+                                let max = self.export.workers_per_connection.max(1);
+                                if turn.idle > 0 {
+                                    conn.turn_free.notify_one();
+                                } else if turn.threads < max {
+                                    turn.threads += 1;
+                                    scope.spawn(move || self.take_turns(conn, scope));
+                                }
+                            }
+                        }
+                        request
+                    }
+                    Ok(None) => {
+                        turn.ended = Some(Ok(()));
+                        conn.turn_free.notify_all();
+                        return;
+                    }
+                    Err(e) => {
+                        turn.ended = Some(Err(e));
+                        conn.turn_free.notify_all();
+                        return;
+                    }
+                }
+            };
+            if !send(&conn.writer, &self.execute(&req, &payload, conn.session)) {
+                // The client is gone (the failed reply shut the stream down): the
+                // connection ends for every thread.
+                if let Ok(mut turn) = conn.turn.lock() {
+                    turn.ended.get_or_insert(Ok(()));
+                    conn.turn_free.notify_all();
+                }
+                return;
             }
+        }
+    }
+
+    /// Reads the next request and its payload; None at DISC, at the end of the stream
+    /// between requests, or once `stop` is set.
+    fn read_request(
+        &self,
+        s: &mut impl Read,
+        stop: &AtomicBool,
+    ) -> Result<Option<(Request, Vec<u8>)>, Error> {
+        if stop.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let mut header = [0u8; REQUEST_LEN];
+        match read_header(s, &mut header) {
+            Ok(true) => {}
+            Ok(false) => return Ok(None),
+            Err(e) if stop.load(Ordering::Relaxed) => {
+                tracing::debug!("connection ended at shutdown: {e}");
+                return Ok(None);
+            }
+            Err(e) => return Err(e),
+        }
+        let req = proto::parse_request(&header)?;
+        self.stats.commands.fetch_add(1, Ordering::Relaxed);
+        let max = self.caps.block_sizes.maximum;
+        let mut payload = Vec::new();
+        if req.kind == proto::CMD_WRITE {
+            if req.len > max {
+                if req.len > MAX_PAYLOAD_SKIP {
+                    return Err(Error::Protocol(format!(
+                        "a write of {} bytes (at most {max})",
+                        req.len
+                    )));
+                }
+                skip(s, u64::from(req.len))?;
+            } else {
+                payload = vec![0u8; req.len as usize];
+                s.read_exact(&mut payload)?;
+            }
+        }
+        if req.kind == proto::CMD_DISC {
+            return Ok(None);
+        }
+        Ok(Some((req, payload)))
+    }
+
+    fn pace(&self, req: &Request) -> Pace {
+        match req.kind {
+            proto::CMD_READ | proto::CMD_CACHE | proto::CMD_BLOCK_STATUS => Pace::Ram,
+            // A target that needs no FLUSH makes every write durable before it returns.
+            proto::CMD_WRITE if req.flags & proto::CMD_FLAG_FUA == 0 && self.caps.flush => {
+                Pace::Brief
+            }
+            _ => Pace::Long,
         }
     }
 
@@ -649,6 +750,18 @@ enum Reply {
     Status(Vec<(u32, u32)>),
 }
 
+/// How long a request may keep its thread, which decides who reads the next one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pace {
+    /// A copy out of RAM (a CACHE of a cold range may read the device, rarely).
+    Ram,
+    /// One device write, no sync.
+    Brief,
+    /// A sync, or a range of writes: FLUSH, FUA, TRIM, WRITE_ZEROES, and every write
+    /// to a target that syncs each one.
+    Long,
+}
+
 /// The NBD error for a target's failure.
 fn errno_of(e: &hscm_block::Error) -> u32 {
     match e.errno() {
@@ -691,7 +804,7 @@ fn read_u64(s: &mut Stream) -> io::Result<u64> {
 }
 
 /// Reads a whole request header; false when the client closed cleanly between requests.
-fn read_header(s: &mut Stream, header: &mut [u8; REQUEST_LEN]) -> Result<bool, Error> {
+fn read_header(s: &mut impl Read, header: &mut [u8; REQUEST_LEN]) -> Result<bool, Error> {
     let mut got = 0;
     while got < REQUEST_LEN {
         match s.read(&mut header[got..]) {
@@ -710,7 +823,7 @@ fn read_header(s: &mut Stream, header: &mut [u8; REQUEST_LEN]) -> Result<bool, E
 }
 
 /// Reads and drops `n` bytes.
-fn skip(s: &mut Stream, n: u64) -> io::Result<()> {
+fn skip(s: &mut impl Read, n: u64) -> io::Result<()> {
     let copied = io::copy(&mut Read::by_ref(s).take(n), &mut io::sink())?;
     if copied < n {
         return Err(io::Error::new(

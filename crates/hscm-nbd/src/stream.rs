@@ -18,6 +18,15 @@ impl Stream {
         })
     }
 
+    /// Bytes the client has sent that nobody has read yet (0 if that cannot be told).
+    pub fn pending(&self) -> u64 {
+        let count = match self {
+            Stream::Unix(s) => rustix::io::ioctl_fionread(s),
+            Stream::Tcp(s) => rustix::io::ioctl_fionread(s),
+        };
+        count.unwrap_or(0)
+    }
+
     /// Ends both directions; a blocked read on any clone returns.
     pub fn shutdown(&self) {
         self.shutdown_how(Shutdown::Both)

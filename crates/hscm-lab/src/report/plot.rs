@@ -23,6 +23,7 @@ pub const GREEN: RGBColor = RGBColor(44, 160, 44);
 pub const GREY: RGBColor = RGBColor(127, 127, 127);
 pub const DARK_GREY: RGBColor = RGBColor(90, 90, 90);
 pub const BLACK_ISH: RGBColor = RGBColor(30, 30, 30);
+pub const PURPLE: RGBColor = RGBColor(148, 103, 189);
 
 /// Width of the legend column right of the plot: room for the swatch and the longest
 /// label, so no entry is cut off.

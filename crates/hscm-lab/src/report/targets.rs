@@ -128,9 +128,9 @@ target!(NBD_READ_QD1_VS_MEMORY, "4 KiB random reads, QD1: hscm / nbdkit memory p
     ThisProject, "", "a durable export faster than the volatile RAM export people use today");
 target!(NBD_READ_QD16_VS_MEMORY, "4 KiB random reads, QD16 x 4 jobs: hscm / nbdkit memory plugin (IOPS)", >= 1.0, "x",
     ThisProject, "", "at depth, at least as fast as the volatile RAM export");
-target!(NBD_ONFLUSH_WRITE_VS_MEMORY, "4 KiB random writes, QD1, on-flush: hscm / nbdkit memory plugin (IOPS)", >= 0.8, "x",
+target!(NBD_ONFLUSH_WRITE_VS_MEMORY, "4 KiB random writes, on-flush: hscm / nbdkit memory plugin (IOPS)", >= 0.8, "x",
     ThisProject, "", "writes that reach the device cost little more than volatile ones");
-target!(NBD_IMMEDIATE_WRITE_VS_FUA_FILE, "4 KiB random writes, QD1, immediate: hscm / nbdkit file plugin with FUA (IOPS)", >= 1.0, "x",
+target!(NBD_IMMEDIATE_WRITE_VS_FUA_FILE, "4 KiB random writes, immediate: hscm / nbdkit file plugin with FUA (IOPS)", >= 1.0, "x",
     ThisProject, "", "every write durable, no slower than a file export that syncs each write");
 
 /// Every target, in report order.
