@@ -411,7 +411,13 @@ impl Server {
                     return;
                 };
                 let next = self.read_request(&mut *reader, conn.stop);
-                let more_sent = !reader.buffer().is_empty() || reader.get_ref().pending() > 0;
+                // Asked only where it matters: a request that keeps the turn reads on.
+                let more_sent = match &next {
+                    Ok(Some((req, _))) if self.pace(req) != Pace::Ram => {
+                        !reader.buffer().is_empty() || reader.get_ref().pending() > 0
+                    }
+                    _ => false,
+                };
                 (next, more_sent)
             };
             let (req, payload) = {

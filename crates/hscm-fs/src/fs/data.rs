@@ -1,0 +1,355 @@
+//! File contents: reads straight from the target (the volume's RAM copy), writes in
+//! place or to newly allocated blocks, truncation, fallocate and hole punching.
+//!
+//! Bytes past the end of a file inside its last block are undefined on the target:
+//! whatever makes a file longer zeroes them first, so a hole or an extension always
+//! reads as zeroes.
+
+use super::*;
+
+/// A mode of `fallocate`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Allocate {
+    /// Allocate (zeroed) blocks and extend the size (mode 0).
+    Extend,
+    /// Allocate without changing the size (FALLOC_FL_KEEP_SIZE).
+    KeepSize,
+    /// Deallocate, reading back as zeroes, size unchanged (PUNCH_HOLE | KEEP_SIZE).
+    PunchHole,
+}
+
+fn block_of(offset: u64) -> u64 {
+    offset / BLOCK
+}
+
+/// How much of a write of `len` bytes at `offset` the free blocks can hold (at least
+/// one byte, or NoSpace).
+fn fits(st: &State, ino: u64, offset: u64, len: u64) -> Result<u64> {
+    let blocks = st.meta.get(ino)?.blocks().expect("file");
+    let mut free = st.alloc.free_now();
+    let end = offset + len;
+    let mut at = offset;
+    while at < end {
+        let next = ((block_of(at) + 1) * BLOCK).min(end);
+        if !blocks.contains_key(&block_of(at)) {
+            if free == 0 {
+                break;
+            }
+            free -= 1;
+        }
+        at = next;
+    }
+    if at == offset {
+        return Err(Error::NoSpace(format!(
+            "no free block for a write at {offset}"
+        )));
+    }
+    Ok(at - offset)
+}
+
+impl FileSystem {
+    /// Up to `len` bytes at `offset` (fewer at the end of the file).
+    pub fn read(&self, ino: u64, offset: u64, len: u32) -> Result<Vec<u8>> {
+        let st = self.state.read();
+        let inode = st.meta.get(ino)?;
+        expect_kind(inode, Kind::File)?;
+        let size = inode.attr.size;
+        if offset >= size {
+            return Ok(Vec::new());
+        }
+        let end = size.min(offset + u64::from(len));
+        let blocks = inode.blocks().expect("file");
+        let mut out = Vec::with_capacity((end - offset) as usize);
+        let mut at = offset;
+        while at < end {
+            let fb = block_of(at);
+            let within = at % BLOCK;
+            // A run of blocks contiguous on the target is one read.
+            let mut n = (BLOCK - within).min(end - at);
+            match blocks.get(&fb) {
+                Some(&tb) => {
+                    let mut next = fb + 1;
+                    while at + n < end && blocks.get(&next) == Some(&(tb + (next - fb))) {
+                        n += (BLOCK).min(end - at - n);
+                        next += 1;
+                    }
+                    self.target.read_with(
+                        self.block_offset(tb) + within,
+                        n as usize,
+                        &mut |_, piece| out.extend_from_slice(piece),
+                    )?;
+                }
+                None => out.resize(out.len() + n as usize, 0),
+            }
+            at += n;
+        }
+        Ok(out)
+    }
+
+    /// Writes `data` at `offset`; the file grows as needed.
+    pub fn write(&self, ino: u64, offset: u64, data: &[u8]) -> Result<u32> {
+        if data.is_empty() {
+            return Ok(0);
+        }
+        if offset
+            .checked_add(data.len() as u64)
+            .is_none_or(|e| e > i64::MAX as u64)
+        {
+            return Err(Error::Invalid("a write past the largest file".into()));
+        }
+        self.with_space(|| {
+            self.mutate(|st, edits| {
+                let inode = st.meta.get(ino)?;
+                expect_kind(inode, Kind::File)?;
+                let mut a = inode.attr;
+                // As a disk does: a short write while there is room, ENOSPC when none.
+                let data = &data[..fits(st, ino, offset, data.len() as u64)? as usize];
+                let end = offset + data.len() as u64;
+                if offset > a.size {
+                    self.zero_tail(st, ino, a.size, offset)?;
+                }
+                self.put_bytes(st, edits, ino, offset, data.len() as u64, Some(data))?;
+                let now = Time::now();
+                a.size = a.size.max(end);
+                a.mtime = now;
+                a.ctime = now;
+                // A write by anyone but root drops setuid and setgid, as the kernel
+                // does on local file systems.
+                a.perm &= !0o6000;
+                edits.push(Edit::SetAttr(a));
+                Ok(data.len() as u32)
+            })
+        })
+    }
+
+    /// Sets the size: blocks past it are freed, a longer file reads zeroes.
+    pub fn truncate(&self, ino: u64, size: u64) -> Result<()> {
+        if size > i64::MAX as u64 {
+            return Err(Error::Invalid("a size past the largest file".into()));
+        }
+        self.mutate(|st, edits| {
+            let inode = st.meta.get(ino)?;
+            expect_kind(inode, Kind::File)?;
+            let mut a = inode.attr;
+            if size > a.size {
+                self.zero_tail(st, ino, a.size, size)?;
+            } else {
+                edits.push(Edit::Unmap {
+                    ino,
+                    from: size.div_ceil(BLOCK),
+                    to: u64::MAX,
+                });
+            }
+            let now = Time::now();
+            a.size = size;
+            a.mtime = now;
+            a.ctime = now;
+            edits.push(Edit::SetAttr(a));
+            Ok(())
+        })
+    }
+
+    pub fn fallocate(&self, ino: u64, offset: u64, len: u64, mode: Allocate) -> Result<()> {
+        let end = offset
+            .checked_add(len)
+            .filter(|&e| len > 0 && e <= i64::MAX as u64)
+            .ok_or_else(|| Error::Invalid("fallocate of an empty or too large range".into()))?;
+        self.with_space(|| {
+            self.mutate(|st, edits| {
+                let inode = st.meta.get(ino)?;
+                expect_kind(inode, Kind::File)?;
+                let mut a = inode.attr;
+                let now = Time::now();
+                match mode {
+                    Allocate::PunchHole => {
+                        let (first_whole, end_whole) = (offset.div_ceil(BLOCK), block_of(end));
+                        // The partial blocks at either end are zeroed in place.
+                        let zero_end = end.min(first_whole * BLOCK).min(a.size);
+                        if offset < zero_end {
+                            self.zero_mapped(st, ino, offset, zero_end)?;
+                        }
+                        let zero_start = (end_whole * BLOCK).max(offset);
+                        if zero_start < end.min(a.size) && end_whole >= first_whole {
+                            self.zero_mapped(st, ino, zero_start, end.min(a.size))?;
+                        }
+                        if end_whole > first_whole {
+                            edits.push(Edit::Unmap {
+                                ino,
+                                from: first_whole,
+                                to: end_whole,
+                            });
+                        }
+                    }
+                    Allocate::Extend | Allocate::KeepSize => {
+                        if mode == Allocate::Extend && end > a.size {
+                            self.zero_tail(st, ino, a.size, end)?;
+                        }
+                        self.put_bytes(st, edits, ino, offset, len, None)?;
+                        if mode == Allocate::Extend {
+                            a.size = a.size.max(end);
+                        }
+                    }
+                }
+                a.ctime = now;
+                if mode != Allocate::KeepSize {
+                    a.mtime = now;
+                }
+                edits.push(Edit::SetAttr(a));
+                Ok(())
+            })
+        })
+    }
+
+    /// fsync and fdatasync: commits everything done so far.
+    pub fn fsync(&self, _ino: u64) -> Result<()> {
+        self.sync_all()
+    }
+
+    /// Runs a data operation; if it ran out of space while freed blocks wait for
+    /// their record to be durable, commits and tries once more.
+    fn with_space<T>(&self, op: impl Fn() -> Result<T>) -> Result<T> {
+        match op() {
+            Err(Error::NoSpace(_)) if self.state.read().alloc.has_pending() => {
+                self.sync_all()?;
+                op()
+            }
+            other => other,
+        }
+    }
+
+    /// Writes `data` over `[offset, offset + len)` of a file: mapped blocks in place,
+    /// holes into new blocks (filled out with zeroes), whose Map edits it adds. With
+    /// no data (fallocate), mapped blocks are left alone and holes get zeroed blocks.
+    /// All or nothing: without space for every new block, nothing is written.
+    fn put_bytes(
+        &self,
+        st: &mut State,
+        edits: &mut Vec<Edit>,
+        ino: u64,
+        offset: u64,
+        len: u64,
+        data: Option<&[u8]>,
+    ) -> Result<()> {
+        let end = offset + len;
+        let blocks = st.meta.get(ino)?.blocks().expect("file").clone();
+        let holes: Vec<u64> = (block_of(offset)..=block_of(end - 1))
+            .filter(|b| !blocks.contains_key(b))
+            .collect();
+        let runs = self.allocate(st, holes.len() as u64)?;
+        let start = self.geometry.data_start();
+        // Holes, in file order, get the allocated blocks in order.
+        let mut new_blocks = runs
+            .iter()
+            .flat_map(|&(s, n)| (s..s + n).map(|b| b + start));
+        let mut fresh: Vec<(u64, u64)> = holes
+            .iter()
+            .map(|&f| (f, new_blocks.next().unwrap()))
+            .collect();
+        fresh.sort_unstable();
+        let result = (|| -> Result<()> {
+            // Mapped blocks: the bytes in place, a run at a time.
+            let mut at = offset;
+            while at < end {
+                let fb = block_of(at);
+                let mut n = (BLOCK - at % BLOCK).min(end - at);
+                let (target, data) = match (blocks.get(&fb), data) {
+                    (Some(&tb), Some(data)) => (tb, data),
+                    _ => {
+                        at += n;
+                        continue;
+                    }
+                };
+                let mut next = fb + 1;
+                while at + n < end && blocks.get(&next) == Some(&(target + (next - fb))) {
+                    n += BLOCK.min(end - at - n);
+                    next += 1;
+                }
+                let from = (at - offset) as usize;
+                self.target.write_at(
+                    self.block_offset(target) + at % BLOCK,
+                    &data[from..from + n as usize],
+                    WriteFlags::NONE,
+                )?;
+                at += n;
+            }
+            // New blocks: whole blocks, the bytes with zeroes around them, a run of
+            // blocks contiguous in the file and on the target at a time.
+            let mut i = 0;
+            while i < fresh.len() {
+                let mut j = i + 1;
+                while j < fresh.len()
+                    && fresh[j].0 == fresh[j - 1].0 + 1
+                    && fresh[j].1 == fresh[j - 1].1 + 1
+                {
+                    j += 1;
+                }
+                let (f0, t0, count) = (fresh[i].0, fresh[i].1, (j - i) as u64);
+                let run_start = f0 * BLOCK;
+                let mut buf = vec![0u8; (count * BLOCK) as usize];
+                if let Some(data) = data {
+                    let (lo, hi) = (offset.max(run_start), end.min(run_start + count * BLOCK));
+                    buf[(lo - run_start) as usize..(hi - run_start) as usize]
+                        .copy_from_slice(&data[(lo - offset) as usize..(hi - offset) as usize]);
+                }
+                self.target
+                    .write_at(self.block_offset(t0), &buf, WriteFlags::NONE)?;
+                edits.push(Edit::Map {
+                    ino,
+                    file_block: f0,
+                    target: t0,
+                    count,
+                });
+                i = j;
+            }
+            Ok(())
+        })();
+        if let Err(e) = result {
+            st.alloc.release(fresh.iter().map(|&(_, t)| t - start));
+            edits.retain(|e| !matches!(e, Edit::Map { .. }));
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// `n` free blocks (data-relative runs), or NoSpace with nothing taken.
+    fn allocate(&self, st: &mut State, n: u64) -> Result<Vec<(u64, u64)>> {
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        let runs = st.alloc.allocate(n);
+        let got: u64 = runs.iter().map(|r| r.1).sum();
+        if got < n {
+            st.alloc.release(runs.iter().flat_map(|&(s, c)| s..s + c));
+            return Err(Error::NoSpace(format!("{n} blocks wanted, {got} free")));
+        }
+        Ok(runs)
+    }
+
+    /// Before a file grows from `old_size`: zeroes the undefined bytes after it in its
+    /// last block, up to `new_size`.
+    fn zero_tail(&self, st: &State, ino: u64, old_size: u64, new_size: u64) -> Result<()> {
+        if old_size % BLOCK == 0 {
+            return Ok(());
+        }
+        let block_end = (block_of(old_size) + 1) * BLOCK;
+        self.zero_mapped(st, ino, old_size, new_size.min(block_end))
+    }
+
+    /// Zeroes `[from, to)` where it is mapped (holes read zeroes already).
+    fn zero_mapped(&self, st: &State, ino: u64, from: u64, to: u64) -> Result<()> {
+        let blocks = st.meta.get(ino)?.blocks().expect("file");
+        let mut at = from;
+        while at < to {
+            let n = (BLOCK - at % BLOCK).min(to - at);
+            if let Some(&tb) = blocks.get(&block_of(at)) {
+                self.target.write_zeroes(
+                    self.block_offset(tb) + at % BLOCK,
+                    n,
+                    hscm_block::ZeroFlags::default(),
+                )?;
+            }
+            at += n;
+        }
+        Ok(())
+    }
+}

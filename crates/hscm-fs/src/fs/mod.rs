@@ -1,0 +1,505 @@
+//! The file system: mounting (checkpoint, then log replay), the commit of operations'
+//! records, checkpoints, and the state every operation shares. The operations are in
+//! `names` (the namespace and attributes) and `data` (file contents).
+
+mod data;
+mod names;
+
+pub use data::Allocate;
+pub use names::Owner;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use hscm_block::{BlockTarget, WriteFlags};
+use parking_lot::{Mutex, RwLock};
+
+use crate::alloc::Allocator;
+use crate::format::{self, Geometry, Superblock, BLOCK, FORMAT_VERSION};
+use crate::meta::{self, Attr, Body, Edit, Inode, Kind, Meta, Time};
+use crate::{Error, Result};
+
+/// When an operation is durable.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Durability {
+    /// Before it returns: every completed write, create, rename… survives a power cut.
+    Immediate,
+    /// At the next fsync or fdatasync (of any file: it commits everything).
+    OnFlush,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct MountOptions {
+    pub durability: Durability,
+}
+
+impl Default for MountOptions {
+    fn default() -> Self {
+        MountOptions {
+            durability: Durability::Immediate,
+        }
+    }
+}
+
+/// What `setattr` changes; None leaves it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SetAttr {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: Option<Time>,
+    pub mtime: Option<Time>,
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RenameFlags {
+    /// Fail with `Exists` rather than replace (RENAME_NOREPLACE).
+    pub no_replace: bool,
+    /// Swap the two names, both of which must exist (RENAME_EXCHANGE).
+    pub exchange: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StatFs {
+    pub block_size: u64,
+    pub blocks: u64,
+    pub free_blocks: u64,
+    pub files: u64,
+    pub free_files: u64,
+    pub name_max: u32,
+}
+
+/// The longest name, as every Linux file system.
+pub(crate) const NAME_MAX: usize = 255;
+
+pub struct FileSystem {
+    target: Arc<dyn BlockTarget>,
+    geometry: Geometry,
+    durability: Durability,
+    state: RwLock<State>,
+    /// Held for a whole commit, so records reach the log in the order they were made.
+    log: Mutex<LogWriter>,
+    /// The first failure to write or sync: from then on, writes are refused.
+    failed: Mutex<Option<String>>,
+}
+
+struct State {
+    meta: Meta,
+    alloc: Allocator,
+    /// Records made but not yet on the target: (sequence number, payload).
+    unwritten: Vec<(u64, Vec<u8>)>,
+    next_seq: u64,
+    durable_seq: u64,
+    /// Open handles per inode: an unlinked file lives until its last one closes.
+    open: HashMap<u64, u32>,
+}
+
+struct LogWriter {
+    /// Where the next record goes, from the log's start.
+    at: u64,
+    generation: u64,
+    slot: u32,
+}
+
+impl FileSystem {
+    /// Writes an empty file system (a root directory owned by `uid`:`gid`) over the
+    /// whole target.
+    pub fn format(target: &dyn BlockTarget, uid: u32, gid: u32) -> Result<Geometry> {
+        let geometry = Geometry::for_size(target.size())?;
+        let meta = Meta::new(uid, gid, Time::now());
+        let checkpoint = meta.encode();
+        target.write_at(geometry.checkpoint_offset(0), &checkpoint, WriteFlags::NONE)?;
+        // A log that starts with anything but record 1 is empty.
+        target.write_zeroes(
+            geometry.log_offset(),
+            BLOCK,
+            hscm_block::ZeroFlags::default(),
+        )?;
+        let sb = Superblock {
+            version: FORMAT_VERSION,
+            geometry,
+            generation: 1,
+            slot: 0,
+            checkpoint_len: checkpoint.len() as u64,
+            checkpoint_crc: crc32c::crc32c(&checkpoint),
+            next_seq: 1,
+        };
+        target.flush()?;
+        target.write_at(0, &sb.encode(), WriteFlags::NONE)?;
+        // The other copy must not outrank this one.
+        target.write_zeroes(BLOCK, BLOCK, hscm_block::ZeroFlags::default())?;
+        target.flush()?;
+        Ok(geometry)
+    }
+
+    /// Mounts the file system on `target`: reads the newest checkpoint, replays the
+    /// log after it, drops files that were unlinked while open, and writes a fresh
+    /// checkpoint (so that no record of an earlier life can follow the new ones).
+    pub fn mount(target: Arc<dyn BlockTarget>, opts: MountOptions) -> Result<FileSystem> {
+        let (sb, meta, at, last_seq) = load(target.as_ref())?;
+        let geometry = sb.geometry;
+        let alloc = Allocator::new(
+            geometry.data_blocks(),
+            meta.mapped_blocks()
+                .map(|b| b.wrapping_sub(geometry.data_start())),
+        )?;
+        let fs = FileSystem {
+            target,
+            geometry,
+            durability: opts.durability,
+            state: RwLock::new(State {
+                meta,
+                alloc,
+                unwritten: Vec::new(),
+                next_seq: last_seq + 1,
+                durable_seq: last_seq,
+                open: HashMap::new(),
+            }),
+            log: Mutex::new(LogWriter {
+                at,
+                generation: sb.generation,
+                slot: sb.slot,
+            }),
+            failed: Mutex::new(None),
+        };
+        let orphans: Vec<u64> = {
+            let st = fs.state.read();
+            st.meta
+                .inodes
+                .values()
+                .filter(|i| i.attr.nlink == 0)
+                .map(|i| i.attr.ino)
+                .collect()
+        };
+        if !orphans.is_empty() {
+            fs.mutate(|_, edits| {
+                edits.extend(orphans.iter().map(|&ino| Edit::Drop { ino }));
+                Ok(())
+            })?;
+        }
+        if !fs.target.capabilities().read_only {
+            let mut log = fs.log.lock();
+            fs.checkpoint(&mut log)?;
+        }
+        Ok(fs)
+    }
+
+    pub fn geometry(&self) -> Geometry {
+        self.geometry
+    }
+
+    pub fn durability(&self) -> Durability {
+        self.durability
+    }
+
+    fn refuse_if_failed(&self) -> Result<()> {
+        match &*self.failed.lock() {
+            Some(why) => Err(Error::Failed(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Records the first failure; every later write is refused with it.
+    fn fail(&self, why: String) -> Error {
+        tracing::error!("{why}; the file system now refuses writes");
+        let mut f = self.failed.lock();
+        f.get_or_insert(why.clone());
+        Error::Failed(why)
+    }
+
+    /// Runs an operation: `op` checks it, writes its data (to blocks it allocates,
+    /// or in place) and lists its edits; they are applied and made one record. In
+    /// Immediate mode the record is committed before this returns.
+    fn mutate<T>(&self, op: impl FnOnce(&mut State, &mut Vec<Edit>) -> Result<T>) -> Result<T> {
+        self.refuse_if_failed()?;
+        if self.target.capabilities().read_only {
+            return Err(Error::Failed("the target is read-only".into()));
+        }
+        let (out, seq) = {
+            let mut st = self.state.write();
+            let mut edits = Vec::new();
+            let out = op(&mut st, &mut edits)?;
+            if edits.is_empty() {
+                return Ok(out);
+            }
+            let seq = st.next_seq;
+            let mut freed = Vec::new();
+            for e in &edits {
+                match st.meta.apply(e) {
+                    Ok(f) => freed.extend(f),
+                    // The operation checked everything first: this is a bug, and
+                    // the metadata in RAM is no longer what the log says.
+                    Err(err) => return Err(self.fail(format!("an edit did not apply: {err}"))),
+                }
+            }
+            let start = self.geometry.data_start();
+            st.alloc
+                .free_after(seq, freed.into_iter().map(|b| b - start));
+            st.unwritten.push((seq, meta::encode_edits(&edits)));
+            st.next_seq += 1;
+            (out, seq)
+        };
+        if self.durability == Durability::Immediate {
+            self.commit(seq)?;
+        }
+        Ok(out)
+    }
+
+    /// Makes every operation up to record `seq` durable: data first (so no record
+    /// maps a block whose data could be lost), then the records, then a sync. One
+    /// commit at a time; a writer whose record an earlier commit took just waits.
+    pub(crate) fn commit(&self, seq: u64) -> Result<()> {
+        let mut log = self.log.lock();
+        if self.state.read().durable_seq >= seq {
+            return Ok(());
+        }
+        self.refuse_if_failed()?;
+        let records = std::mem::take(&mut self.state.write().unwritten);
+        let Some(&(last, _)) = records.last() else {
+            // Only in-place data to sync.
+            return self.sync();
+        };
+        self.sync()?;
+        let framed: Vec<u8> = records
+            .iter()
+            .flat_map(|(s, payload)| format::encode_record(*s, payload))
+            .collect();
+        if log.at + framed.len() as u64 + format::RECORD_HEADER > self.geometry.log_len() {
+            // The log is full: a checkpoint holds these records' effects instead.
+            return self.checkpoint(&mut log);
+        }
+        let offset = self.geometry.log_offset() + log.at;
+        if let Err(e) = self.target.write_at(offset, &framed, WriteFlags::NONE) {
+            return Err(self.fail(format!("writing {} log records: {e}", records.len())));
+        }
+        log.at += framed.len() as u64;
+        self.sync()?;
+        let mut st = self.state.write();
+        st.durable_seq = last;
+        st.alloc.durable(last);
+        Ok(())
+    }
+
+    /// Commits everything done so far (fsync; any fsync commits everything).
+    pub fn sync_all(&self) -> Result<()> {
+        let seq = self.state.read().next_seq - 1;
+        self.commit(seq)?;
+        // In-place writes since the last commit.
+        self.sync()
+    }
+
+    fn sync(&self) -> Result<()> {
+        self.target
+            .flush()
+            .map_err(|e| self.fail(format!("syncing the target: {e}")))
+    }
+
+    /// Writes the whole metadata to the spare checkpoint slot and points the spare
+    /// superblock at it; the log starts over. Called with the log held.
+    fn checkpoint(&self, log: &mut LogWriter) -> Result<()> {
+        let (bytes, through) = {
+            let mut st = self.state.write();
+            st.unwritten.clear();
+            (st.meta.encode(), st.next_seq - 1)
+        };
+        if bytes.len() as u64 > self.geometry.checkpoint_len() {
+            return Err(self.fail(format!(
+                "the metadata ({} bytes) outgrew its checkpoint area ({} bytes)",
+                bytes.len(),
+                self.geometry.checkpoint_len()
+            )));
+        }
+        let slot = 1 - log.slot;
+        let sb = Superblock {
+            version: FORMAT_VERSION,
+            geometry: self.geometry,
+            generation: log.generation + 1,
+            slot,
+            checkpoint_len: bytes.len() as u64,
+            checkpoint_crc: crc32c::crc32c(&bytes),
+            next_seq: through + 1,
+        };
+        let write = |offset: u64, what: &str, bytes: &[u8]| {
+            self.target
+                .write_at(offset, bytes, WriteFlags::NONE)
+                .map_err(|e| self.fail(format!("writing the {what}: {e}")))
+        };
+        // Data the snapshot maps, then the snapshot, then the superblock naming it.
+        self.sync()?;
+        write(self.geometry.checkpoint_offset(slot), "checkpoint", &bytes)?;
+        self.sync()?;
+        write(u64::from(slot) * BLOCK, "superblock", &sb.encode())?;
+        self.sync()?;
+        log.at = 0;
+        log.generation += 1;
+        log.slot = slot;
+        let mut st = self.state.write();
+        st.durable_seq = through;
+        st.alloc.durable(through);
+        Ok(())
+    }
+
+    /// The attributes `stat` shows, with what is derived filled in.
+    fn attr_of(inode: &Inode) -> Attr {
+        let mut a = inode.attr;
+        match &inode.body {
+            Body::File(blocks) => a.allocated = blocks.len() as u64 * BLOCK,
+            Body::Dir { .. } => {
+                a.size = BLOCK;
+                a.allocated = BLOCK;
+            }
+            _ => a.allocated = 0,
+        }
+        a
+    }
+
+    pub fn getattr(&self, ino: u64) -> Result<Attr> {
+        Ok(Self::attr_of(self.state.read().meta.get(ino)?))
+    }
+
+    pub fn statfs(&self) -> StatFs {
+        let st = self.state.read();
+        let files = st.meta.inodes.len() as u64;
+        StatFs {
+            block_size: BLOCK,
+            blocks: st.alloc.blocks(),
+            free_blocks: st.alloc.available(),
+            files: files + st.alloc.available(),
+            free_files: st.alloc.available(),
+            name_max: NAME_MAX as u32,
+        }
+    }
+
+    /// A handle opened on `ino`: while one is open, the file outlives its last name.
+    pub fn open(&self, ino: u64) -> Result<Attr> {
+        let mut st = self.state.write();
+        let attr = Self::attr_of(st.meta.get(ino)?);
+        *st.open.entry(ino).or_default() += 1;
+        Ok(attr)
+    }
+
+    /// Closes a handle; the last one of an unlinked file drops it and frees its blocks.
+    pub fn release(&self, ino: u64) -> Result<()> {
+        let drop_now = {
+            let mut st = self.state.write();
+            let n = st.open.entry(ino).or_default();
+            *n = n.saturating_sub(1);
+            let last = *n == 0;
+            if last {
+                st.open.remove(&ino);
+            }
+            last && matches!(st.meta.inodes.get(&ino), Some(i) if i.attr.nlink == 0)
+        };
+        if drop_now {
+            self.mutate(|st, edits| {
+                if matches!(st.meta.inodes.get(&ino), Some(i) if i.attr.nlink == 0)
+                    && !st.open.contains_key(&ino)
+                {
+                    edits.push(Edit::Drop { ino });
+                }
+                Ok(())
+            })?;
+        }
+        Ok(())
+    }
+
+    /// A target block's byte offset.
+    fn block_offset(&self, block: u64) -> u64 {
+        block * BLOCK
+    }
+}
+
+/// Reads the newest valid checkpoint and replays the log after it: the metadata,
+/// the byte after the last good record, and that record's sequence number.
+fn load(target: &dyn BlockTarget) -> Result<(Superblock, Meta, u64, u64)> {
+    if target.size() < 2 * BLOCK {
+        return Err(Error::NotFormatted);
+    }
+    let mut copies = Vec::new();
+    let mut first_error = None;
+    for slot in 0..2u64 {
+        let mut block = vec![0u8; BLOCK as usize];
+        target.read_at(slot * BLOCK, &mut block)?;
+        match Superblock::decode(&block) {
+            Ok(sb) if u64::from(sb.slot) == slot => copies.push(sb),
+            Ok(_) => {}
+            Err(e @ Error::NewerFormat { .. }) => return Err(e),
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    copies.sort_by_key(|sb| std::cmp::Reverse(sb.generation));
+    let Some(&sb) = copies.first() else {
+        return Err(first_error.unwrap_or(Error::NotFormatted));
+    };
+    let g = sb.geometry;
+    if g.total_blocks * BLOCK > target.size() || Geometry::for_size(g.total_blocks * BLOCK)? != g {
+        return Err(Error::Corrupt(format!(
+            "the superblock describes {} blocks; the target holds {}",
+            g.total_blocks,
+            target.size() / BLOCK
+        )));
+    }
+    let mut checkpoint = vec![0u8; sb.checkpoint_len as usize];
+    target.read_at(g.checkpoint_offset(sb.slot), &mut checkpoint)?;
+    if crc32c::crc32c(&checkpoint) != sb.checkpoint_crc {
+        return Err(Error::Corrupt(format!(
+            "checkpoint {} (slot {}) does not match its checksum",
+            sb.generation, sb.slot
+        )));
+    }
+    let mut meta = Meta::decode(&checkpoint)?;
+    let mut log = vec![0u8; g.log_len() as usize];
+    target.read_at(g.log_offset(), &mut log)?;
+    let (mut at, mut seq) = (0u64, sb.next_seq);
+    while let Some((payload, len)) = format::decode_record(&log[at as usize..], seq) {
+        for edit in meta::decode_edits(payload)? {
+            check_edit(&g, &edit)?;
+            meta.apply(&edit)
+                .map_err(|e| Error::Corrupt(format!("log record {seq} does not apply: {e}")))?;
+        }
+        at += len;
+        seq += 1;
+    }
+    Ok((sb, meta, at, seq - 1))
+}
+
+/// A block map edit must stay inside the data area (a record that checks out but
+/// says otherwise is damage, not an instruction).
+fn check_edit(g: &Geometry, edit: &Edit) -> Result<()> {
+    if let Edit::Map { target, count, .. } = edit {
+        let end = target.checked_add(*count);
+        if *target < g.data_start() || end.is_none_or(|e| e > g.total_blocks) {
+            return Err(Error::Corrupt(format!(
+                "a log record maps blocks [{target}, +{count}) outside the data area"
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Names: 1-255 bytes, no '/', not "." or "..".
+pub(crate) fn check_name(name: &[u8]) -> Result<()> {
+    if name.len() > NAME_MAX {
+        return Err(Error::NameTooLong(name.len()));
+    }
+    if name.is_empty() || name == b"." || name == b".." || name.contains(&b'/') {
+        return Err(Error::Invalid(format!(
+            "{:?} cannot be a name",
+            String::from_utf8_lossy(name)
+        )));
+    }
+    Ok(())
+}
+
+/// The kind an inode must be for an operation, or the errno-bearing reason.
+pub(crate) fn expect_kind(inode: &Inode, kind: Kind) -> Result<()> {
+    match (inode.attr.kind, kind) {
+        (a, b) if a == b => Ok(()),
+        (_, Kind::Dir) => Err(Error::NotDir),
+        (Kind::Dir, _) => Err(Error::IsDir),
+        _ => Err(Error::Invalid("wrong kind of file".into())),
+    }
+}

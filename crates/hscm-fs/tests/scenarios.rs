@@ -1,0 +1,336 @@
+//! The file system's behaviour, one scenario a test, on a memory target.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::*;
+use hscm_block::{BlockTarget, MemTarget};
+use hscm_fs::{
+    Allocate, Durability, Error, FileSystem, Kind, MountOptions, RenameFlags, SetAttr, BLOCK, ROOT,
+};
+
+fn fresh(size: usize) -> (Arc<MemTarget>, FileSystem) {
+    let target = Arc::new(MemTarget::new(size));
+    FileSystem::format(target.as_ref(), 0, 0).unwrap();
+    let fs = FileSystem::mount(target.clone(), MountOptions::default()).unwrap();
+    (target, fs)
+}
+
+fn remount(target: &Arc<MemTarget>) -> FileSystem {
+    FileSystem::mount(target.clone(), MountOptions::default()).unwrap()
+}
+
+fn file(fs: &FileSystem, parent: u64, name: &str) -> u64 {
+    fs.mknod(parent, name.as_bytes(), Kind::File, 0o644, 0, OWNER)
+        .unwrap()
+        .ino
+}
+
+#[test]
+fn a_tree_written_then_remounted_reads_back_the_same() {
+    let (target, fs) = fresh(16 << 20);
+    let d = fs.mkdir(ROOT, b"dir", 0o750, OWNER).unwrap().ino;
+    let f = file(&fs, d, "f");
+    fs.write(f, 0, b"hello").unwrap();
+    fs.write(f, 10_000, &[7u8; 5000]).unwrap();
+    fs.symlink(ROOT, b"s", b"dir/f", OWNER).unwrap();
+    fs.link(f, ROOT, b"hard").unwrap();
+    fs.setxattr(f, b"user.k", b"v", false, false).unwrap();
+    let before = snapshot(&fs);
+    drop(fs);
+    let fs = remount(&target);
+    assert_eq!(snapshot(&fs), before);
+    assert_eq!(
+        fs.getxattr(resolve(&fs, "dir/f").unwrap(), b"user.k")
+            .unwrap(),
+        b"v"
+    );
+    let data = fs.read(resolve(&fs, "hard").unwrap(), 0, 20_000).unwrap();
+    assert_eq!(&data[..5], b"hello");
+    assert!(
+        data[5..10_000].iter().all(|&b| b == 0),
+        "the hole reads zeroes"
+    );
+    assert!(data[10_000..].iter().all(|&b| b == 7));
+}
+
+#[test]
+fn a_file_truncated_then_extended_reads_zeroes_where_it_was_cut() {
+    let (_t, fs) = fresh(16 << 20);
+    let f = file(&fs, ROOT, "f");
+    fs.write(f, 0, &[9u8; 6000]).unwrap();
+    fs.truncate(f, 100).unwrap();
+    fs.truncate(f, 6000).unwrap();
+    let data = fs.read(f, 0, 6000).unwrap();
+    assert!(data[..100].iter().all(|&b| b == 9));
+    assert!(
+        data[100..].iter().all(|&b| b == 0),
+        "no old bytes come back"
+    );
+    fs.truncate(f, 50).unwrap();
+    fs.write(f, 3000, b"x").unwrap();
+    let data = fs.read(f, 0, 4000).unwrap();
+    assert_eq!(data.len(), 3001);
+    assert!(
+        data[50..3000].iter().all(|&b| b == 0),
+        "a write past the end leaves zeroes"
+    );
+}
+
+#[test]
+fn an_unlinked_file_lives_until_its_last_handle_closes() {
+    let (target, fs) = fresh(16 << 20);
+    let f = file(&fs, ROOT, "f");
+    fs.write(f, 0, &[1u8; 40_000]).unwrap();
+    let free_before = fs.statfs().free_blocks;
+    fs.open(f).unwrap();
+    fs.unlink(ROOT, b"f").unwrap();
+    assert_eq!(fs.lookup(ROOT, b"f").unwrap_err().errno(), 2);
+    assert_eq!(fs.read(f, 0, 10).unwrap(), vec![1u8; 10], "still readable");
+    assert_eq!(fs.statfs().free_blocks, free_before);
+    fs.release(f).unwrap();
+    assert!(matches!(fs.getattr(f), Err(Error::NotFound)));
+    assert_eq!(
+        fs.statfs().free_blocks,
+        free_before + 10,
+        "its 10 blocks are free at once"
+    );
+    // An open unlinked file at a crash is dropped at the next mount.
+    let g = file(&fs, ROOT, "g");
+    fs.write(g, 0, &[2u8; 8192]).unwrap();
+    fs.open(g).unwrap();
+    fs.unlink(ROOT, b"g").unwrap();
+    let free = fs.statfs().free_blocks;
+    drop(fs);
+    let fs = remount(&target);
+    assert!(matches!(fs.getattr(g), Err(Error::NotFound)));
+    assert_eq!(fs.statfs().free_blocks, free + 2);
+}
+
+#[test]
+fn rename_replaces_refuses_or_exchanges_as_asked() {
+    let (_t, fs) = fresh(16 << 20);
+    let a = file(&fs, ROOT, "a");
+    let b = file(&fs, ROOT, "b");
+    let noreplace = RenameFlags {
+        no_replace: true,
+        exchange: false,
+    };
+    assert_eq!(
+        fs.rename(ROOT, b"a", ROOT, b"b", noreplace)
+            .unwrap_err()
+            .errno(),
+        17
+    );
+    let exchange = RenameFlags {
+        no_replace: false,
+        exchange: true,
+    };
+    fs.rename(ROOT, b"a", ROOT, b"b", exchange).unwrap();
+    assert_eq!(fs.lookup(ROOT, b"a").unwrap().ino, b);
+    assert_eq!(fs.lookup(ROOT, b"b").unwrap().ino, a);
+    fs.rename(ROOT, b"a", ROOT, b"b", RenameFlags::default())
+        .unwrap();
+    assert_eq!(fs.lookup(ROOT, b"b").unwrap().ino, b);
+    assert!(
+        matches!(fs.getattr(a), Err(Error::NotFound)),
+        "the replaced file is gone"
+    );
+    let d = fs.mkdir(ROOT, b"d", 0o755, OWNER).unwrap().ino;
+    let e = fs.mkdir(d, b"e", 0o755, OWNER).unwrap().ino;
+    assert_eq!(
+        fs.rename(ROOT, b"d", e, b"x", RenameFlags::default())
+            .unwrap_err()
+            .errno(),
+        22
+    );
+    assert_eq!(
+        fs.rename(ROOT, b"b", ROOT, b"d", RenameFlags::default())
+            .unwrap_err()
+            .errno(),
+        21
+    );
+    file(&fs, e, "inside");
+    assert_eq!(
+        fs.rename(d, b"e", ROOT, b"d", RenameFlags::default())
+            .unwrap_err()
+            .errno(),
+        39
+    );
+    // A directory moved to another parent moves its ".." and both parents' links.
+    let root_links = fs.getattr(ROOT).unwrap().nlink;
+    fs.rename(d, b"e", ROOT, b"e", RenameFlags::default())
+        .unwrap();
+    assert_eq!(fs.parent_of(e).unwrap(), ROOT);
+    assert_eq!(fs.getattr(ROOT).unwrap().nlink, root_links + 1);
+    assert_eq!(fs.getattr(d).unwrap().nlink, 2);
+}
+
+#[test]
+fn a_full_file_system_says_no_space_and_unlink_frees_it_at_once() {
+    let (_t, fs) = fresh(4 << 20);
+    let f = file(&fs, ROOT, "f");
+    let free = fs.statfs().free_blocks;
+    let chunk = vec![3u8; 60 << 10];
+    let mut written = 0u64;
+    let mut short = false;
+    let err = loop {
+        match fs.write(f, written, &chunk) {
+            Ok(n) => {
+                short |= (n as usize) < chunk.len();
+                written += u64::from(n)
+            }
+            Err(e) => break e,
+        }
+    };
+    assert!(short, "the last write that fit only in part was short");
+    assert_eq!(err.errno(), 28, "ENOSPC, not EIO: {err}");
+    assert_eq!(written / BLOCK, free, "every free block was used");
+    assert_eq!(fs.statfs().free_blocks, 0);
+    assert_eq!(
+        fs.getattr(f).unwrap().size,
+        written,
+        "the failed write changed nothing"
+    );
+    fs.unlink(ROOT, b"f").unwrap();
+    assert_eq!(fs.statfs().free_blocks, free);
+    let g = file(&fs, ROOT, "g");
+    fs.write(g, 0, &chunk).unwrap();
+}
+
+#[test]
+fn punching_a_hole_frees_whole_blocks_and_zeroes_the_edges() {
+    let (_t, fs) = fresh(16 << 20);
+    let f = file(&fs, ROOT, "f");
+    fs.write(f, 0, &[5u8; 5 * 4096]).unwrap();
+    let allocated = fs.getattr(f).unwrap().allocated;
+    fs.fallocate(f, 100, 3 * 4096, Allocate::PunchHole).unwrap();
+    let a = fs.getattr(f).unwrap();
+    assert_eq!(a.size, 5 * 4096, "size kept");
+    assert_eq!(
+        a.allocated,
+        allocated - 2 * 4096,
+        "the two whole blocks inside are freed"
+    );
+    let data = fs.read(f, 0, 5 * 4096).unwrap();
+    assert!(data[..100].iter().all(|&b| b == 5));
+    assert!(data[100..100 + 3 * 4096].iter().all(|&b| b == 0));
+    assert!(data[100 + 3 * 4096..].iter().all(|&b| b == 5));
+    fs.fallocate(f, 0, 8 * 4096, Allocate::Extend).unwrap();
+    let a = fs.getattr(f).unwrap();
+    assert_eq!((a.size, a.allocated), (8 * 4096, 8 * 4096));
+    let data = fs.read(f, 0, 8 * 4096).unwrap();
+    assert!(
+        data[..100].iter().all(|&b| b == 5),
+        "fallocate keeps what was there"
+    );
+    assert!(data[5 * 4096..].iter().all(|&b| b == 0));
+}
+
+#[test]
+fn names_and_kinds_are_checked() {
+    let (_t, fs) = fresh(16 << 20);
+    let long = vec![b'x'; 256];
+    assert_eq!(fs.mkdir(ROOT, &long, 0o755, OWNER).unwrap_err().errno(), 36);
+    assert_eq!(fs.mkdir(ROOT, b"..", 0o755, OWNER).unwrap_err().errno(), 22);
+    let f = file(&fs, ROOT, "f");
+    assert_eq!(fs.mkdir(ROOT, b"f", 0o755, OWNER).unwrap_err().errno(), 17);
+    assert_eq!(fs.mkdir(f, b"x", 0o755, OWNER).unwrap_err().errno(), 20);
+    assert_eq!(fs.rmdir(ROOT, b"f").unwrap_err().errno(), 20);
+    fs.mkdir(ROOT, b"d", 0o755, OWNER).unwrap();
+    assert_eq!(fs.unlink(ROOT, b"d").unwrap_err().errno(), 21);
+    assert_eq!(
+        fs.read(resolve(&fs, "d").unwrap(), 0, 1)
+            .unwrap_err()
+            .errno(),
+        21
+    );
+    assert_eq!(fs.getxattr(f, b"user.none").unwrap_err().errno(), 61);
+    assert_eq!(
+        fs.setxattr(f, b"user.a", b"1", false, true)
+            .unwrap_err()
+            .errno(),
+        61
+    );
+    fs.setxattr(f, b"user.a", b"1", true, false).unwrap();
+    assert_eq!(
+        fs.setxattr(f, b"user.a", b"2", true, false)
+            .unwrap_err()
+            .errno(),
+        17
+    );
+    fs.removexattr(f, b"user.a").unwrap();
+    assert!(fs.listxattr(f).unwrap().is_empty());
+}
+
+#[test]
+fn an_unformatted_or_newer_target_is_a_clear_error() {
+    let target = Arc::new(MemTarget::new(8 << 20));
+    let err = FileSystem::mount(target.clone(), MountOptions::default())
+        .err()
+        .unwrap();
+    assert!(matches!(err, Error::NotFormatted), "{err}");
+    FileSystem::format(target.as_ref(), 0, 0).unwrap();
+    // Version 1 + 1 in both superblocks.
+    for slot in 0..2u64 {
+        let mut block = vec![0u8; 4096];
+        target.read_at(slot * 4096, &mut block).unwrap();
+        if &block[..6] == b"HSCMFS" {
+            block[8] = 2;
+            target
+                .write_at(slot * 4096, &block, hscm_block::WriteFlags::NONE)
+                .unwrap();
+        }
+    }
+    let err = FileSystem::mount(target, MountOptions::default())
+        .err()
+        .unwrap();
+    assert!(matches!(err, Error::NewerFormat { found: 2, .. }), "{err}");
+}
+
+#[test]
+fn many_operations_fill_the_log_and_checkpoints_keep_everything() {
+    let (target, fs) = fresh(8 << 20);
+    // An 8 MiB target has a 1 MiB log: thousands of records wrap it many times.
+    let f = file(&fs, ROOT, "f");
+    for i in 0..20_000u64 {
+        fs.write(f, (i % 64) * 100, &[i as u8; 100]).unwrap();
+        if i % 1000 == 0 {
+            file(&fs, ROOT, &format!("n{i}"));
+        }
+    }
+    let before = snapshot(&fs);
+    drop(fs);
+    assert_eq!(snapshot(&remount(&target)), before);
+}
+
+#[test]
+fn random_operations_survive_a_remount_in_both_modes() {
+    for (seed, durability) in [(1, Durability::Immediate), (2, Durability::OnFlush)] {
+        let target = Arc::new(MemTarget::new(16 << 20));
+        FileSystem::format(target.as_ref(), 0, 0).unwrap();
+        let fs = FileSystem::mount(target.clone(), MountOptions { durability }).unwrap();
+        let mut rng = rng(seed);
+        let mut touched = Vec::new();
+        for _ in 0..2000 {
+            let _ = random_op(&fs, &mut rng, &mut touched);
+        }
+        fs.sync_all().unwrap();
+        let before = snapshot(&fs);
+        assert!(before.nodes.len() > 3, "the run made a tree: {before:?}");
+        drop(fs);
+        let fs = FileSystem::mount(target, MountOptions { durability }).unwrap();
+        assert_eq!(snapshot(&fs), before, "{durability:?}");
+    }
+}
+
+#[test]
+fn a_target_that_fails_turns_the_file_system_read_only_with_the_reason() {
+    let (_t, fs) = fresh(16 << 20);
+    let f = file(&fs, ROOT, "f");
+    fs.write(f, 0, b"kept").unwrap();
+    let _ = SetAttr::default();
+    // MemTarget cannot fail; the volume's tests cover a failing device (power_cut.rs).
+    assert_eq!(fs.read(f, 0, 4).unwrap(), b"kept");
+}
