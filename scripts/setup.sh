@@ -16,6 +16,7 @@ command -v nbdkit >/dev/null || need_apt+=(nbdkit)
 # nbdkit's cc plugin compiles the write-through bound of `hscm bench nbd` against this.
 [ -f /usr/include/nbdkit-plugin.h ] || need_apt+=(nbdkit-plugin-dev)
 command -v fusermount3 >/dev/null || need_apt+=(fuse3)
+command -v sqlite3 >/dev/null || need_apt+=(sqlite3)   # WAL databases through hscm mount
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
@@ -34,3 +35,8 @@ if command -v rustup >/dev/null; then
   cargo fmt --version >/dev/null 2>&1 || rustup component add rustfmt
   cargo clippy --version >/dev/null 2>&1 || rustup component add clippy
 fi
+
+# The file system suites `hscm mount` is tested with (crates/hscm-cli/tests/mount_suites.rs).
+for suite in pjdfstest fsx; do
+  command -v "$suite" >/dev/null || cargo install --quiet --locked "$suite"
+done

@@ -6,6 +6,7 @@ extern crate hscm_lab;
 mod crash;
 mod errors;
 mod kv_check;
+mod mount_cmd;
 mod nbd_cmd;
 mod serve_cmd;
 mod volume_cmd;
@@ -53,6 +54,18 @@ enum Command {
     ///
     /// Example: hscm nbd data.hscm --socket /run/data.sock   then   nbdinfo 'nbd+unix:///?socket=/run/data.sock'
     Nbd(nbd_cmd::NbdArgs),
+    /// Mount a volume's file system (FUSE): a directory that reads at RAM speed and,
+    /// in immediate mode, keeps every write, create and rename it acknowledged across
+    /// a power cut. Serves from a background process unless --foreground; usable at
+    /// once, while the volume warms. Make the volume with `hscm volume create --fs`.
+    ///
+    /// Example: hscm volume create logs.hscm --size 2G --fs && hscm mount logs.hscm /var/log/app
+    Mount(mount_cmd::MountArgs),
+    /// Unmount an `hscm mount` and wait until its process has committed and closed
+    /// the volume.
+    ///
+    /// Example: hscm umount /var/log/app
+    Umount(mount_cmd::UmountArgs),
     /// Energy-aware key-value store over several devices (after the Sprint-AEP paper): Standard
     /// (every device active) against Sprint (a few primaries absorb the rest).
     #[command(subcommand)]
@@ -120,6 +133,10 @@ enum VolumeCmd {
         /// another machine: the whole volume lives in RAM, so it cannot open here).
         #[arg(long)]
         larger_than_ram: bool,
+        /// Format it with hscm's file system, for `hscm mount` (root directory owned by
+        /// the caller).
+        #[arg(long)]
+        fs: bool,
     },
     /// Show a volume's header and geometry; with --load, open it and time the warm-up.
     Info {
@@ -512,12 +529,17 @@ fn run(cli: Cli) -> Result<()> {
             journal,
             force,
             larger_than_ram,
+            fs,
         }) => {
             if !larger_than_ram {
                 hscm_volume::check_fits_in_memory(&path.display().to_string(), size)
                     .context("refusing to create a volume that cannot open on this machine (--larger-than-ram creates it anyway)")?;
             }
-            volume_cmd::create(&path, size, chunk, durability, journal, force)
+            volume_cmd::create(&path, size, chunk, durability, journal, force)?;
+            if fs {
+                volume_cmd::format_fs(&path)?;
+            }
+            Ok(())
         }
         Command::Volume(VolumeCmd::Info { path, load, json }) => {
             volume_cmd::info(&path, json, load)
@@ -667,6 +689,8 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Serve(a) => serve_cmd::serve(&a),
         Command::Nbd(a) => nbd_cmd::serve(&a),
+        Command::Mount(a) => mount_cmd::mount(&a),
+        Command::Umount(a) => mount_cmd::umount(&a),
         Command::Completions { shell } => {
             let mut buf = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "hscm", &mut buf);

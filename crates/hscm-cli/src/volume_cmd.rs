@@ -45,6 +45,30 @@ pub fn create(
     Ok(())
 }
 
+/// Writes an empty hscm file system over a volume, its root owned by the caller.
+pub fn format_fs(path: &Path) -> Result<()> {
+    let volume = Volume::open(
+        path,
+        &OpenOptions {
+            durability: Some(Durability::OnFlush),
+            ..OpenOptions::default()
+        },
+    )?;
+    let uid = rustix::process::getuid().as_raw();
+    let gid = rustix::process::getgid().as_raw();
+    let g = hscm_fs::FileSystem::format(&volume, uid, gid)
+        .with_context(|| format!("formatting {}", path.display()))?;
+    volume.close()?;
+    outln!(
+        "formatted {} with hscm's file system: {} of data blocks, a {} log, two {} checkpoint slots",
+        path.display(),
+        human_bytes(g.data_blocks() * hscm_fs::BLOCK),
+        human_bytes(g.log_len()),
+        human_bytes(g.checkpoint_len())
+    )?;
+    Ok(())
+}
+
 fn journal_text(h: &Header) -> String {
     if h.journal_len == 0 {
         "none (writes go straight home)".into()

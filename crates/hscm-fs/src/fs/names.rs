@@ -147,7 +147,14 @@ impl FileSystem {
                 ino: attr.ino,
             });
             edits.push(Edit::SetAttr(p));
-            Ok(attr)
+            let (body, xattrs) = (Body::Special, Default::default());
+            let mut shown = Self::attr_of(&Inode { attr, body, xattrs });
+            if kind == Kind::Dir {
+                // What getattr will say of it: a directory is one block.
+                shown.size = BLOCK;
+                shown.allocated = BLOCK;
+            }
+            Ok(shown)
         })
     }
 

@@ -1,0 +1,216 @@
+//! `hscm mount` through the kernel: files written through the mount read back, across
+//! an unmount and a remount; a daemon killed with files open loses nothing it
+//! acknowledged; bad volumes and places are clear errors.
+
+mod util;
+
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use util::{hscm, run, text};
+
+fn volume(dir: &Path, size: &str, durability: &str) -> PathBuf {
+    let v = dir.join("v.hscm");
+    let o = run(&[
+        "volume",
+        "create",
+        v.to_str().unwrap(),
+        "--size",
+        size,
+        "--durability",
+        durability,
+        "--fs",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    v
+}
+
+/// `hscm mount --foreground` as a child, once it serves.
+fn mount_foreground(volume: &Path, at: &Path, extra: &[&str]) -> Child {
+    let mut child = hscm()
+        .arg("mount")
+        .arg(volume)
+        .arg(at)
+        .arg("--foreground")
+        .args(extra)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn hscm mount");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("mounted"), "printed {line:?}");
+    child
+}
+
+fn umount(at: &Path) {
+    let o = run(&["umount", at.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+/// Detaches a mount whose daemon died (the kernel answers ENOTCONN until then).
+fn detach(at: &Path) {
+    let _ = Command::new("fusermount3")
+        .arg("-uz")
+        .arg(at)
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// Unmounts whatever is left at `at` when a test fails, so that the next test (and
+/// the temporary directory's removal) do not meet a dead mount.
+struct Detach(PathBuf);
+
+impl Drop for Detach {
+    fn drop(&mut self) {
+        detach(&self.0);
+    }
+}
+
+#[test]
+fn files_written_through_the_mount_read_back_after_a_remount() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = volume(dir.path(), "64M", "immediate");
+    let at = dir.path().join("mnt");
+    std::fs::create_dir(&at).unwrap();
+    let _guard = Detach(at.clone());
+    let o = run(&["mount", v.to_str().unwrap(), at.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    let big: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::create_dir_all(at.join("a/b")).unwrap();
+    std::fs::write(at.join("a/b/big"), &big).unwrap();
+    std::fs::write(at.join("small"), b"hello").unwrap();
+    std::os::unix::fs::symlink("a/b/big", at.join("link")).unwrap();
+    std::fs::hard_link(at.join("small"), at.join("small2")).unwrap();
+    std::fs::rename(at.join("small2"), at.join("a/moved")).unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(at.join("small"))
+        .unwrap();
+    f.write_all(b" world").unwrap();
+    drop(f);
+    umount(&at);
+    assert!(!at.join("small").exists(), "unmounted");
+    let o = run(&["mount", v.to_str().unwrap(), at.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+    assert_eq!(std::fs::read(at.join("a/b/big")).unwrap(), big);
+    assert_eq!(std::fs::read(at.join("link")).unwrap(), big);
+    assert_eq!(std::fs::read(at.join("a/moved")).unwrap(), b"hello world");
+    assert_eq!(std::fs::metadata(at.join("small")).unwrap().nlink(), 2);
+    let mut names: Vec<String> = std::fs::read_dir(&at)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    assert_eq!(names, ["a", "link", "small"]);
+    umount(&at);
+}
+
+#[test]
+fn a_daemon_killed_with_files_open_loses_nothing_it_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = volume(dir.path(), "64M", "immediate");
+    let at = dir.path().join("mnt");
+    std::fs::create_dir(&at).unwrap();
+    let _guard = Detach(at.clone());
+    let mut acknowledged: Vec<(PathBuf, Vec<u8>)> = Vec::new();
+    for round in 0..5u32 {
+        let mut daemon = mount_foreground(&v, &at, &[]);
+        // Everything acknowledged so far is there.
+        for (path, data) in &acknowledged {
+            assert_eq!(
+                &std::fs::read(path).unwrap(),
+                data,
+                "round {round}: {}",
+                path.display()
+            );
+        }
+        // New files, one held open, then the daemon dies mid-work.
+        let open = std::fs::File::create(at.join(format!("open{round}"))).unwrap();
+        for i in 0..20u32 {
+            let path = at.join(format!("r{round}-f{i}"));
+            let data = vec![(round * 20 + i) as u8; 1000 + i as usize * 300];
+            std::fs::write(&path, &data).unwrap();
+            acknowledged.push((path, data));
+        }
+        daemon.kill().unwrap();
+        daemon.wait().unwrap();
+        let err = std::fs::metadata(at.join("r0-f0")).unwrap_err();
+        assert_eq!(
+            err.raw_os_error(),
+            Some(107),
+            "a dead mount says ENOTCONN: {err}"
+        );
+        drop(open);
+        detach(&at);
+    }
+    let mut daemon = mount_foreground(&v, &at, &[]);
+    for (path, data) in &acknowledged {
+        assert_eq!(&std::fs::read(path).unwrap(), data, "{}", path.display());
+    }
+    umount(&at);
+    assert!(daemon.wait().unwrap().success());
+}
+
+#[test]
+fn a_full_file_system_says_no_space_and_frees_it_on_unlink() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = volume(dir.path(), "16M", "on-flush");
+    let at = dir.path().join("mnt");
+    std::fs::create_dir(&at).unwrap();
+    let _guard = Detach(at.clone());
+    let mut daemon = mount_foreground(&v, &at, &[]);
+    let mut f = std::fs::File::create(at.join("fill")).unwrap();
+    let chunk = vec![1u8; 1 << 20];
+    let err = loop {
+        if let Err(e) = f.write_all(&chunk) {
+            break e;
+        }
+    };
+    assert_eq!(err.raw_os_error(), Some(28), "ENOSPC, not EIO: {err}");
+    drop(f);
+    std::fs::remove_file(at.join("fill")).unwrap();
+    std::fs::write(at.join("after"), &chunk).unwrap();
+    umount(&at);
+    assert!(daemon.wait().unwrap().success());
+}
+
+#[test]
+fn bad_volumes_and_places_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let at = dir.path().join("mnt");
+    std::fs::create_dir(&at).unwrap();
+    let _guard = Detach(at.clone());
+    // A volume without a file system.
+    let plain = dir.path().join("plain.hscm");
+    let o = run(&["volume", "create", plain.to_str().unwrap(), "--size", "16M"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let o = run(&["mount", plain.to_str().unwrap(), at.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("no hscm file system"), "{}", text(&o));
+    // No such volume; a mount point that is not a directory.
+    let o = run(&["mount", "/nonexistent.hscm", at.to_str().unwrap()]);
+    assert!(
+        !o.status.success() && text(&o).contains("nonexistent"),
+        "{}",
+        text(&o)
+    );
+    let v = volume(dir.path(), "16M", "immediate");
+    let o = run(&["mount", v.to_str().unwrap(), v.to_str().unwrap()]);
+    assert!(
+        !o.status.success() && text(&o).contains("not a directory"),
+        "{}",
+        text(&o)
+    );
+    // Unmounting what is not an hscm mount.
+    let o = run(&["umount", dir.path().to_str().unwrap()]);
+    assert!(
+        !o.status.success() && text(&o).contains("not an hscm mount"),
+        "{}",
+        text(&o)
+    );
+}

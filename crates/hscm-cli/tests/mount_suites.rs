@@ -1,0 +1,144 @@
+//! The outside suites against `hscm mount`, installed by scripts/setup.sh (`cargo
+//! install pjdfstest fsx`): pjdfstest, the POSIX conformance suite, run beside tmpfs
+//! on the same machine with the same configuration; fsx, 100,000 random operations
+//! (mmap, truncate, fallocate and hole punching included) checked against its model.
+
+mod util;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use util::{run, text};
+
+fn repo_file(path: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .join(path)
+}
+
+fn suite(name: &str) -> Command {
+    let installed = Command::new(name)
+        .arg("--version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    assert!(
+        installed,
+        "{name} is not installed: run scripts/setup.sh (cargo install {name})"
+    );
+    Command::new(name)
+}
+
+/// A formatted volume mounted at `dir/mnt` (with allow_other: the suites switch users).
+struct Mounted {
+    at: PathBuf,
+}
+
+impl Mounted {
+    fn new(dir: &Path, durability: &str) -> Mounted {
+        let v = dir.join("v.hscm");
+        let o = run(&[
+            "volume",
+            "create",
+            v.to_str().unwrap(),
+            "--size",
+            "256M",
+            "--fs",
+        ]);
+        assert!(o.status.success(), "{}", text(&o));
+        let at = dir.join("mnt");
+        std::fs::create_dir(&at).unwrap();
+        let o = run(&[
+            "mount",
+            v.to_str().unwrap(),
+            at.to_str().unwrap(),
+            "--allow-other",
+            "--durability",
+            durability,
+        ]);
+        assert!(o.status.success(), "{}", text(&o));
+        Mounted { at }
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let o = run(&["umount", self.at.to_str().unwrap()]);
+        if !o.status.success() {
+            let _ = Command::new("fusermount3")
+                .arg("-uz")
+                .arg(&self.at)
+                .status();
+        }
+    }
+}
+
+/// pjdfstest's summary line: (failed, passed).
+fn pjdfstest(at: &Path) -> (u32, u32, String) {
+    let o = suite("pjdfstest")
+        .arg("-c")
+        .arg(repo_file("scripts/fs/pjdfstest.toml"))
+        .arg("-p")
+        .arg(at)
+        .current_dir(at)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout).into_owned() + &String::from_utf8_lossy(&o.stderr);
+    let summary = out
+        .lines()
+        .find(|l| l.starts_with("Summary:"))
+        .unwrap_or_else(|| panic!("no summary from pjdfstest:\n{out}"))
+        .to_string();
+    let count = |word: &str| -> u32 {
+        summary
+            .split(',')
+            .find(|part| part.contains(word))
+            .and_then(|part| part.split_whitespace().find_map(|w| w.parse().ok()))
+            .unwrap_or_else(|| panic!("no {word} count in {summary:?}"))
+    };
+    let failures: Vec<&str> = out
+        .lines()
+        .filter(|l| l.trim_end().ends_with("FAILED"))
+        .collect();
+    (count("failed"), count("passed"), failures.join("\n"))
+}
+
+#[test]
+fn pjdfstest_fails_nothing_and_passes_as_many_cases_as_tmpfs() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = Mounted::new(dir.path(), "immediate");
+    let ours = m.at.join("pjd");
+    std::fs::create_dir(&ours).unwrap();
+    let (failed, passed, which) = pjdfstest(&ours);
+    assert_eq!(failed, 0, "pjdfstest failures on hscm:\n{which}");
+    // tmpfs on this machine, same configuration (/dev/shm is a tmpfs).
+    let shm = tempfile::tempdir_in("/dev/shm").unwrap();
+    let (_, tmpfs_passed, _) = pjdfstest(shm.path());
+    assert!(
+        passed >= tmpfs_passed,
+        "hscm passes {passed} cases, tmpfs {tmpfs_passed}"
+    );
+    eprintln!("pjdfstest: hscm {passed} passed, 0 failed; tmpfs {tmpfs_passed} passed");
+}
+
+#[test]
+fn fsx_runs_100_000_operations_without_a_miscompare() {
+    let dir = tempfile::tempdir().unwrap();
+    // Durability does not change what fsx checks (contents); on-flush spares the syncs.
+    let m = Mounted::new(dir.path(), "on-flush");
+    let o = suite("fsx")
+        .arg("-f")
+        .arg(repo_file("scripts/fs/fsx.toml"))
+        .args(["-N", "100000", "-S", "7", "-q", "-P"])
+        .arg(dir.path())
+        .arg(m.at.join("fsxfile"))
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "fsx found a difference:\n{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

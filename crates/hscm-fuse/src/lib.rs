@@ -1,0 +1,572 @@
+//! FUSE for hscm-fs: each kernel request becomes one call of the file system's
+//! inode-based API, several threads at a time (fuser's cloned /dev/fuse descriptors).
+//!
+//! The kernel checks permissions (`default_permissions`) and keeps file pages in its
+//! page cache between opens (`FOPEN_KEEP_CACHE`: nothing but this mount changes the
+//! files). Writes are not cached: every write(2) reaches the file system before it
+//! returns, which is what Immediate mode promises; shared writable mmap works through
+//! the page cache and reaches the file system at msync or writeback.
+
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fuser::{
+    Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, KernelConfig,
+    LockOwner, OpenFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
+    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+use hscm_fs::{Allocate, Attr, FileSystem, Kind, Owner, RenameFlags, SetAttr, Time};
+
+/// How long the kernel may trust an attribute or a name: every change comes through
+/// this mount, so the only risk is a file changed by the daemon itself (none is).
+const TTL: Duration = Duration::from_secs(1);
+/// The largest write the kernel sends in one request.
+pub const MAX_WRITE: u32 = 1 << 20;
+
+/// The file system as fuser serves it.
+pub struct Fuse {
+    fs: Arc<FileSystem>,
+}
+
+impl Fuse {
+    pub fn new(fs: Arc<FileSystem>) -> Fuse {
+        Fuse { fs }
+    }
+}
+
+fn errno(e: hscm_fs::Error) -> Errno {
+    tracing::debug!("answering an error: {e}");
+    Errno::from_i32(e.errno())
+}
+
+fn to_system(t: Time) -> SystemTime {
+    if t.secs >= 0 {
+        UNIX_EPOCH + Duration::new(t.secs as u64, t.nanos)
+    } else {
+        UNIX_EPOCH - Duration::new(t.secs.unsigned_abs(), 0) + Duration::new(0, t.nanos)
+    }
+}
+
+fn from_system(t: SystemTime) -> Time {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => Time {
+            secs: d.as_secs() as i64,
+            nanos: d.subsec_nanos(),
+        },
+        Err(e) => {
+            let d = e.duration();
+            let (secs, nanos) = if d.subsec_nanos() == 0 {
+                (-(d.as_secs() as i64), 0)
+            } else {
+                (-(d.as_secs() as i64) - 1, 1_000_000_000 - d.subsec_nanos())
+            };
+            Time { secs, nanos }
+        }
+    }
+}
+
+fn time_or_now(t: TimeOrNow) -> Time {
+    match t {
+        TimeOrNow::SpecificTime(t) => from_system(t),
+        TimeOrNow::Now => Time::now(),
+    }
+}
+
+fn file_type(kind: Kind) -> FileType {
+    match kind {
+        Kind::File => FileType::RegularFile,
+        Kind::Dir => FileType::Directory,
+        Kind::Symlink => FileType::Symlink,
+        Kind::Fifo => FileType::NamedPipe,
+        Kind::Socket => FileType::Socket,
+        Kind::CharDevice => FileType::CharDevice,
+        Kind::BlockDevice => FileType::BlockDevice,
+    }
+}
+
+fn file_attr(a: &Attr) -> FileAttr {
+    FileAttr {
+        ino: INodeNo(a.ino),
+        size: a.size,
+        blocks: a.allocated / 512,
+        atime: to_system(a.atime),
+        mtime: to_system(a.mtime),
+        ctime: to_system(a.ctime),
+        crtime: to_system(a.crtime),
+        kind: file_type(a.kind),
+        perm: a.perm,
+        nlink: a.nlink,
+        uid: a.uid,
+        gid: a.gid,
+        rdev: a.rdev,
+        blksize: hscm_fs::BLOCK as u32,
+        flags: 0,
+    }
+}
+
+/// The kind a mode's S_IFMT bits name.
+fn kind_of_mode(mode: u32) -> Option<Kind> {
+    Some(match mode & 0o170000 {
+        0o100000 | 0 => Kind::File,
+        0o040000 => Kind::Dir,
+        0o120000 => Kind::Symlink,
+        0o010000 => Kind::Fifo,
+        0o140000 => Kind::Socket,
+        0o020000 => Kind::CharDevice,
+        0o060000 => Kind::BlockDevice,
+        _ => return None,
+    })
+}
+
+impl Fuse {
+    /// Who owns a new node: the caller, with the group of a setgid parent (and a new
+    /// directory there inherits setgid), as on local Linux file systems.
+    fn owner(&self, req: &Request, parent: u64, mode: u32, dir: bool) -> (Owner, u32) {
+        let mut owner = Owner {
+            uid: req.uid(),
+            gid: req.gid(),
+        };
+        let mut mode = mode;
+        if let Ok(p) = self.fs.getattr(parent) {
+            if p.perm & 0o2000 != 0 {
+                owner.gid = p.gid;
+                if dir {
+                    mode |= 0o2000;
+                }
+            }
+        }
+        (owner, mode)
+    }
+
+    fn entry(&self, result: hscm_fs::Result<Attr>, reply: ReplyEntry) {
+        match result {
+            Ok(a) => reply.entry(&TTL, &file_attr(&a), Generation(0)),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn empty(&self, result: hscm_fs::Result<()>, reply: ReplyEmpty) {
+        match result {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn xattr_reply(bytes: Vec<u8>, size: u32, reply: ReplyXattr) {
+        if size == 0 {
+            reply.size(bytes.len() as u32);
+        } else if (size as usize) < bytes.len() {
+            reply.error(Errno::from_i32(34)); // ERANGE
+        } else {
+            reply.data(&bytes);
+        }
+    }
+}
+
+impl fuser::Filesystem for Fuse {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        // Ask for 1 MiB writes; an older kernel keeps its own limit.
+        let _ = config.set_max_write(MAX_WRITE);
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        if let Err(e) = self.fs.sync_all() {
+            tracing::error!("committing at unmount: {e}");
+        }
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        self.entry(self.fs.lookup(parent.0, name.as_bytes()), reply)
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self.fs.getattr(ino.0) {
+            Ok(a) => reply.attr(&TTL, &file_attr(&a)),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        _fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let set = SetAttr {
+            mode,
+            uid,
+            gid,
+            size,
+            atime: atime.map(time_or_now),
+            mtime: mtime.map(time_or_now),
+        };
+        match self.fs.setattr(ino.0, set) {
+            Ok(a) => reply.attr(&TTL, &file_attr(&a)),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        match self.fs.readlink(ino.0) {
+            Ok(t) => reply.data(&t),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let Some(kind) = kind_of_mode(mode) else {
+            return reply.error(Errno::from_i32(22));
+        };
+        let (owner, perm) = self.owner(req, parent.0, mode & !umask, false);
+        self.entry(
+            self.fs
+                .mknod(parent.0, name.as_bytes(), kind, perm, rdev, owner),
+            reply,
+        )
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let (owner, perm) = self.owner(req, parent.0, mode & !umask, true);
+        self.entry(self.fs.mkdir(parent.0, name.as_bytes(), perm, owner), reply)
+    }
+
+    fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.empty(self.fs.unlink(parent.0, name.as_bytes()), reply)
+    }
+
+    fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.empty(self.fs.rmdir(parent.0, name.as_bytes()), reply)
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let (owner, _) = self.owner(req, parent.0, 0o777, false);
+        self.entry(
+            self.fs.symlink(
+                parent.0,
+                link_name.as_bytes(),
+                target.as_os_str().as_bytes(),
+                owner,
+            ),
+            reply,
+        )
+    }
+
+    fn rename(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: fuser::RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        if flags.contains(fuser::RenameFlags::RENAME_WHITEOUT) {
+            return reply.error(Errno::from_i32(95));
+        }
+        let flags = RenameFlags {
+            no_replace: flags.contains(fuser::RenameFlags::RENAME_NOREPLACE),
+            exchange: flags.contains(fuser::RenameFlags::RENAME_EXCHANGE),
+        };
+        self.empty(
+            self.fs.rename(
+                parent.0,
+                name.as_bytes(),
+                newparent.0,
+                newname.as_bytes(),
+                flags,
+            ),
+            reply,
+        )
+    }
+
+    fn link(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        self.entry(self.fs.link(ino.0, newparent.0, newname.as_bytes()), reply)
+    }
+
+    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.fs.open(ino.0) {
+            Ok(_) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        umask: u32,
+        _flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let (owner, perm) = self.owner(req, parent.0, mode & !umask, false);
+        let made = self
+            .fs
+            .mknod(parent.0, name.as_bytes(), Kind::File, perm, 0, owner)
+            .and_then(|a| self.fs.open(a.ino));
+        match made {
+            Ok(a) => reply.created(
+                &TTL,
+                &file_attr(&a),
+                Generation(0),
+                FileHandle(0),
+                FopenFlags::FOPEN_KEEP_CACHE,
+            ),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        match self.fs.read(ino.0, offset, size) {
+            Ok(data) => reply.data(&data),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        match self.fs.write(ino.0, offset, data) {
+            Ok(n) => reply.written(n),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        reply.ok()
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.empty(self.fs.release(ino.0), reply)
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.empty(self.fs.fsync(ino.0), reply)
+    }
+
+    fn readdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let entries = match self.fs.readdir(ino.0) {
+            Ok(e) => e,
+            Err(e) => return reply.error(errno(e)),
+        };
+        let parent = self.fs.parent_of(ino.0).unwrap_or(ino.0);
+        let dots = [
+            (b".".to_vec(), ino.0, Kind::Dir),
+            (b"..".to_vec(), parent, Kind::Dir),
+        ];
+        // Offsets are positions: the entry at position i carries i + 1, the
+        // position to resume after it.
+        for (i, (name, child, kind)) in dots
+            .into_iter()
+            .chain(entries)
+            .enumerate()
+            .skip(offset as usize)
+        {
+            if reply.add(
+                INodeNo(child),
+                i as u64 + 1,
+                file_type(kind),
+                OsStr::from_bytes(&name),
+            ) {
+                break;
+            }
+        }
+        reply.ok()
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        _datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        self.empty(self.fs.fsync(ino.0), reply)
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        let s = self.fs.statfs();
+        reply.statfs(
+            s.blocks,
+            s.free_blocks,
+            s.free_blocks,
+            s.files,
+            s.free_files,
+            s.block_size as u32,
+            s.name_max,
+            s.block_size as u32,
+        )
+    }
+
+    fn setxattr(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        // XATTR_CREATE = 1, XATTR_REPLACE = 2.
+        self.empty(
+            self.fs.setxattr(
+                ino.0,
+                name.as_bytes(),
+                value,
+                flags & 1 != 0,
+                flags & 2 != 0,
+            ),
+            reply,
+        )
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        match self.fs.getxattr(ino.0, name.as_bytes()) {
+            Ok(v) => Self::xattr_reply(v, size, reply),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        match self.fs.listxattr(ino.0) {
+            Ok(names) => {
+                let mut bytes = Vec::new();
+                for n in names {
+                    bytes.extend_from_slice(&n);
+                    bytes.push(0);
+                }
+                Self::xattr_reply(bytes, size, reply)
+            }
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.empty(self.fs.removexattr(ino.0, name.as_bytes()), reply)
+    }
+
+    fn access(&self, _req: &Request, ino: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {
+        // The kernel checked the permissions (default_permissions); existence is ours.
+        self.empty(self.fs.getattr(ino.0).map(|_| ()), reply)
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        // FALLOC_FL_KEEP_SIZE = 1, FALLOC_FL_PUNCH_HOLE = 2 (always with KEEP_SIZE).
+        let how = match mode {
+            0 => Allocate::Extend,
+            1 => Allocate::KeepSize,
+            3 => Allocate::PunchHole,
+            _ => return reply.error(Errno::from_i32(95)),
+        };
+        self.empty(self.fs.fallocate(ino.0, offset, length, how), reply)
+    }
+}
