@@ -110,6 +110,14 @@ fn files_written_through_the_mount_read_back_after_a_remount() {
     umount(&at);
 }
 
+/// Rounds of the kill loops; `HSCM_MOUNT_KILL_ROUNDS` asks for more.
+fn kill_rounds(default: u32) -> u32 {
+    std::env::var("HSCM_MOUNT_KILL_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
 #[test]
 fn a_daemon_killed_with_files_open_loses_nothing_it_acknowledged() {
     let dir = tempfile::tempdir().unwrap();
@@ -118,7 +126,7 @@ fn a_daemon_killed_with_files_open_loses_nothing_it_acknowledged() {
     std::fs::create_dir(&at).unwrap();
     let _guard = Detach(at.clone());
     let mut acknowledged: Vec<(PathBuf, Vec<u8>)> = Vec::new();
-    for round in 0..5u32 {
+    for round in 0..kill_rounds(5) {
         let mut daemon = mount_foreground(&v, &at, &[]);
         // Everything acknowledged so far is there.
         for (path, data) in &acknowledged {
@@ -213,4 +221,93 @@ fn bad_volumes_and_places_are_clear_errors() {
         "{}",
         text(&o)
     );
+}
+
+#[test]
+fn sqlite_in_wal_mode_stays_intact_across_kills_of_the_daemon() {
+    assert!(
+        Command::new("sqlite3").arg("-version").output().is_ok(),
+        "sqlite3 is not installed: run scripts/setup.sh"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let v = volume(dir.path(), "64M", "immediate");
+    let at = dir.path().join("mnt");
+    std::fs::create_dir(&at).unwrap();
+    let _guard = Detach(at.clone());
+    let db = at.join("t.db");
+    let sql = |script: &str| {
+        let o = Command::new("sqlite3")
+            .arg(&db)
+            .arg(script)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "sqlite3 {script}: {}", text(&o));
+        String::from_utf8_lossy(&o.stdout).trim().to_string()
+    };
+    let mut committed = 0u32;
+    for round in 0..kill_rounds(5) {
+        let mut daemon = mount_foreground(&v, &at, &[]);
+        if round == 0 {
+            sql("PRAGMA journal_mode=WAL; CREATE TABLE t(k INTEGER PRIMARY KEY, v TEXT);");
+        }
+        assert_eq!(sql("PRAGMA integrity_check;"), "ok", "round {round}");
+        assert_eq!(
+            sql("SELECT count(*) FROM t;"),
+            committed.to_string(),
+            "round {round}: every committed row"
+        );
+        // A writer mid-transaction when the daemon dies: what it committed stays.
+        for _ in 0..10 {
+            sql(&format!(
+                "BEGIN; INSERT INTO t(v) VALUES (hex(randomblob(300))); INSERT INTO t(v) VALUES ('x{committed}'); COMMIT;"
+            ));
+            committed += 2;
+        }
+        let mut busy = Command::new("sqlite3")
+            .arg(&db)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        writeln!(
+            busy.stdin.as_mut().unwrap(),
+            "BEGIN; INSERT INTO t(v) VALUES (hex(randomblob(5000)));"
+        )
+        .unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        daemon.kill().unwrap();
+        daemon.wait().unwrap();
+        let _ = busy.kill();
+        let _ = busy.wait();
+        detach(&at);
+    }
+    let mut daemon = mount_foreground(&v, &at, &[]);
+    assert_eq!(sql("PRAGMA integrity_check;"), "ok");
+    assert_eq!(sql("SELECT count(*) FROM t;"), committed.to_string());
+    umount(&at);
+    assert!(daemon.wait().unwrap().success());
+}
+
+#[test]
+fn unmounting_a_busy_mount_says_so_and_leaves_it_serving() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = volume(dir.path(), "16M", "immediate");
+    let at = dir.path().join("mnt");
+    std::fs::create_dir(&at).unwrap();
+    let _guard = Detach(at.clone());
+    let mut daemon = mount_foreground(&v, &at, &[]);
+    std::fs::write(at.join("f"), b"kept").unwrap();
+    let held = std::fs::File::open(at.join("f")).unwrap();
+    let o = run(&["umount", at.to_str().unwrap()]);
+    assert!(!o.status.success(), "a busy mount is not unmounted");
+    assert!(text(&o).contains("is a process using it"), "{}", text(&o));
+    assert_eq!(
+        std::fs::read(at.join("f")).unwrap(),
+        b"kept",
+        "still serving"
+    );
+    drop(held);
+    umount(&at);
+    assert!(daemon.wait().unwrap().success());
 }

@@ -250,3 +250,22 @@ fn on_flush_mode_keeps_everything_up_to_the_last_fsync_across_power_cuts() {
         round(1_000_000 + seed, Durability::OnFlush);
     }
 }
+
+#[test]
+fn a_failed_sync_turns_the_file_system_read_only_with_the_reason() {
+    let dev = device();
+    let vol = open_volume(&dev);
+    let fs = FileSystem::mount(vol, MountOptions::default()).unwrap();
+    let ino = fs
+        .mknod(hscm_fs::ROOT, b"f", hscm_fs::Kind::File, 0o644, 0, OWNER)
+        .unwrap()
+        .ino;
+    fs.write(ino, 0, b"kept").unwrap();
+    dev.fail_sync_after(0);
+    let err = fs.write(ino, 4, b"lost").unwrap_err();
+    assert_eq!(err.errno(), 30, "the failing write: {err}");
+    let err = fs.mkdir(hscm_fs::ROOT, b"d", 0o755, OWNER).unwrap_err();
+    assert_eq!(err.errno(), 30, "every later change is refused: {err}");
+    assert!(err.to_string().contains("sync"), "with the reason: {err}");
+    assert_eq!(&fs.read(ino, 0, 4).unwrap(), b"kept", "reads go on");
+}

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use common::*;
 use hscm_block::{BlockTarget, MemTarget};
 use hscm_fs::{
-    Allocate, Durability, Error, FileSystem, Kind, MountOptions, RenameFlags, SetAttr, BLOCK, ROOT,
+    Allocate, Durability, Error, FileSystem, Kind, MountOptions, RenameFlags, BLOCK, ROOT,
 };
 
 fn fresh(size: usize) -> (Arc<MemTarget>, FileSystem) {
@@ -323,14 +323,4 @@ fn random_operations_survive_a_remount_in_both_modes() {
         let fs = FileSystem::mount(target, MountOptions { durability }).unwrap();
         assert_eq!(snapshot(&fs), before, "{durability:?}");
     }
-}
-
-#[test]
-fn a_target_that_fails_turns_the_file_system_read_only_with_the_reason() {
-    let (_t, fs) = fresh(16 << 20);
-    let f = file(&fs, ROOT, "f");
-    fs.write(f, 0, b"kept").unwrap();
-    let _ = SetAttr::default();
-    // MemTarget cannot fail; the volume's tests cover a failing device (power_cut.rs).
-    assert_eq!(fs.read(f, 0, 4).unwrap(), b"kept");
 }

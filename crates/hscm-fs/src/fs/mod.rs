@@ -219,7 +219,13 @@ impl FileSystem {
         let (out, seq) = {
             let mut st = self.state.write();
             let mut edits = Vec::new();
-            let out = op(&mut st, &mut edits)?;
+            let out = match op(&mut st, &mut edits) {
+                Ok(out) => out,
+                // The target failed under a data write: nothing is trusted to reach
+                // it any more.
+                Err(Error::Target(e)) => return Err(self.fail(format!("writing file data: {e}"))),
+                Err(e) => return Err(e),
+            };
             if edits.is_empty() {
                 return Ok(out);
             }
