@@ -231,7 +231,16 @@ impl FileSystem {
         data: Option<&[u8]>,
     ) -> Result<()> {
         let end = offset + len;
-        let blocks = st.meta.get(ino)?.blocks().expect("file").clone();
+        // The part of the block map this range touches (not the whole map: a large
+        // file's would cost more than the write).
+        let blocks: std::collections::BTreeMap<u64, u64> = st
+            .meta
+            .get(ino)?
+            .blocks()
+            .expect("file")
+            .range(block_of(offset)..=block_of(end - 1))
+            .map(|(&f, &t)| (f, t))
+            .collect();
         let holes: Vec<u64> = (block_of(offset)..=block_of(end - 1))
             .filter(|b| !blocks.contains_key(b))
             .collect();
