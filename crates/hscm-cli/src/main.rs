@@ -340,6 +340,14 @@ enum BenchCmd {
     ///
     /// Example: hscm bench nbd --seconds 3 --json
     Nbd(hscm_lab::nbd::NbdBenchArgs),
+    /// The file system of `hscm mount` (immediate mode) against tmpfs, ext4 and ext3 on
+    /// loop files on the same disk: fio psync, one job, random reads and writes of 1-16
+    /// KiB with the page cache dropped before each point (seed 000's Table 3), and
+    /// durable 4 KiB writes against ext4 with an fsync after each. Needs root, fio and
+    /// e2fsprogs.
+    ///
+    /// Example: hscm bench fs --seconds 3 --json
+    Fs(hscm_lab::fs::FsBenchArgs),
     /// Time to open, to first read and to fully warm, for several sizes, beside the
     /// backend's raw sequential read speed.
     Restart {
@@ -706,6 +714,14 @@ fn run(cli: Cli) -> Result<()> {
         Command::Kv(KvCmd::Check { dir, json }) => kv_check::check(&dir, json),
         Command::Kv(KvCmd::Bench(a)) => kv::bench(&a),
         Command::Kv(KvCmd::Compare(a)) => kv::compare(&a),
+        Command::Bench(BenchCmd::Fs(a)) => {
+            let r = hscm_lab::fs::bench(&a)?;
+            if a.json {
+                hscm_lab::out::json(&r)
+            } else {
+                hscm_lab::fs::print(&r)
+            }
+        }
         Command::Bench(BenchCmd::Nbd(a)) => {
             let r = hscm_lab::nbd::bench(&a)?;
             if a.json {

@@ -142,3 +142,32 @@ fn fsx_runs_100_000_operations_without_a_miscompare() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+#[test]
+fn bench_fs_json_names_every_file_system_and_durable_comparison() {
+    let o = run(&["bench", "fs", "--seconds", "0.1", "--size", "8M", "--json"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    for fs in ["hscm", "tmpfs", "ext4", "ext3"] {
+        assert!(rows.iter().any(|r| r["fs"] == fs), "a row for {fs}");
+    }
+    for field in [
+        "workload", "bs", "jobs", "fs", "durable", "iops", "mbps", "p50_us", "p99_us",
+    ] {
+        assert!(
+            rows.iter().all(|r| !r[field].is_null()),
+            "every row has {field}"
+        );
+    }
+    assert!(rows.iter().all(|r| r["iops"].as_f64().unwrap() > 0.0));
+    let ratios = v["ratios"].as_object().unwrap();
+    assert!(
+        ratios.contains_key("randwrite bs4096 durable hscm/ext4"),
+        "{ratios:?}"
+    );
+    assert!(
+        ratios.contains_key("randread bs1024 hscm/ext3"),
+        "{ratios:?}"
+    );
+}

@@ -20,6 +20,8 @@
 pub mod out;
 
 pub mod driver;
+pub mod fio;
+pub mod fs;
 pub mod kv;
 pub mod memsim;
 pub mod nbd;

@@ -22,6 +22,7 @@ use hscm_nbd::{Endpoint, ExportOptions, Listener, Server};
 use hscm_volume::{CreateOptions, Durability, OpenOptions, Volume};
 use serde::Serialize;
 
+use crate::fio::FioResult;
 use crate::units::{parse_size, size_arg};
 
 #[derive(clap::Args, Clone, Debug)]
@@ -190,13 +191,6 @@ fn start_nbdkit(dir: &Path, name: &str, args: &[String], source: Option<&str>) -
     })
 }
 
-/// What fio measured in one run.
-struct FioResult {
-    iops: f64,
-    p50_us: f64,
-    p99_us: f64,
-}
-
 /// `engine`: fio's engine arguments (the nbd engine and a URI, or a file with direct
 /// I/O); `target` names it in errors.
 fn fio(
@@ -208,56 +202,19 @@ fn fio(
     jobs: u32,
     seconds: f64,
 ) -> Result<FioResult> {
-    let mut cmd = Command::new("fio");
-    cmd.arg("--name=hscm-bench-nbd").args(engine);
-    cmd.args([
-        &format!("--rw={rw}"),
-        &format!("--bs={bs}"),
-        &format!("--iodepth={qd}"),
-        &format!("--numjobs={jobs}"),
-        "--group_reporting",
-        "--output-format=json",
+    let mut args = engine.to_vec();
+    args.extend([
+        format!("--rw={rw}"),
+        format!("--bs={bs}"),
+        format!("--iodepth={qd}"),
+        format!("--numjobs={jobs}"),
     ]);
     if rw == "randrw" {
-        cmd.arg("--rwmixread=66");
+        args.push("--rwmixread=66".into());
     }
     // A sequential "write" is the prefill: one pass over the export, not timed.
-    if rw != "write" {
-        cmd.args([
-            "--time_based".to_string(),
-            format!("--runtime={}ms", (seconds * 1000.0).max(100.0) as u64),
-            "--ramp_time=200ms".to_string(),
-        ]);
-    }
-    let out = cmd
-        .output()
-        .context("running fio (Debian package fio; scripts/setup.sh installs it)")?;
-    if !out.status.success() {
-        bail!(
-            "fio {rw} against {target} failed: {}",
-            String::from_utf8_lossy(&out.stderr).trim()
-        );
-    }
-    // fio may print notes before the JSON document.
-    let text = String::from_utf8_lossy(&out.stdout);
-    let start = text.find('{').context("fio printed no JSON")?;
-    let v: serde_json::Value = serde_json::from_str(&text[start..]).context("fio's JSON output")?;
-    let job = &v["jobs"][0];
-    let side = |k: &str| &job[k];
-    let iops = side("read")["iops"].as_f64().unwrap_or(0.0)
-        + side("write")["iops"].as_f64().unwrap_or(0.0);
-    // Latency of the dominant direction: reads, unless only writes ran.
-    let lat = if rw == "randwrite" || rw == "write" {
-        side("write")
-    } else {
-        side("read")
-    };
-    let pct = |p: &str| lat["clat_ns"]["percentile"][p].as_f64().unwrap_or(f64::NAN) / 1e3;
-    Ok(FioResult {
-        iops,
-        p50_us: pct("50.000000"),
-        p99_us: pct("99.000000"),
-    })
+    let timed = (rw != "write").then_some(seconds);
+    crate::fio::run(&args, target, timed)
 }
 
 /// (target, durability, which workloads it runs). nbdkit's null plugin stores nothing

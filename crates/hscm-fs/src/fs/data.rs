@@ -302,6 +302,7 @@ impl FileSystem {
                 }
                 self.target
                     .write_at(self.block_offset(t0), &buf, WriteFlags::NONE)?;
+                st.data_first = true;
                 edits.push(Edit::Map {
                     ino,
                     file_block: f0,
@@ -336,12 +337,16 @@ impl FileSystem {
 
     /// Before a file grows from `old_size`: zeroes the undefined bytes after it in its
     /// last block, up to `new_size`.
-    fn zero_tail(&self, st: &State, ino: u64, old_size: u64, new_size: u64) -> Result<()> {
+    /// The record that makes the file longer must not reach the device before these
+    /// zeroes, or bytes truncated away earlier could come back after a crash.
+    fn zero_tail(&self, st: &mut State, ino: u64, old_size: u64, new_size: u64) -> Result<()> {
         if old_size % BLOCK == 0 {
             return Ok(());
         }
         let block_end = (block_of(old_size) + 1) * BLOCK;
-        self.zero_mapped(st, ino, old_size, new_size.min(block_end))
+        self.zero_mapped(st, ino, old_size, new_size.min(block_end))?;
+        st.data_first = true;
+        Ok(())
     }
 
     /// Zeroes `[from, to)` where it is mapped (holes read zeroes already).

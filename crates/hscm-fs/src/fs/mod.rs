@@ -89,6 +89,10 @@ struct State {
     alloc: Allocator,
     /// Records made but not yet on the target: (sequence number, payload).
     unwritten: Vec<(u64, Vec<u8>)>,
+    /// Some unwritten record depends on data written before it: blocks it maps for
+    /// the first time, or a tail zeroed before the file grew. The next commit syncs
+    /// that data before writing the records; without such data, one sync suffices.
+    data_first: bool,
     next_seq: u64,
     durable_seq: u64,
     /// Open handles per inode: an unlinked file lives until its last one closes.
@@ -152,6 +156,7 @@ impl FileSystem {
                 meta,
                 alloc,
                 unwritten: Vec::new(),
+                data_first: false,
                 next_seq: last_seq + 1,
                 durable_seq: last_seq,
                 open: HashMap::new(),
@@ -261,12 +266,18 @@ impl FileSystem {
             return Ok(());
         }
         self.refuse_if_failed()?;
-        let records = std::mem::take(&mut self.state.write().unwritten);
+        let (records, data_first) = {
+            let mut st = self.state.write();
+            let data_first = std::mem::take(&mut st.data_first);
+            (std::mem::take(&mut st.unwritten), data_first)
+        };
         let Some(&(last, _)) = records.last() else {
             // Only in-place data to sync.
             return self.sync();
         };
-        self.sync()?;
+        if data_first {
+            self.sync()?;
+        }
         let framed: Vec<u8> = records
             .iter()
             .flat_map(|(s, payload)| format::encode_record(*s, payload))
