@@ -9,23 +9,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use util::{hscm, run, text};
-
-fn volume(dir: &Path, size: &str, durability: &str) -> PathBuf {
-    let v = dir.join("v.hscm");
-    let o = run(&[
-        "volume",
-        "create",
-        v.to_str().unwrap(),
-        "--size",
-        size,
-        "--durability",
-        durability,
-        "--fs",
-    ]);
-    assert!(o.status.success(), "{}", text(&o));
-    v
-}
+use util::{fs_volume as volume, hscm, run, text};
 
 /// `hscm mount --foreground` as a child, once it serves.
 fn mount_foreground(volume: &Path, at: &Path, extra: &[&str]) -> Child {

@@ -8,7 +8,7 @@ mod util;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use util::{run, text};
+use util::{fs_volume, run, text};
 
 fn repo_file(path: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -37,16 +37,7 @@ struct Mounted {
 
 impl Mounted {
     fn new(dir: &Path, durability: &str) -> Mounted {
-        let v = dir.join("v.hscm");
-        let o = run(&[
-            "volume",
-            "create",
-            v.to_str().unwrap(),
-            "--size",
-            "256M",
-            "--fs",
-        ]);
-        assert!(o.status.success(), "{}", text(&o));
+        let v = fs_volume(dir, "256M", durability);
         let at = dir.join("mnt");
         std::fs::create_dir(&at).unwrap();
         let o = run(&[

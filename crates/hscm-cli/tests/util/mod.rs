@@ -111,3 +111,20 @@ pub fn request_trace(dir: &Path, extra: &[&str]) -> PathBuf {
     assert!(o.status.success(), "{}", text(&o));
     t
 }
+
+/// A volume of `size` at `dir/v.hscm` formatted with hscm's file system, for `hscm mount`.
+pub fn fs_volume(dir: &Path, size: &str, durability: &str) -> PathBuf {
+    let v = dir.join("v.hscm");
+    let o = run(&[
+        "volume",
+        "create",
+        v.to_str().unwrap(),
+        "--size",
+        size,
+        "--durability",
+        durability,
+        "--fs",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    v
+}
