@@ -340,11 +340,11 @@ enum BenchCmd {
     ///
     /// Example: hscm bench nbd --seconds 3 --json
     Nbd(hscm_lab::nbd::NbdBenchArgs),
-    /// The file system of `hscm mount` (immediate mode) against tmpfs, ext4 and ext3 on
-    /// loop files on the same disk: fio psync, one job, random reads and writes of 1-16
-    /// KiB with the page cache dropped before each point (seed 000's Table 3), and
-    /// durable 4 KiB writes against ext4 with an fsync after each. Needs root, fio and
-    /// e2fsprogs.
+    /// The file system of `hscm mount` against tmpfs, ext4 and ext3 on loop files on the
+    /// same disk, fio psync, one job: random reads and writes of 1-16 KiB in on-flush
+    /// mode with the page cache dropped before each point (Table 3 of Sun et al. 2020,
+    /// tmpfs on hybrid memory against ext3), and durable 4 KiB writes (immediate mode)
+    /// against ext4 with an fsync after each. Needs root, fio and e2fsprogs.
     ///
     /// Example: hscm bench fs --seconds 3 --json
     Fs(hscm_lab::fs::FsBenchArgs),

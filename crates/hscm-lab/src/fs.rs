@@ -1,6 +1,6 @@
 //! `hscm bench fs`: the file system of `hscm mount` against tmpfs (volatile: the
 //! bound), ext4 and ext3 on loop files on the same disk, driven by fio's psync engine
-//! in the same run. The points are seed 000's Table 3 (random reads and writes of 1-16
+//! in the same run. The points are Table 3 of Sun et al. 2020 (seed 000; random reads and writes of 1-16
 //! KiB, one job, the page cache dropped before each point: ext3 then reads from its
 //! disk, hscm from the volume's RAM; hscm in on-flush mode, the paper's fast mode) and
 //! the durable 4 KiB random write: hscm in immediate mode (every write durable when it
