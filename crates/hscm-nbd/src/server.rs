@@ -411,22 +411,21 @@ impl Server {
                     return;
                 };
                 let next = self.read_request(&mut *reader, conn.stop);
-                // Asked only where it matters: a request that keeps the turn reads on.
-                let more_sent = match &next {
-                    Ok(Some((req, _))) if self.pace(req) != Pace::Ram => {
-                        !reader.buffer().is_empty() || reader.get_ref().pending() > 0
-                    }
-                    _ => false,
+                let pace = match &next {
+                    Ok(Some((req, _))) => self.pace(req),
+                    _ => Pace::Ram,
                 };
-                (next, more_sent)
+                // Asked only where it matters: a request that keeps the turn reads on.
+                let more_sent = pace != Pace::Ram
+                    && (!reader.buffer().is_empty() || reader.get_ref().pending() > 0);
+                (next.map(|r| r.map(|request| (request, pace))), more_sent)
             };
             let (req, payload) = {
                 let Ok(mut turn) = conn.turn.lock() else {
                     return;
                 };
                 match next {
-                    Ok(Some(request)) => {
-                        let pace = self.pace(&request.0);
+                    Ok(Some((request, pace))) => {
                         // A copy out of RAM costs less than waking another thread to
                         // read meanwhile: keep the turn, answer, read on.
                         my_turn = pace == Pace::Ram;

@@ -77,6 +77,8 @@ pub struct FileSystem {
     target: Arc<dyn BlockTarget>,
     geometry: Geometry,
     durability: Durability,
+    /// The target refuses writes (asked once, at mount: it does not change).
+    read_only: bool,
     state: RwLock<State>,
     /// Held for a whole commit, so records reach the log in the order they were made.
     log: Mutex<LogWriter>,
@@ -148,10 +150,12 @@ impl FileSystem {
             meta.mapped_blocks()
                 .map(|b| b.wrapping_sub(geometry.data_start())),
         )?;
+        let read_only = target.capabilities().read_only;
         let fs = FileSystem {
             target,
             geometry,
             durability: opts.durability,
+            read_only,
             state: RwLock::new(State {
                 meta,
                 alloc,
@@ -183,7 +187,7 @@ impl FileSystem {
                 Ok(())
             })?;
         }
-        if !fs.target.capabilities().read_only {
+        if !fs.read_only {
             let mut log = fs.log.lock();
             fs.checkpoint(&mut log)?;
         }
@@ -218,7 +222,7 @@ impl FileSystem {
     /// Immediate mode the record is committed before this returns.
     fn mutate<T>(&self, op: impl FnOnce(&mut State, &mut Vec<Edit>) -> Result<T>) -> Result<T> {
         self.refuse_if_failed()?;
-        if self.target.capabilities().read_only {
+        if self.read_only {
             return Err(Error::Failed("the target is read-only".into()));
         }
         let (out, seq) = {
