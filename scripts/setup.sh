@@ -12,6 +12,7 @@ command -v nbdinfo >/dev/null || need_apt+=(libnbd-bin)   # nbdinfo, nbdcopy, nb
 command -v nbdsh >/dev/null || need_apt+=(python3-libnbd)
 command -v qemu-io >/dev/null || need_apt+=(qemu-utils)
 command -v fio >/dev/null || need_apt+=(fio)
+command -v bindfs >/dev/null || need_apt+=(bindfs)   # FUSE passthrough baseline of hscm bench fs
 command -v nbdkit >/dev/null || need_apt+=(nbdkit)
 # nbdkit's cc plugin compiles the write-through bound of `hscm bench nbd` against this.
 [ -f /usr/include/nbdkit-plugin.h ] || need_apt+=(nbdkit-plugin-dev)

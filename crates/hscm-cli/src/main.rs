@@ -340,11 +340,18 @@ enum BenchCmd {
     ///
     /// Example: hscm bench nbd --seconds 3 --json
     Nbd(hscm_lab::nbd::NbdBenchArgs),
-    /// The file system of `hscm mount` against tmpfs, ext4 and ext3 on loop files on the
-    /// same disk, fio psync, one job: random reads and writes of 1-16 KiB in on-flush
-    /// mode with the page cache dropped before each point (Table 3 of Sun et al. 2020,
-    /// tmpfs on hybrid memory against ext3), and durable 4 KiB writes (immediate mode)
-    /// against ext4 with an fsync after each. Needs root, fio and e2fsprogs.
+    /// The file system of `hscm mount` against tmpfs (volatile, the bound), ext4 and
+    /// ext3 on loop files on the same disk, and bindfs over tmpfs (a plain FUSE
+    /// passthrough: FUSE's own cost), driven by fio. hscm runs in on-flush mode with
+    /// the kernel's writeback cache (durable at fsync, as buffered ext4 is):
+    /// random reads and writes of 1-16 KiB with the page cache dropped before each
+    /// point (Table 3 of Sun et al. 2020, tmpfs on hybrid memory against ext3); 4 KiB
+    /// with libaio and with four jobs; a 66:34 mix; sequential 1 MiB; warm reads;
+    /// create, stat and unlink of small files; a fileserver job file modelled on
+    /// Filebench's (50 threads); the read-modify-rewrite of a video file (Baek and
+    /// Park 2020, the durable hybrid RAM disk). Durable 4 KiB writes run in
+    /// immediate mode against ext4 with an fsync after each. Needs root, fio, bindfs
+    /// and e2fsprogs (scripts/setup.sh).
     ///
     /// Example: hscm bench fs --seconds 3 --json
     Fs(hscm_lab::fs::FsBenchArgs),

@@ -31,6 +31,13 @@ pub struct MountArgs {
     /// non-root mounts, /etc/fuse.conf must say user_allow_other).
     #[arg(long)]
     pub allow_other: bool,
+    /// In on-flush mode, send every write(2) to the file system before it returns
+    /// instead of letting the kernel's writeback cache hold it until fsync or
+    /// writeback: slower, but a full file system answers the write itself with ENOSPC
+    /// (with the cache, a later fsync or close does). Immediate mode never caches
+    /// writes.
+    #[arg(long)]
+    pub no_writeback_cache: bool,
     /// Threads serving requests.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64).map(usize::from))]
     pub threads: usize,
@@ -65,22 +72,19 @@ pub fn mount(a: &MountArgs) -> Result<()> {
         .with_context(|| format!("mounting the file system of {}", a.volume.display()))?;
     let fs = Arc::new(fs);
     let source = std::fs::canonicalize(&a.volume).unwrap_or_else(|_| a.volume.clone());
-    let mut config = fuser::Config::default();
-    config.mount_options = vec![
-        fuser::MountOption::FSName(format!("hscm:{}", source.display())),
-        fuser::MountOption::Subtype("hscm".into()),
-        fuser::MountOption::DefaultPermissions,
-        fuser::MountOption::RW,
-        fuser::MountOption::Dev,
-        fuser::MountOption::Suid,
-    ];
-    if a.allow_other {
-        config.acl = fuser::SessionACL::All;
+    let config = hscm_fuse::session_config(
+        &format!("hscm:{}", source.display()),
+        a.threads,
+        a.allow_other,
+    );
+    let mut served = hscm_fuse::Fuse::new(fs.clone());
+    if a.no_writeback_cache {
+        served = served.without_writeback_cache();
     }
-    config.n_threads = Some(a.threads);
-    config.clone_fd = true;
-    let mut session = fuser::Session::new(hscm_fuse::Fuse::new(fs.clone()), &a.mountpoint, &config)
+    let writeback_cache = served.writeback_cache();
+    let mut session = fuser::Session::new(served, &a.mountpoint, &config)
         .with_context(|| format!("mounting on {}", a.mountpoint.display()))?;
+    hscm_fuse::after_mount(&a.mountpoint, writeback_cache);
     // SIGINT and SIGTERM unmount; the session then ends as for `hscm umount`.
     let mut unmounter = session.unmount_callable();
     let mut signals = signal_hook::iterator::Signals::new([
@@ -99,9 +103,10 @@ pub fn mount(a: &MountArgs) -> Result<()> {
     note!(
         "serving {} ({}) at {} with {} threads; `hscm umount {}` stops it",
         a.volume.display(),
-        match durability {
-            hscm_fs::Durability::Immediate => "immediate",
-            hscm_fs::Durability::OnFlush => "on-flush",
+        match (durability, writeback_cache) {
+            (hscm_fs::Durability::Immediate, _) => "immediate",
+            (hscm_fs::Durability::OnFlush, true) => "on-flush, kernel writeback cache",
+            (hscm_fs::Durability::OnFlush, false) => "on-flush, writes through",
         },
         a.mountpoint.display(),
         a.threads,
@@ -138,6 +143,9 @@ fn mount_in_background(a: &MountArgs) -> Result<()> {
     }
     if a.allow_other {
         cmd.arg("--allow-other");
+    }
+    if a.no_writeback_cache {
+        cmd.arg("--no-writeback-cache");
     }
     // Its log outlives this process: a pipe to us would break once we return.
     let log = log_path(&a.volume);

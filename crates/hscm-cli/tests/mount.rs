@@ -104,8 +104,21 @@ fn kill_rounds(default: u32) -> u32 {
 
 #[test]
 fn a_daemon_killed_with_files_open_loses_nothing_it_acknowledged() {
+    killed_with_files_open("immediate");
+}
+
+#[test]
+fn a_daemon_killed_in_on_flush_mode_loses_nothing_that_was_synced() {
+    // The writeback cache holds written pages in the kernel: fsync must send them
+    // all before the commit it answers.
+    killed_with_files_open("on-flush");
+}
+
+/// Kill -9 loops: files written (and, in on-flush mode, fsynced) before each kill are
+/// all back after the remount.
+fn killed_with_files_open(durability: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let v = volume(dir.path(), "64M", "immediate");
+    let v = volume(dir.path(), "64M", durability);
     let at = dir.path().join("mnt");
     std::fs::create_dir(&at).unwrap();
     let _guard = Detach(at.clone());
@@ -126,7 +139,11 @@ fn a_daemon_killed_with_files_open_loses_nothing_it_acknowledged() {
         for i in 0..20u32 {
             let path = at.join(format!("r{round}-f{i}"));
             let data = vec![(round * 20 + i) as u8; 1000 + i as usize * 300];
-            std::fs::write(&path, &data).unwrap();
+            let mut f = std::fs::File::create(&path).unwrap();
+            f.write_all(&data).unwrap();
+            if durability == "on-flush" {
+                f.sync_all().unwrap();
+            }
             acknowledged.push((path, data));
         }
         daemon.kill().unwrap();
@@ -148,27 +165,51 @@ fn a_daemon_killed_with_files_open_loses_nothing_it_acknowledged() {
     assert!(daemon.wait().unwrap().success());
 }
 
-#[test]
-fn a_full_file_system_says_no_space_and_frees_it_on_unlink() {
+/// Writes 1 MiB chunks to a new file until a write, or the fsync after the last,
+/// fails; returns that error. `limit` bounds the bytes tried.
+fn fill_until_full(path: &Path, limit: u64) -> std::io::Error {
+    let mut f = std::fs::File::create(path).unwrap();
+    let chunk = vec![1u8; 1 << 20];
+    let mut written = 0;
+    while written < limit {
+        if let Err(e) = f.write_all(&chunk) {
+            return e;
+        }
+        written += chunk.len() as u64;
+    }
+    f.sync_all()
+        .expect_err("a file twice the volume's size was written and synced")
+}
+
+fn full_then_freed(durability: &str, extra: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
-    let v = volume(dir.path(), "16M", "on-flush");
+    let v = volume(dir.path(), "16M", durability);
     let at = dir.path().join("mnt");
     std::fs::create_dir(&at).unwrap();
     let _guard = Detach(at.clone());
-    let mut daemon = mount_foreground(&v, &at, &[]);
-    let mut f = std::fs::File::create(at.join("fill")).unwrap();
-    let chunk = vec![1u8; 1 << 20];
-    let err = loop {
-        if let Err(e) = f.write_all(&chunk) {
-            break e;
-        }
-    };
+    let mut daemon = mount_foreground(&v, &at, extra);
+    let err = fill_until_full(&at.join("fill"), 32 << 20);
     assert_eq!(err.raw_os_error(), Some(28), "ENOSPC, not EIO: {err}");
-    drop(f);
     std::fs::remove_file(at.join("fill")).unwrap();
-    std::fs::write(at.join("after"), &chunk).unwrap();
+    let mut after = std::fs::File::create(at.join("after")).unwrap();
+    after.write_all(&vec![2u8; 1 << 20]).unwrap();
+    after.sync_all().unwrap();
+    drop(after);
     umount(&at);
     assert!(daemon.wait().unwrap().success());
+}
+
+#[test]
+fn a_full_file_system_says_no_space_at_the_write_and_frees_it_on_unlink() {
+    full_then_freed("immediate", &[]);
+    full_then_freed("on-flush", &["--no-writeback-cache"]);
+}
+
+#[test]
+fn a_full_file_system_with_the_writeback_cache_says_no_space_by_fsync() {
+    // Written pages wait in the kernel, so the write itself cannot know; the fsync
+    // (as on NFS) reports the pages the file system refused, with ENOSPC.
+    full_then_freed("on-flush", &[]);
 }
 
 #[test]
@@ -209,12 +250,23 @@ fn bad_volumes_and_places_are_clear_errors() {
 
 #[test]
 fn sqlite_in_wal_mode_stays_intact_across_kills_of_the_daemon() {
+    sqlite_killed("immediate");
+}
+
+#[test]
+fn sqlite_in_wal_mode_stays_intact_across_kills_in_on_flush_mode() {
+    // sqlite fsyncs its WAL at each commit; with the kernel's writeback cache in
+    // between, every committed row must still be back.
+    sqlite_killed("on-flush");
+}
+
+fn sqlite_killed(durability: &str) {
     assert!(
         Command::new("sqlite3").arg("-version").output().is_ok(),
         "sqlite3 is not installed: run scripts/setup.sh"
     );
     let dir = tempfile::tempdir().unwrap();
-    let v = volume(dir.path(), "64M", "immediate");
+    let v = volume(dir.path(), "64M", durability);
     let at = dir.path().join("mnt");
     std::fs::create_dir(&at).unwrap();
     let _guard = Detach(at.clone());

@@ -140,11 +140,12 @@ fn bench_fs_json_names_every_file_system_and_durable_comparison() {
     assert!(o.status.success(), "{}", text(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let rows = v["rows"].as_array().unwrap();
-    for fs in ["hscm", "tmpfs", "ext4", "ext3"] {
+    for fs in ["hscm", "tmpfs", "ext4", "ext3", "fuse-passthrough"] {
         assert!(rows.iter().any(|r| r["fs"] == fs), "a row for {fs}");
     }
     for field in [
-        "workload", "bs", "jobs", "fs", "durable", "iops", "mbps", "p50_us", "p99_us",
+        "workload", "bs", "jobs", "fs", "durable", "iops", "mbps", "p50_us", "p99_us", "engine",
+        "cache",
     ] {
         assert!(
             rows.iter().all(|r| !r[field].is_null()),
@@ -157,8 +158,23 @@ fn bench_fs_json_names_every_file_system_and_durable_comparison() {
         ratios.contains_key("randwrite bs4096 durable hscm/ext4"),
         "{ratios:?}"
     );
-    assert!(
-        ratios.contains_key("randread bs1024 hscm/ext3"),
-        "{ratios:?}"
-    );
+    for key in [
+        "randread bs1024 hscm/ext3",
+        "randread bs4096 libaio 4jobs hscm/ext4",
+        "randrw bs4096 hscm/ext4",
+        "randread bs4096 warm hscm/tmpfs",
+        "randread bs4096 hscm/fuse-passthrough",
+        "create hscm/ext4",
+        "fileserver hscm/ext4",
+        "video hscm/ext4",
+    ] {
+        assert!(ratios.contains_key(key), "{key} in {ratios:?}");
+    }
+    for workload in ["read", "write", "stat", "unlink"] {
+        assert!(
+            rows.iter()
+                .any(|r| r["workload"] == workload && r["fs"] == "hscm"),
+            "an hscm row for {workload}"
+        );
+    }
 }

@@ -80,6 +80,10 @@ pub(crate) struct Superblock {
     pub next_seq: u64,
 }
 
+/// The checksummed part of a superblock: magic, version, geometry, generation,
+/// slot, checkpoint length and checksum, next sequence number.
+pub(crate) const SUPERBLOCK_BODY: usize = 8 + 4 + 8 * 3 + 8 + 4 + 8 + 4 + 8;
+
 impl Superblock {
     pub fn encode(&self) -> Vec<u8> {
         let mut e = Enc::default();
@@ -107,12 +111,6 @@ impl Superblock {
         }
         let mut d = Dec::new(&block[8..], "the superblock");
         let version = d.u32()?;
-        if version > FORMAT_VERSION {
-            return Err(Error::NewerFormat {
-                found: version,
-                supported: FORMAT_VERSION,
-            });
-        }
         let geometry = Geometry {
             total_blocks: d.u64()?,
             log_blocks: d.u64()?,
@@ -120,10 +118,26 @@ impl Superblock {
         };
         let (generation, slot) = (d.u64()?, d.u32()?);
         let (checkpoint_len, checkpoint_crc, next_seq) = (d.u64()?, d.u32()?, d.u64()?);
-        let body = 8 + 4 + 8 * 3 + 8 + 4 + 8 + 4 + 8;
         let crc = d.u32()?;
-        if crc32c::crc32c(&block[..body]) != crc {
-            return Err(Error::Corrupt("superblock checksum mismatch".into()));
+        let intact = crc32c::crc32c(&block[..SUPERBLOCK_BODY]) == crc;
+        // A version this hscm does not know is believed only from an intact copy: a
+        // damaged byte must not send the user looking for a newer hscm.
+        match (version > FORMAT_VERSION, intact) {
+            (true, true) => {
+                return Err(Error::NewerFormat {
+                    found: version,
+                    supported: FORMAT_VERSION,
+                })
+            }
+            (true, false) => {
+                return Err(Error::Corrupt(format!(
+                    "superblock checksum mismatch (it says format version {version}: damaged, or written by a newer hscm in another layout)"
+                )))
+            }
+            (false, false) => {
+                return Err(Error::Corrupt("superblock checksum mismatch".into()))
+            }
+            (false, true) => {}
         }
         if slot > 1 || checkpoint_len > geometry.checkpoint_len() {
             return Err(Error::Corrupt("superblock fields out of range".into()));

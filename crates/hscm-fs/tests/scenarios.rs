@@ -200,6 +200,33 @@ fn a_full_file_system_says_no_space_and_unlink_frees_it_at_once() {
 }
 
 #[test]
+fn a_whole_write_that_does_not_fit_writes_nothing() {
+    // The kernel's writeback takes any answer but an error as the whole page
+    // written, so its writes are all or nothing.
+    let (_t, fs) = fresh(4 << 20);
+    let f = file(&fs, ROOT, "f");
+    let free = fs.statfs().free_blocks;
+    let fill = vec![4u8; ((free - 1) * BLOCK) as usize];
+    fs.write_whole(f, 0, &fill).unwrap();
+    let before = fs.getattr(f).unwrap();
+    let err = fs
+        .write_whole(f, before.size, &[5u8; 2 * BLOCK as usize])
+        .unwrap_err();
+    assert_eq!(err.errno(), 28, "ENOSPC, not EIO: {err}");
+    let after = fs.getattr(f).unwrap();
+    assert_eq!(
+        after.size, before.size,
+        "nothing of the refused write landed"
+    );
+    assert_eq!(after.allocated, before.allocated);
+    assert_eq!(fs.statfs().free_blocks, 1);
+    // What fits still goes in whole.
+    fs.write_whole(f, before.size, &[6u8; BLOCK as usize])
+        .unwrap();
+    assert_eq!(fs.statfs().free_blocks, 0);
+}
+
+#[test]
 fn punching_a_hole_frees_whole_blocks_and_zeroes_the_edges() {
     let (_t, fs) = fresh(16 << 20);
     let f = file(&fs, ROOT, "f");
@@ -272,17 +299,32 @@ fn an_unformatted_or_newer_target_is_a_clear_error() {
         .unwrap();
     assert!(matches!(err, Error::NotFormatted), "{err}");
     FileSystem::format(target.as_ref(), 0, 0).unwrap();
-    // Version 1 + 1 in both superblocks.
-    for slot in 0..2u64 {
-        let mut block = vec![0u8; 4096];
-        target.read_at(slot * 4096, &mut block).unwrap();
-        if &block[..6] == b"HSCMFS" {
-            block[8] = 2;
-            target
-                .write_at(slot * 4096, &block, hscm_block::WriteFlags::NONE)
-                .unwrap();
+    let set_version = |version: u8, checksum: bool| {
+        for slot in 0..2u64 {
+            let mut block = vec![0u8; 4096];
+            target.read_at(slot * 4096, &mut block).unwrap();
+            if &block[..6] == b"HSCMFS" {
+                block[8] = version;
+                if checksum {
+                    // The checksum follows the 68 bytes it covers.
+                    let crc = crc32c::crc32c(&block[..68]);
+                    block[68..72].copy_from_slice(&crc.to_le_bytes());
+                }
+                target
+                    .write_at(slot * 4096, &block, hscm_block::WriteFlags::NONE)
+                    .unwrap();
+            }
         }
-    }
+    };
+    // A damaged version byte is damage, not a newer format.
+    set_version(7, false);
+    let err = FileSystem::mount(target.clone(), MountOptions::default())
+        .err()
+        .unwrap();
+    assert!(matches!(err, Error::Corrupt(_)), "{err}");
+    assert!(err.to_string().contains("checksum"), "{err}");
+    // Version 1 + 1, intact, in both superblocks.
+    set_version(2, true);
     let err = FileSystem::mount(target, MountOptions::default())
         .err()
         .unwrap();

@@ -3,15 +3,23 @@
 //!
 //! The kernel checks permissions (`default_permissions`) and keeps file pages in its
 //! page cache between opens (`FOPEN_KEEP_CACHE`: nothing but this mount changes the
-//! files). Writes are not cached: every write(2) reaches the file system before it
-//! returns, which is what Immediate mode promises; shared writable mmap works through
-//! the page cache and reaches the file system at msync or writeback.
+//! files). How writes use the page cache follows the durability mode:
+//! - Immediate: writes are not cached; every write(2) reaches the file system before
+//!   it returns, which is what the mode promises. Shared writable mmap works through
+//!   the page cache and reaches the file system at msync or writeback.
+//! - OnFlush: the kernel's writeback cache (`FUSE_WRITEBACK_CACHE`) holds written
+//!   pages and sends them later, in large writes; fsync sends them and then commits,
+//!   which is all the mode promises. The kernel then keeps size and mtime itself,
+//!   handles `O_APPEND`, and may read through a write-only handle (to fill a page it
+//!   writes part of), so no handle here carries its access mode.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+pub mod dirty;
 
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, KernelConfig,
@@ -29,12 +37,75 @@ pub const MAX_WRITE: u32 = 1 << 20;
 /// The file system as fuser serves it.
 pub struct Fuse {
     fs: Arc<FileSystem>,
+    writeback_cache: bool,
 }
 
 impl Fuse {
+    /// Serves `fs`, with the kernel's writeback cache when its mode is OnFlush.
     pub fn new(fs: Arc<FileSystem>) -> Fuse {
-        Fuse { fs }
+        let writeback_cache = fs.durability() == hscm_fs::Durability::OnFlush;
+        Fuse {
+            fs,
+            writeback_cache,
+        }
     }
+
+    /// Every write(2) reaches the file system before it returns, in OnFlush mode too
+    /// (a full file system then answers the write itself with ENOSPC, not a later
+    /// fsync or close).
+    pub fn without_writeback_cache(mut self) -> Fuse {
+        self.writeback_cache = false;
+        self
+    }
+
+    /// Whether the kernel's writeback cache is asked for at mount.
+    pub fn writeback_cache(&self) -> bool {
+        self.writeback_cache
+    }
+}
+
+/// The share of the system's dirty page limit a root mount with the writeback cache
+/// takes (see [`dirty`]).
+pub const DIRTY_SHARE_PERCENT: u8 = 50;
+
+/// After mounting at `mountpoint`: when the writeback cache is on and this process is
+/// root, lifts FUSE's strict 1% dirty share to [`DIRTY_SHARE_PERCENT`]. A failure
+/// only costs speed, so it is logged, not returned.
+pub fn after_mount(mountpoint: &Path, writeback_cache: bool) {
+    if !writeback_cache || !rustix::process::geteuid().is_root() {
+        return;
+    }
+    match dirty::lift_dirty_limit(mountpoint, DIRTY_SHARE_PERCENT) {
+        Ok(bdi) => tracing::info!(
+            "{}: this mount may hold {DIRTY_SHARE_PERCENT}% of the system's dirty page limit",
+            bdi.display()
+        ),
+        Err(e) => tracing::warn!(
+            "lifting the kernel's 1% dirty page share of {}: {e} (writes stall sooner)",
+            mountpoint.display()
+        ),
+    }
+}
+
+/// The session settings every hscm mount uses: named `fsname` (what `mount` and
+/// /proc/mounts show), kernel permission checks, `threads` serving threads each with
+/// its own /dev/fuse descriptor; `allow_other` lets other users in.
+pub fn session_config(fsname: &str, threads: usize, allow_other: bool) -> fuser::Config {
+    let mut config = fuser::Config::default();
+    config.mount_options = vec![
+        fuser::MountOption::FSName(fsname.to_string()),
+        fuser::MountOption::Subtype("hscm".into()),
+        fuser::MountOption::DefaultPermissions,
+        fuser::MountOption::RW,
+        fuser::MountOption::Dev,
+        fuser::MountOption::Suid,
+    ];
+    if allow_other {
+        config.acl = fuser::SessionACL::All;
+    }
+    config.n_threads = Some(threads);
+    config.clone_fd = true;
+    config
 }
 
 fn errno(e: hscm_fs::Error) -> Errno {
@@ -170,6 +241,12 @@ impl fuser::Filesystem for Fuse {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         // Ask for 1 MiB writes; an older kernel keeps its own limit.
         let _ = config.set_max_write(MAX_WRITE);
+        if self.writeback_cache {
+            if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_WRITEBACK_CACHE) {
+                tracing::warn!("the kernel has no writeback cache for FUSE ({missing:?}): every write goes through");
+                self.writeback_cache = false;
+            }
+        }
         Ok(())
     }
 
@@ -389,12 +466,21 @@ impl fuser::Filesystem for Fuse {
         _fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        match self.fs.write(ino.0, offset, data) {
+        // The kernel's writeback of cached pages (the writeback cache's, shared
+        // mmap's) takes a short answer as the whole page written: all or nothing then.
+        let written = if write_flags.contains(WriteFlags::FUSE_WRITE_CACHE) {
+            self.fs
+                .write_whole(ino.0, offset, data)
+                .map(|()| data.len() as u32)
+        } else {
+            self.fs.write(ino.0, offset, data)
+        };
+        match written {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(errno(e)),
         }

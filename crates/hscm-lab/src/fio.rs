@@ -1,6 +1,7 @@
 //! Running fio (Debian package fio; scripts/setup.sh installs it) and reading what it
 //! measured, for the experiments that compare against outside file systems and servers.
 
+use std::path::Path;
 use std::process::Command;
 
 use anyhow::{bail, Context, Result};
@@ -44,8 +45,34 @@ pub fn run(args: &[String], target: &str, timed: Option<f64>) -> Result<FioResul
             String::from_utf8_lossy(&out.stderr).trim()
         );
     }
+    // Latency of the dominant direction: reads, unless only writes ran.
+    parse(&out.stdout, matches!(rw.as_str(), "randwrite" | "write"))
+}
+
+/// Runs the job file `job` (its `${NAME}`s taken from `env`), every job reported as
+/// one group: operations of all jobs summed, latency of their reads (for engines
+/// such as filestat, their operations).
+pub fn run_job_file(job: &Path, env: &[(&str, String)], target: &str) -> Result<FioResult> {
+    let out = Command::new("fio")
+        .arg(job)
+        .args(["--group_reporting", "--output-format=json"])
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .output()
+        .context("running fio (Debian package fio; scripts/setup.sh installs it)")?;
+    if !out.status.success() {
+        bail!(
+            "fio {} against {target} failed: {}",
+            job.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    parse(&out.stdout, false)
+}
+
+/// Reads fio's JSON report of one group.
+fn parse(stdout: &[u8], writes_only: bool) -> Result<FioResult> {
     // fio may print notes before the JSON document.
-    let text = String::from_utf8_lossy(&out.stdout);
+    let text = String::from_utf8_lossy(stdout);
     let start = text.find('{').context("fio printed no JSON")?;
     let v: serde_json::Value = serde_json::from_str(&text[start..]).context("fio's JSON output")?;
     let job = &v["jobs"][0];
@@ -53,8 +80,7 @@ pub fn run(args: &[String], target: &str, timed: Option<f64>) -> Result<FioResul
     let sum = |field: &str| {
         side("read")[field].as_f64().unwrap_or(0.0) + side("write")[field].as_f64().unwrap_or(0.0)
     };
-    // Latency of the dominant direction: reads, unless only writes ran.
-    let lat = if matches!(rw.as_str(), "randwrite" | "write") {
+    let lat = if writes_only {
         side("write")
     } else {
         side("read")

@@ -86,8 +86,21 @@ impl FileSystem {
         Ok(out)
     }
 
-    /// Writes `data` at `offset`; the file grows as needed.
+    /// Writes `data` at `offset`; the file grows as needed. As a disk does, a write
+    /// that does not fit writes what does (and says how much); ENOSPC only when
+    /// nothing fits.
     pub fn write(&self, ino: u64, offset: u64, data: &[u8]) -> Result<u32> {
+        self.write_some(ino, offset, data, true)
+    }
+
+    /// Writes all of `data` at `offset`, or nothing (ENOSPC). For writers that
+    /// cannot retry the rest of a short write: the kernel's writeback of cached
+    /// pages takes any answer but an error as the whole page written.
+    pub fn write_whole(&self, ino: u64, offset: u64, data: &[u8]) -> Result<()> {
+        self.write_some(ino, offset, data, false).map(|_| ())
+    }
+
+    fn write_some(&self, ino: u64, offset: u64, data: &[u8], short_ok: bool) -> Result<u32> {
         if data.is_empty() {
             return Ok(0);
         }
@@ -103,7 +116,14 @@ impl FileSystem {
                 expect_kind(inode, Kind::File)?;
                 let mut a = inode.attr;
                 // As a disk does: a short write while there is room, ENOSPC when none.
-                let data = &data[..fits(st, ino, offset, data.len() as u64)? as usize];
+                let fit = fits(st, ino, offset, data.len() as u64)?;
+                if !short_ok && fit < data.len() as u64 {
+                    return Err(Error::NoSpace(format!(
+                        "room for {fit} of the {} bytes written at {offset}",
+                        data.len()
+                    )));
+                }
+                let data = &data[..fit as usize];
                 let end = offset + data.len() as u64;
                 if offset > a.size {
                     self.zero_tail(st, ino, a.size, offset)?;

@@ -3,6 +3,7 @@
 //! what this machine measured, with a verdict computed from the measurement.
 
 pub mod check;
+pub mod fs;
 pub mod kv;
 pub mod memsim;
 pub mod nbd;
@@ -189,6 +190,7 @@ pub enum SectionName {
     Ring,
     Kv,
     Nbd,
+    Fs,
 }
 
 /// What `hscm reproduce` runs. `Default` is the only place its defaults are written;
@@ -277,7 +279,7 @@ pub fn reproduce(p: &ReproduceParams) -> Result<()> {
     let mut sections = serde_json::Map::new();
     let (mut passed, mut total) = (0, 0);
     // Report order; each section runs only when chosen.
-    let runs: [(SectionName, &str, &SectionRun); 6] = [
+    let runs: [(SectionName, &str, &SectionRun); 7] = [
         (SectionName::Memsim, "memsim", &|| {
             memsim::section(out, quick, traces)
         }),
@@ -289,6 +291,7 @@ pub fn reproduce(p: &ReproduceParams) -> Result<()> {
             kv::section(out, quick, Some(ycsb_traces))
         }),
         (SectionName::Nbd, "nbd", &|| nbd::section(out, quick)),
+        (SectionName::Fs, "fs", &|| fs::section(out, quick)),
         (SectionName::Volume, "volume", &|| {
             volume_section(out, seconds, restart_size, quick)
         }),

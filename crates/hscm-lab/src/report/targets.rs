@@ -133,6 +133,14 @@ target!(NBD_ONFLUSH_WRITE_VS_MEMORY, "4 KiB random writes, on-flush: hscm / nbdk
 target!(NBD_IMMEDIATE_WRITE_VS_FUA_FILE, "4 KiB random writes, immediate: hscm / nbdkit file plugin with FUA (IOPS)", >= 1.0, "x",
     ThisProject, "", "every write durable, no slower than a file export that syncs each write");
 
+// The file system of `hscm mount` (seed 000's fast mode; the issue's own bars).
+target!(FS_TABLE3_VS_EXT3, "hscm / ext3, mean IOPS ratio over 1-16 KiB random reads and writes, cold", >= 30.07, "x",
+    Hscm, "Table 3", "fast mode (tmpfs on HSCM) 38.74 / 54.62 / 19.31 / 14.64 / 23.02x ext3 at 1-16 kB, 30.07x on average");
+target!(FS_RANDREAD_VS_TMPFS, "4 KiB random reads, one job, cold: hscm / tmpfs (IOPS)", >= 0.5, "x",
+    ThisProject, "", "durable files read at half the speed of volatile ones");
+target!(FS_DURABLE_WRITE_VS_EXT4_FSYNC, "durable 4 KiB random writes: hscm immediate / ext4 with fsync after each (IOPS)", >= 1.5, "x",
+    ThisProject, "", "every write durable, faster than a local file system that syncs each write");
+
 /// Every target, in report order.
 pub static ALL: &[&Target] = &[
     &VOLUME_RANDREAD_VS_ODIRECT,
@@ -184,6 +192,9 @@ pub static ALL: &[&Target] = &[
     &NBD_READ_QD16_VS_MEMORY,
     &NBD_ONFLUSH_WRITE_VS_MEMORY,
     &NBD_IMMEDIATE_WRITE_VS_FUA_FILE,
+    &FS_TABLE3_VS_EXT3,
+    &FS_RANDREAD_VS_TMPFS,
+    &FS_DURABLE_WRITE_VS_EXT4_FSYNC,
 ];
 
 #[cfg(test)]

@@ -1,0 +1,288 @@
+//! `hscm bench fs`: the file system of `hscm mount` against tmpfs (volatile: the
+//! bound), ext4 and ext3 on loop files on the same disk, and a plain FUSE passthrough
+//! (bindfs over tmpfs: what FUSE itself costs), all measured in the same run.
+//!
+//! The points (module `workloads`): seed 000's Table 3 (Sun et al. 2020: random
+//! reads and writes of 1-16 KiB, one job, the page cache dropped before each point:
+//! ext3 then reads from its disk, hscm from the volume's RAM through FUSE), 4 KiB with
+//! libaio and four jobs, seed 001's file-level 66:34 mix, sequential 1 MiB, warm
+//! reads, create/stat/unlink of small files, a fileserver job file modelled on
+//! Filebench's, seed 001's video read-modify-rewrite, and the durable 4 KiB random
+//! write. hscm runs in on-flush mode with the kernel's writeback cache (the paper's
+//! fast mode, durable at fsync as the buffered kernel file systems are), and the
+//! durable write in immediate mode against ext4 with an fsync after each write.
+//!
+//! Mounting, and dropping the page cache, need root; without it the bench says so.
+
+mod mounts;
+mod workloads;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::{bail, Result};
+use serde::Serialize;
+
+pub use mounts::Under;
+pub use workloads::{Kind, Point, SIZES};
+
+use crate::units::{parse_size, size_arg};
+
+#[derive(clap::Args, Clone, Debug)]
+pub struct FsBenchArgs {
+    /// Seconds per measured point.
+    #[arg(long, default_value_t = 3.0)]
+    pub seconds: f64,
+    /// The file fio works on (each file system gets room for it); the metadata and
+    /// fileserver workloads scale their file counts with it, the video is this file.
+    #[arg(long, default_value = size_arg(256 << 20), value_parser = parse_size)]
+    pub size: u64,
+    /// Directory for the volume and the loop files (the disk under test; default:
+    /// the system temporary directory). Removed afterwards.
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Print JSON (a stable contract) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One measured point. Field names are the `--json` contract.
+#[derive(Debug, Clone, Serialize)]
+pub struct FsRow {
+    /// randread, randwrite, randrw (66% reads), read, write (sequential), create,
+    /// stat, unlink, fileserver, video.
+    pub workload: String,
+    /// Request size in bytes (0 for the metadata and fileserver workloads).
+    pub bs: u64,
+    pub jobs: u32,
+    /// hscm, tmpfs, ext4, ext3 or fuse-passthrough.
+    pub fs: String,
+    /// Every acknowledged write survives a power cut (hscm in immediate mode; ext4
+    /// with an fsync after each write). Not durable: hscm in on-flush mode (durable at
+    /// fsync), tmpfs, buffered ext4 and ext3, the passthrough.
+    pub durable: bool,
+    pub iops: f64,
+    pub mbps: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    /// fio's engine (psync, libaio, filecreate, filestat, filedelete, fio-jobfile)
+    /// or hscm-lab (the video, driven by the bench itself).
+    pub engine: String,
+    /// "cold": the page cache was dropped before the point; "warm": the file was
+    /// read once first; "steady": the workload lays out its own files and runs on.
+    pub cache: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct FsBench {
+    pub rows: Vec<FsRow>,
+    /// "WORKLOAD bsBS[ libaio][ 4jobs][ warm][ durable] hscm/FS" (no bs for the
+    /// metadata, fileserver and video workloads) → IOPS ratio (MB/s for the fileserver),
+    /// measured in this run.
+    pub ratios: BTreeMap<String, f64>,
+    pub seconds: f64,
+    pub size: u64,
+}
+
+/// The file systems in the order they run.
+const UNDER: [Under; 6] = [
+    Under::HscmOnFlush,
+    Under::HscmImmediate,
+    Under::Tmpfs,
+    Under::Ext4,
+    Under::Ext3,
+    Under::Passthrough,
+];
+
+fn cache_of(p: &Point) -> &'static str {
+    match p.kind {
+        Kind::Fileserver => "steady",
+        _ if p.warm => "warm",
+        _ => "cold",
+    }
+}
+
+pub fn bench(a: &FsBenchArgs) -> Result<FsBench> {
+    if a.seconds <= 0.0 || a.size < (1 << 20) {
+        bail!("--seconds must be positive and --size at least 1M");
+    }
+    if !rustix::process::geteuid().is_root() {
+        bail!(
+            "hscm bench fs mounts tmpfs, ext4, ext3 and FUSE file systems and drops the page cache: run it as root"
+        );
+    }
+    let scratch = crate::scratch::Scratch::new("fs", a.dir.as_deref())?;
+    let dir = scratch.path();
+    let total: usize = UNDER.iter().map(|&u| workloads::points(u).len()).sum();
+    let mut done = 0;
+    let mut rows = Vec::new();
+    let mut keys = Vec::new();
+    for under in UNDER {
+        let m = mounts::mount(dir, under, a.size)?;
+        note!(
+            "[fs] {}: laying out a {} file",
+            under.label(),
+            crate::units::human_bytes(a.size)
+        );
+        workloads::lay_out(&m, a.size)?;
+        for p in workloads::points(under) {
+            done += 1;
+            note!(
+                "[fs {done}/{total}] {}: {} {}{}",
+                under.label(),
+                p.workload,
+                if p.bs > 0 {
+                    crate::units::human_bytes(p.bs)
+                } else {
+                    String::new()
+                },
+                p.qualifiers()
+            );
+            let r = workloads::run(&m, &p, a.size, a.seconds)?;
+            rows.push(FsRow {
+                workload: p.workload.into(),
+                bs: p.bs,
+                jobs: p.jobs,
+                fs: under.name().into(),
+                durable: p.durable,
+                iops: r.iops,
+                mbps: r.mbps,
+                p50_us: r.p50_us,
+                p99_us: r.p99_us,
+                engine: p.engine.into(),
+                cache: cache_of(&p).into(),
+            });
+            keys.push(p);
+        }
+    }
+    let ratios = ratios(&rows, &keys);
+    Ok(FsBench {
+        rows,
+        ratios,
+        seconds: a.seconds,
+        size: a.size,
+    })
+}
+
+/// The key a point's ratios go under, before " hscm/FS".
+fn key(p: &Point) -> String {
+    let bs = if p.kind == Kind::Io {
+        format!(" bs{}", p.bs)
+    } else {
+        String::new()
+    };
+    format!("{}{bs}{}", p.workload, p.qualifiers())
+}
+
+/// hscm over each file system at every point both ran.
+fn ratios(rows: &[FsRow], points: &[Point]) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    let measured: Vec<(&FsRow, &Point)> = rows.iter().zip(points).collect();
+    for (ours, p) in measured.iter().filter(|(r, _)| r.fs == "hscm") {
+        for (base, q) in measured.iter().filter(|(r, _)| r.fs != "hscm") {
+            if p != q {
+                continue;
+            }
+            let ratio = if p.compares_bytes() {
+                ours.mbps / base.mbps
+            } else {
+                ours.iops / base.iops
+            };
+            out.insert(format!("{} hscm/{}", key(p), base.fs), ratio);
+        }
+    }
+    out
+}
+
+/// Mean of the ratios of `over` (hscm/FS or tmpfs/FS computed from rows) over Table 3's
+/// points: 1-16 KiB random reads and writes, cold, one job.
+fn table3_mean(b: &FsBench, ours: &str, base: &str) -> f64 {
+    let find = |fs: &str, rw: &str, bs: u64| {
+        b.rows.iter().find(|r| {
+            r.fs == fs
+                && r.workload == rw
+                && r.bs == bs
+                && r.jobs == 1
+                && r.engine == "psync"
+                && r.cache == "cold"
+                && !r.durable
+        })
+    };
+    let v: Vec<f64> = SIZES
+        .iter()
+        .flat_map(|&bs| ["randread", "randwrite"].map(|rw| (rw, bs)))
+        .filter_map(|(rw, bs)| Some(find(ours, rw, bs)?.iops / find(base, rw, bs)?.iops))
+        .collect();
+    if v.is_empty() {
+        f64::NAN
+    } else {
+        v.iter().sum::<f64>() / v.len() as f64
+    }
+}
+
+/// Seed 000's Table 3 figure: hscm over ext3 averaged over 1-16 KiB random reads and
+/// writes (the paper's tmpfs-on-hybrid-memory over ext3: 30.07x on average).
+pub fn table3_average(b: &FsBench) -> f64 {
+    table3_mean(b, "hscm", "ext3")
+}
+
+/// The same mean for tmpfs over ext3: what any file system in RAM reaches on this
+/// machine's disk (the bound of [`table3_average`]).
+pub fn table3_tmpfs_bound(b: &FsBench) -> f64 {
+    table3_mean(b, "tmpfs", "ext3")
+}
+
+/// The same mean for the FUSE passthrough over ext3: what a file system served
+/// through FUSE from RAM reaches (FUSE's own bound).
+pub fn table3_fuse_bound(b: &FsBench) -> f64 {
+    table3_mean(b, "fuse-passthrough", "ext3")
+}
+
+pub fn print(b: &FsBench) -> Result<()> {
+    outln!(
+        "File systems, fio, a {} file, {:.1} s per point (cold: page cache dropped before the point)",
+        crate::units::human_bytes(b.size),
+        b.seconds
+    )?;
+    outln!(
+        "{:<10} {:>8} {:<11} {:>4} {:<6} {:<16} {:<7} {:>10} {:>9} {:>9} {:>9}",
+        "workload",
+        "bs",
+        "engine",
+        "jobs",
+        "cache",
+        "fs",
+        "durable",
+        "IOPS",
+        "MB/s",
+        "p50 µs",
+        "p99 µs"
+    )?;
+    for r in &b.rows {
+        outln!(
+            "{:<10} {:>8} {:<11} {:>4} {:<6} {:<16} {:<7} {:>10.0} {:>9.1} {:>9.1} {:>9.1}",
+            r.workload,
+            r.bs,
+            r.engine,
+            r.jobs,
+            r.cache,
+            r.fs,
+            r.durable,
+            r.iops,
+            r.mbps,
+            r.p50_us,
+            r.p99_us
+        )?;
+    }
+    outln!()?;
+    for (k, v) in &b.ratios {
+        outln!("{k:<44} {v:>8.2}x")?;
+    }
+    outln!(
+        "Table 3 (mean over 1-16 KiB random reads and writes, cold, over ext3): hscm {:.2}x, tmpfs {:.2}x, FUSE passthrough {:.2}x (paper: 30.07x)",
+        table3_average(b),
+        table3_tmpfs_bound(b),
+        table3_fuse_bound(b)
+    )?;
+    Ok(())
+}

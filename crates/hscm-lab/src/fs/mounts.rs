@@ -1,0 +1,216 @@
+//! The file systems `hscm bench fs` compares, each mounted in the scratch directory
+//! for as long as its [`Mounted`] lives.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+
+use anyhow::{bail, Context, Result};
+use hscm_fs::{FileSystem, MountOptions};
+use hscm_volume::{CreateOptions, Durability, OpenOptions, Volume};
+
+/// What is measured. Names (`name()`) are the `fs` field of the JSON rows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Under {
+    /// hscm in on-flush mode, with the kernel's writeback cache: the paper's fast mode.
+    HscmOnFlush,
+    /// hscm in immediate mode: every write durable when it returns.
+    HscmImmediate,
+    /// Volatile, in RAM: the bound.
+    Tmpfs,
+    Ext4,
+    Ext3,
+    /// bindfs over a tmpfs directory: what FUSE itself costs.
+    Passthrough,
+}
+
+impl Under {
+    pub fn name(self) -> &'static str {
+        match self {
+            Under::HscmOnFlush | Under::HscmImmediate => "hscm",
+            Under::Tmpfs => "tmpfs",
+            Under::Ext4 => "ext4",
+            Under::Ext3 => "ext3",
+            Under::Passthrough => "fuse-passthrough",
+        }
+    }
+
+    /// Its mode, as the progress lines say it.
+    pub fn label(self) -> &'static str {
+        match self {
+            Under::HscmOnFlush => "hscm (on-flush)",
+            Under::HscmImmediate => "hscm (immediate)",
+            other => other.name(),
+        }
+    }
+}
+
+/// A file system under test, mounted at `at` while this lives.
+pub struct Mounted {
+    pub under: Under,
+    pub at: PathBuf,
+    keep: Keep,
+}
+
+enum Keep {
+    Hscm(Option<fuser::BackgroundSession>),
+    Kernel,
+    /// The FUSE mount first, then the tmpfs under it.
+    Passthrough {
+        backing: PathBuf,
+    },
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        match &mut self.keep {
+            Keep::Hscm(session) => {
+                if let Some(s) = session.take() {
+                    let _ = s.umount_and_join();
+                }
+            }
+            Keep::Kernel => {
+                let _ = Command::new("umount").arg(&self.at).status();
+            }
+            Keep::Passthrough { backing } => {
+                let _ = Command::new("fusermount3").arg("-u").arg(&self.at).status();
+                let _ = Command::new("umount").arg(&*backing).status();
+            }
+        }
+    }
+}
+
+fn sh(cmd: &mut Command, what: &str) -> Result<()> {
+    let out = cmd.output().with_context(|| format!("running {what}"))?;
+    if !out.status.success() {
+        bail!(
+            "{what} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+/// Mounts `under` in `dir` with room for `size` bytes of files and some slack.
+pub fn mount(dir: &Path, under: Under, size: u64) -> Result<Mounted> {
+    let room = size + size / 4 + (64 << 20);
+    match under {
+        Under::HscmOnFlush => mount_hscm(dir, room, hscm_fs::Durability::OnFlush),
+        Under::HscmImmediate => mount_hscm(dir, room, hscm_fs::Durability::Immediate),
+        Under::Tmpfs => {
+            let at = dir.join("tmpfs");
+            mount_tmpfs(&at, room)?;
+            Ok(Mounted {
+                under,
+                at,
+                keep: Keep::Kernel,
+            })
+        }
+        Under::Ext4 | Under::Ext3 => mount_ext(dir, under, room),
+        Under::Passthrough => {
+            let backing = dir.join("passthrough-backing");
+            mount_tmpfs(&backing, room)?;
+            let at = dir.join("fuse-passthrough");
+            std::fs::create_dir_all(&at)?;
+            // Several threads, as hscm serves with several.
+            let mounted = sh(
+                Command::new("bindfs")
+                    .arg("--multithreaded")
+                    .arg(&backing)
+                    .arg(&at),
+                "bindfs (the FUSE passthrough baseline; Debian package bindfs)",
+            );
+            if let Err(e) = mounted {
+                let _ = Command::new("umount").arg(&backing).status();
+                return Err(e);
+            }
+            Ok(Mounted {
+                under,
+                at,
+                keep: Keep::Passthrough { backing },
+            })
+        }
+    }
+}
+
+fn mount_tmpfs(at: &Path, room: u64) -> Result<()> {
+    std::fs::create_dir_all(at)?;
+    sh(
+        Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={room}")])
+            .arg("tmpfs")
+            .arg(at),
+        "mount -t tmpfs",
+    )
+}
+
+fn mount_ext(dir: &Path, under: Under, room: u64) -> Result<Mounted> {
+    let name = under.name();
+    let at = dir.join(name);
+    std::fs::create_dir_all(&at)?;
+    let image = dir.join(format!("{name}.img"));
+    std::fs::File::create(&image)?.set_len(room)?;
+    sh(
+        Command::new(format!("mkfs.{name}"))
+            .args(["-F", "-q"])
+            .arg(&image),
+        &format!("mkfs.{name} (Debian package e2fsprogs)"),
+    )?;
+    sh(
+        Command::new("mount")
+            .args(["-o", "loop"])
+            .arg(&image)
+            .arg(&at),
+        &format!("mounting {name} on a loop device"),
+    )?;
+    Ok(Mounted {
+        under,
+        at,
+        keep: Keep::Kernel,
+    })
+}
+
+fn mount_hscm(dir: &Path, room: u64, durability: hscm_fs::Durability) -> Result<Mounted> {
+    let (tag, under) = match durability {
+        hscm_fs::Durability::Immediate => ("immediate", Under::HscmImmediate),
+        hscm_fs::Durability::OnFlush => ("on-flush", Under::HscmOnFlush),
+    };
+    let path = dir.join(format!("fs-{tag}.hscm"));
+    Volume::create(
+        &path,
+        room.div_ceil(1 << 20) << 20,
+        &CreateOptions::default(),
+    )?;
+    // The file system decides when the device syncs; the volume only writes through.
+    let volume = Volume::open(
+        &path,
+        &OpenOptions {
+            durability: Some(Durability::OnFlush),
+            ..OpenOptions::default()
+        },
+    )?;
+    FileSystem::format(&volume, 0, 0)?;
+    let fs = FileSystem::mount(Arc::new(volume), MountOptions { durability })?;
+    let at = dir.join(format!("hscm-{tag}"));
+    std::fs::create_dir_all(&at)?;
+    let config = hscm_fuse::session_config("hscm-bench", 4, false);
+    let served = hscm_fuse::Fuse::new(Arc::new(fs));
+    let writeback_cache = served.writeback_cache();
+    let session = fuser::Session::new(served, &at, &config)
+        .context("mounting hscm (FUSE: /dev/fuse and fusermount3, Debian package fuse3)")?;
+    hscm_fuse::after_mount(&at, writeback_cache);
+    let session = session.spawn()?;
+    Ok(Mounted {
+        under,
+        at,
+        keep: Keep::Hscm(Some(session)),
+    })
+}
+
+/// Writes dirty pages back and empties the page cache, so that the next point starts
+/// cold: a kernel file system then reads from its disk, hscm from its volume's RAM
+/// through FUSE, tmpfs from its pages (which are its storage and stay).
+pub fn drop_caches() -> Result<()> {
+    rustix::fs::sync();
+    std::fs::write("/proc/sys/vm/drop_caches", "3").context("dropping the page cache (needs root)")
+}

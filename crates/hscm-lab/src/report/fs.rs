@@ -1,0 +1,262 @@
+//! The file system section of `hscm reproduce`: `hscm mount` against tmpfs, ext4,
+//! ext3 and a plain FUSE passthrough, beside seed 000's Table 3 (its fast mode,
+//! tmpfs on hybrid memory, against ext3) and seed 001's file-level figures.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::Result;
+use serde_json::json;
+
+use crate::fs::{self, FsBench, FsBenchArgs, SIZES};
+use crate::report::{named_checks_json, plot, targets, targets_table, Check, Section};
+
+/// Seed 000, Table 3: fast mode's IOPS over ext3 at 1, 2, 4, 8 and 16 kB.
+const PAPER_TABLE3: [f64; 5] = [38.74, 54.62, 19.31, 14.64, 23.02];
+
+fn ratio(b: &FsBench, key: &str) -> f64 {
+    b.ratios.get(key).copied().unwrap_or(f64::NAN)
+}
+
+/// IOPS of `fs` at a cold, one-job psync point.
+fn iops(b: &FsBench, fs: &str, rw: &str, bs: u64) -> f64 {
+    b.rows
+        .iter()
+        .find(|r| {
+            r.fs == fs
+                && r.workload == rw
+                && r.bs == bs
+                && r.jobs == 1
+                && r.engine == "psync"
+                && r.cache == "cold"
+                && !r.durable
+        })
+        .map_or(f64::NAN, |r| r.iops)
+}
+
+/// `ours` over ext3 at `bs`, the mean of the random read and write ratios.
+fn over_ext3(b: &FsBench, ours: &str, bs: u64) -> f64 {
+    let r = |rw| iops(b, ours, rw, bs) / iops(b, "ext3", rw, bs);
+    (r("randread") + r("randwrite")) / 2.0
+}
+
+fn skipped(md: String, why: String) -> Result<Section> {
+    Ok(Section {
+        md,
+        json: json!({ "skipped": why }),
+        passed: 0,
+        total: 0,
+    })
+}
+
+pub fn section(out: &Path, quick: bool) -> Result<Section> {
+    let mut md = String::new();
+    writeln!(
+        md,
+        "## File system: `hscm mount` (after seed 000's fast mode and Baek & Park 2020's file-level tests)\n"
+    )?;
+    let missing: Vec<&str> = ["fio", "bindfs", "mkfs.ext3", "fusermount3"]
+        .into_iter()
+        .filter(|t| !crate::installed(t))
+        .collect();
+    if !missing.is_empty() {
+        writeln!(
+            md,
+            "Not run: {} not installed (`bash scripts/setup.sh` installs them).\n",
+            missing.join(", ")
+        )?;
+        return skipped(md, format!("{} not installed", missing.join(", ")));
+    }
+    if !rustix::process::geteuid().is_root() {
+        writeln!(
+            md,
+            "Not run: mounting the file systems compared and dropping the page cache need root.\n"
+        )?;
+        return skipped(md, "needs root".into());
+    }
+    let args = FsBenchArgs {
+        seconds: if quick { 0.3 } else { 3.0 },
+        size: if quick { 32 << 20 } else { 256 << 20 },
+        ..crate::flag_defaults()
+    };
+    note!("[fs] hscm mount against tmpfs, ext4, ext3 and a FUSE passthrough, fio");
+    let b = fs::bench(&args)?;
+    writeln!(md, "`hscm bench fs` mounts, in one run and on the same disk: hscm (on-flush mode with the kernel's \
+        writeback cache: durable at fsync, as buffered ext4 is; the durable write runs in immediate mode), tmpfs \
+        (volatile: the bound for any file system in RAM), ext4 and ext3 on loop files, and bindfs over tmpfs (a plain \
+        FUSE passthrough: what FUSE itself costs). fio drives them, {:.1} s per point on a {} file. **Cold** means the \
+        page cache is dropped before the point (`sync; echo 3 > /proc/sys/vm/drop_caches`, and fio's own \
+        invalidation): ext3 and ext4 then read from their disk, hscm from its volume's RAM through FUSE, tmpfs from its \
+        pages, which are its storage.\n",
+        b.seconds, crate::units::human_bytes(b.size))?;
+
+    writeln!(md, "### Seed 000, Table 3: IOPS over ext3, cold\n")?;
+    writeln!(md, "The paper's fast mode is tmpfs on its hybrid memory; its ext3 sits on the disk of its AIoT \
+        terminal. Each size's figure is the mean of the random read and random write ratios. tmpfs over ext3 is what any \
+        file system in RAM reaches against this machine's disk; the FUSE passthrough over ext3 is what one served through \
+        FUSE reaches.\n")?;
+    writeln!(
+        md,
+        "| size | paper | hscm reads | hscm writes | hscm | tmpfs (bound) | FUSE passthrough |"
+    )?;
+    writeln!(md, "|---:|---:|---:|---:|---:|---:|---:|")?;
+    for (bs, paper) in SIZES.iter().zip(PAPER_TABLE3) {
+        writeln!(
+            md,
+            "| {} KiB | {paper:.2}x | {:.2}x | {:.2}x | {:.2}x | {:.2}x | {:.2}x |",
+            bs / 1024,
+            iops(&b, "hscm", "randread", *bs) / iops(&b, "ext3", "randread", *bs),
+            iops(&b, "hscm", "randwrite", *bs) / iops(&b, "ext3", "randwrite", *bs),
+            over_ext3(&b, "hscm", *bs),
+            over_ext3(&b, "tmpfs", *bs),
+            over_ext3(&b, "fuse-passthrough", *bs),
+        )?;
+    }
+    writeln!(
+        md,
+        "| mean | 30.07x | | | {:.2}x | {:.2}x | {:.2}x |\n",
+        fs::table3_average(&b),
+        fs::table3_tmpfs_bound(&b),
+        fs::table3_fuse_bound(&b)
+    )?;
+    plot_table3(&out.join("fs_table3.svg"), &b)?;
+    writeln!(md, "![Table 3](fs_table3.svg)\n")?;
+
+    writeln!(md, "### Seed 001's file-level figures\n")?;
+    writeln!(md, "Baek & Park compare their durable RAM disk with an SSD RAID-0 under XFS; here the disk file system \
+        is ext4 on this machine's virtual disk, both durable at fsync. Not like for like: their baseline is a real SSD \
+        array, ours a virtio disk whose host caches it.\n")?;
+    writeln!(
+        md,
+        "| workload | paper (DBR DHRD / SSD) | hscm / ext4 | hscm / tmpfs |"
+    )?;
+    writeln!(md, "|---|---:|---:|---:|")?;
+    for (what, paper, key) in [
+        (
+            "66:34 random mix, 4 KiB, 4 jobs (Fig. 8b)",
+            "15x",
+            "randrw bs4096 4jobs",
+        ),
+        ("66:34 random mix, 4 KiB, 1 job", "", "randrw bs4096"),
+        (
+            "fileserver, 50 threads, MB/s (Fig. 9)",
+            "1.54x",
+            "fileserver",
+        ),
+        ("video read-modify-rewrite (Fig. 12)", "2.26x", "video"),
+        ("sequential read, 1 MiB (Fig. 8a)", "", "read bs1048576"),
+        ("sequential write, 1 MiB (Fig. 8a)", "", "write bs1048576"),
+    ] {
+        writeln!(
+            md,
+            "| {what} | {paper} | {:.2}x | {:.2}x |",
+            ratio(&b, &format!("{key} hscm/ext4")),
+            ratio(&b, &format!("{key} hscm/tmpfs"))
+        )?;
+    }
+    writeln!(md)?;
+
+    let cold_read = ratio(&b, "randread bs4096 hscm/tmpfs");
+    writeln!(md, "Reads: every cold read is a FUSE round trip. The passthrough, which does nothing but forward to \
+        tmpfs, reaches {:.3}x tmpfs at 4 KiB, so that is the most any FUSE file system reaches cold here; hscm reaches \
+        {cold_read:.3}x. Once a file is in the page cache (`warm`, the same file read once first) hscm reads at {:.2}x \
+        tmpfs. Writes: with the writeback cache the kernel holds written pages and sends them in the background; hscm \
+        lifts FUSE's strict 1% share of the dirty page limit (docs/fs.md).\n",
+        iops(&b, "fuse-passthrough", "randread", 4096) / iops(&b, "tmpfs", "randread", 4096),
+        ratio(&b, "randread bs4096 warm hscm/tmpfs"))?;
+
+    writeln!(md, "<details><summary>Every point</summary>\n")?;
+    writeln!(
+        md,
+        "| workload | bs | engine | jobs | cache | fs | durable | IOPS | MB/s | p50 µs | p99 µs |"
+    )?;
+    writeln!(md, "|---|---:|---|---:|---|---|---|---:|---:|---:|---:|")?;
+    for r in &b.rows {
+        writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.1} | {:.1} | {:.1} |",
+            r.workload,
+            r.bs,
+            r.engine,
+            r.jobs,
+            r.cache,
+            r.fs,
+            r.durable,
+            r.iops,
+            r.mbps,
+            r.p50_us,
+            r.p99_us
+        )?;
+    }
+    writeln!(md, "\n</details>\n")?;
+
+    let checks = vec![
+        (
+            "cold".to_string(),
+            Check::new(&targets::FS_TABLE3_VS_EXT3, fs::table3_average(&b)),
+        ),
+        (
+            "cold".to_string(),
+            Check::new(&targets::FS_RANDREAD_VS_TMPFS, cold_read),
+        ),
+        (
+            "fsync=1".to_string(),
+            Check::new(
+                &targets::FS_DURABLE_WRITE_VS_EXT4_FSYNC,
+                ratio(&b, "randwrite bs4096 durable hscm/ext4"),
+            ),
+        ),
+    ];
+    let passed = targets_table(&mut md, "Targets", &checks);
+    writeln!(md)?;
+    Ok(Section {
+        md,
+        json: json!({"bench": b, "checks": named_checks_json(&checks)}),
+        passed,
+        total: checks.len(),
+    })
+}
+
+fn plot_table3(path: &Path, b: &FsBench) -> Result<()> {
+    let over = |fs: &'static str| -> Vec<Option<f64>> {
+        SIZES
+            .iter()
+            .map(|&bs| Some(over_ext3(b, fs, bs)).filter(|v| v.is_finite()))
+            .collect()
+    };
+    let chart = plot::BarChart {
+        title: "Table 3: IOPS over ext3, 1-16 KiB random reads and writes, cold (log scale)".into(),
+        y_desc: "IOPS / ext3".into(),
+        y_axis: plot::Axis::Log10,
+        categories: SIZES
+            .iter()
+            .map(|bs| format!("{} KiB", bs / 1024))
+            .collect(),
+        series: vec![
+            plot::Bars {
+                name: "paper: fast mode (tmpfs on HSCM)".into(),
+                color: plot::GREY,
+                values: PAPER_TABLE3.iter().map(|&v| Some(v)).collect(),
+            },
+            plot::Bars {
+                name: "hscm (on-flush)".into(),
+                color: plot::BLUE,
+                values: over("hscm"),
+            },
+            plot::Bars {
+                name: "tmpfs (bound)".into(),
+                color: plot::GREEN,
+                values: over("tmpfs"),
+            },
+            plot::Bars {
+                name: "FUSE passthrough".into(),
+                color: plot::ORANGE,
+                values: over("fuse-passthrough"),
+            },
+        ],
+        baseline: Some(1.0),
+        references: Vec::new(),
+        size: (900, 420),
+    };
+    crate::scratch::write_output(path, chart.to_svg()?.as_bytes())
+}
