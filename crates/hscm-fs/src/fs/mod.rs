@@ -84,6 +84,11 @@ pub struct FileSystem {
     log: Mutex<LogWriter>,
     /// The first failure to write or sync: from then on, writes are refused.
     failed: Mutex<Option<String>>,
+    /// Held shared by each write into blocks a file already has, from looking the
+    /// blocks up until the bytes are on the target (without the state lock, so that
+    /// such writes overlap); held exclusively while freed blocks become free for
+    /// reuse, so that no such write lands in a block another file has since got.
+    in_place: RwLock<()>,
 }
 
 struct State {
@@ -171,6 +176,7 @@ impl FileSystem {
                 slot: sb.slot,
             }),
             failed: Mutex::new(None),
+            in_place: RwLock::new(()),
         };
         let orphans: Vec<u64> = {
             let st = fs.state.read();
@@ -210,7 +216,7 @@ impl FileSystem {
     }
 
     /// Records the first failure; every later write is refused with it.
-    fn fail(&self, why: String) -> Error {
+    pub(crate) fn fail(&self, why: String) -> Error {
         tracing::error!("{why}; the file system now refuses writes");
         let mut f = self.failed.lock();
         f.get_or_insert(why.clone());
@@ -296,6 +302,7 @@ impl FileSystem {
         }
         log.at += framed.len() as u64;
         self.sync()?;
+        let _no_write_in_flight = self.in_place.write();
         let mut st = self.state.write();
         st.durable_seq = last;
         st.alloc.durable(last);
@@ -355,6 +362,7 @@ impl FileSystem {
         log.at = 0;
         log.generation += 1;
         log.slot = slot;
+        let _no_write_in_flight = self.in_place.write();
         let mut st = self.state.write();
         st.durable_seq = through;
         st.alloc.durable(through);
