@@ -323,3 +323,40 @@ fn bytes_cut_off_by_a_truncate_never_come_back_when_a_crash_interrupts_growth() 
         );
     }
 }
+
+#[test]
+fn a_write_over_a_setuid_file_drops_the_bit_durably_with_the_bytes() {
+    // An overwrite in place makes its bytes durable with one sync and lets its new
+    // mtime wait for the next commit; a dropped setuid bit may not wait: a crash
+    // must not give new bytes the old privileges.
+    for seed in 0..32 {
+        let dev = device();
+        let vol = open_volume(&dev);
+        let fs = FileSystem::mount(vol.clone(), MountOptions::default()).unwrap();
+        let ino = fs
+            .mknod(hscm_fs::ROOT, b"f", hscm_fs::Kind::File, 0o4755, 0, OWNER)
+            .unwrap()
+            .ino;
+        fs.write(ino, 0, &[0x11; 8192]).unwrap();
+        fs.setattr(
+            ino,
+            hscm_fs::SetAttr {
+                mode: Some(0o4755),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        fs.write(ino, 100, &[0x22; 512]).unwrap();
+        let survivor = dev.power_cut(seed);
+        drop(fs);
+        drop(vol);
+        let fs = FileSystem::mount(open_volume(&survivor), MountOptions::default()).unwrap();
+        let data = fs.read(ino, 0, 8192).unwrap();
+        assert_eq!(
+            data[100], 0x22,
+            "seed {seed}: the write returned, so it is kept"
+        );
+        let perm = fs.getattr(ino).unwrap().perm;
+        assert_eq!(perm & 0o4000, 0, "seed {seed}: setuid is back: {perm:o}");
+    }
+}

@@ -147,8 +147,10 @@ impl FileSystem {
 
     /// A write inside the file, over blocks it already has: the bytes go in place
     /// while other operations run (the state lock is held only to look the blocks
-    /// up), then the new mtime is an operation of its own. `None` when the write
-    /// needs more (a block to allocate, a file to grow): the caller does it whole.
+    /// up), then the new mtime is an operation of its own. In Immediate mode the
+    /// bytes are made durable by one sync before this returns. `None` when the
+    /// write needs more (a block to allocate, a file to grow): the caller does it
+    /// whole.
     ///
     /// Safe without the state lock because the blocks cannot change owner meanwhile:
     /// a block a truncate or unlink frees becomes free for reuse only under
@@ -195,17 +197,29 @@ impl FileSystem {
             }
         }
         drop(in_flight);
-        // In Immediate mode this commits, syncing the bytes written above.
-        self.mutate(|st, edits| {
+        let mut drops_setid = false;
+        let (written, seq) = self.record(|st, edits| {
             let mut a = st.meta.get(ino)?.attr;
             let now = Time::now();
             a.mtime = now;
             a.ctime = now;
             // As the slow path does: a write drops setuid and setgid.
+            drops_setid = a.perm & 0o6000 != 0;
             a.perm &= !0o6000;
             edits.push(Edit::SetAttr(a));
             Ok(Some(data.len() as u32))
-        })
+        })?;
+        if self.durability == Durability::Immediate {
+            match seq {
+                // A dropped setuid bit must not come back over new bytes after a
+                // crash: that record is committed with the bytes.
+                Some(seq) if drops_setid => self.commit(seq)?,
+                // Only the times changed: the bytes are durable with one sync, and
+                // the new mtime rides with the next commit, as fdatasync allows.
+                _ => self.sync()?,
+            }
+        }
+        Ok(written)
     }
 
     /// Sets the size: blocks past it are freed, a longer file reads zeroes.

@@ -216,7 +216,7 @@ impl FileSystem {
     }
 
     /// Records the first failure; every later write is refused with it.
-    pub(crate) fn fail(&self, why: String) -> Error {
+    fn fail(&self, why: String) -> Error {
         tracing::error!("{why}; the file system now refuses writes");
         let mut f = self.failed.lock();
         f.get_or_insert(why.clone());
@@ -227,6 +227,20 @@ impl FileSystem {
     /// or in place) and lists its edits; they are applied and made one record. In
     /// Immediate mode the record is committed before this returns.
     fn mutate<T>(&self, op: impl FnOnce(&mut State, &mut Vec<Edit>) -> Result<T>) -> Result<T> {
+        let (out, seq) = self.record(op)?;
+        if let (Some(seq), Durability::Immediate) = (seq, self.durability) {
+            self.commit(seq)?;
+        }
+        Ok(out)
+    }
+
+    /// [`Self::mutate`] without the commit: the record, if the operation made one,
+    /// and its sequence number, for the caller to commit (or let the next commit
+    /// take).
+    fn record<T>(
+        &self,
+        op: impl FnOnce(&mut State, &mut Vec<Edit>) -> Result<T>,
+    ) -> Result<(T, Option<u64>)> {
         self.refuse_if_failed()?;
         if self.read_only {
             return Err(Error::Failed("the target is read-only".into()));
@@ -242,7 +256,7 @@ impl FileSystem {
                 Err(e) => return Err(e),
             };
             if edits.is_empty() {
-                return Ok(out);
+                return Ok((out, None));
             }
             let seq = st.next_seq;
             let mut freed = Vec::new();
@@ -261,10 +275,7 @@ impl FileSystem {
             st.next_seq += 1;
             (out, seq)
         };
-        if self.durability == Durability::Immediate {
-            self.commit(seq)?;
-        }
-        Ok(out)
+        Ok((out, Some(seq)))
     }
 
     /// Makes every operation up to record `seq` durable: data first (so no record

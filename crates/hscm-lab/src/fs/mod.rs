@@ -238,41 +238,55 @@ pub fn table3_fuse_bound(b: &FsBench) -> f64 {
     table3_mean(b, "fuse-passthrough", "ext3")
 }
 
+/// The columns of a row, as the text output and the report show them.
+pub const ROW_HEADER: [&str; 11] = [
+    "workload", "bs", "engine", "jobs", "cache", "fs", "durable", "IOPS", "MB/s", "p50 µs",
+    "p99 µs",
+];
+
+/// A row's cells under [`ROW_HEADER`].
+pub fn row_cells(r: &FsRow) -> [String; 11] {
+    [
+        r.workload.clone(),
+        r.bs.to_string(),
+        r.engine.clone(),
+        r.jobs.to_string(),
+        r.cache.clone(),
+        r.fs.clone(),
+        r.durable.to_string(),
+        format!("{:.0}", r.iops),
+        format!("{:.1}", r.mbps),
+        format!("{:.1}", r.p50_us),
+        format!("{:.1}", r.p99_us),
+    ]
+}
+
 pub fn print(b: &FsBench) -> Result<()> {
     outln!(
         "File systems, fio, a {} file, {:.1} s per point (cold: page cache dropped before the point)",
         crate::units::human_bytes(b.size),
         b.seconds
     )?;
-    outln!(
-        "{:<10} {:>8} {:<11} {:>4} {:<6} {:<16} {:<7} {:>10} {:>9} {:>9} {:>9}",
-        "workload",
-        "bs",
-        "engine",
-        "jobs",
-        "cache",
-        "fs",
-        "durable",
-        "IOPS",
-        "MB/s",
-        "p50 µs",
-        "p99 µs"
-    )?;
+    let widths = [10, 8, 11, 4, 6, 16, 7, 10, 9, 9, 9];
+    let line = |cells: &[String]| {
+        cells
+            .iter()
+            .zip(widths)
+            .enumerate()
+            .map(|(i, (c, w))| {
+                // Text columns to the left, numbers to the right.
+                if matches!(i, 0 | 2 | 4 | 5 | 6) {
+                    format!("{c:<w$}")
+                } else {
+                    format!("{c:>w$}")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    outln!("{}", line(&ROW_HEADER.map(String::from)))?;
     for r in &b.rows {
-        outln!(
-            "{:<10} {:>8} {:<11} {:>4} {:<6} {:<16} {:<7} {:>10.0} {:>9.1} {:>9.1} {:>9.1}",
-            r.workload,
-            r.bs,
-            r.engine,
-            r.jobs,
-            r.cache,
-            r.fs,
-            r.durable,
-            r.iops,
-            r.mbps,
-            r.p50_us,
-            r.p99_us
-        )?;
+        outln!("{}", line(&row_cells(r)))?;
     }
     outln!()?;
     for (k, v) in &b.ratios {

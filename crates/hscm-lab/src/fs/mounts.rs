@@ -91,9 +91,10 @@ fn sh(cmd: &mut Command, what: &str) -> Result<()> {
     Ok(())
 }
 
-/// Mounts `under` in `dir` with room for `size` bytes of files and some slack.
+/// Mounts `under` in `dir` with room for the workloads on a `size`-byte data file:
+/// at the most the data file and the video's copy of it, with slack.
 pub fn mount(dir: &Path, under: Under, size: u64) -> Result<Mounted> {
-    let room = size + size / 4 + (64 << 20);
+    let room = 2 * size + size / 4 + (64 << 20);
     match under {
         Under::HscmOnFlush => mount_hscm(dir, room, hscm_fs::Durability::OnFlush),
         Under::HscmImmediate => mount_hscm(dir, room, hscm_fs::Durability::Immediate),

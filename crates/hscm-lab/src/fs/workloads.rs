@@ -157,12 +157,18 @@ pub fn data_file(m: &Mounted) -> std::path::PathBuf {
 
 /// Writes the data file once, sequentially.
 pub fn lay_out(m: &Mounted, size: u64) -> Result<()> {
+    one_pass(m, size, "write")
+}
+
+/// One sequential pass over the data file in 1 MiB requests: `write` lays it out,
+/// `read` brings its pages into the page cache.
+fn one_pass(m: &Mounted, size: u64, rw: &str) -> Result<()> {
     crate::fio::run(
         &[
             "--ioengine=psync".into(),
             format!("--filename={}", data_file(m).display()),
             format!("--size={size}"),
-            "--rw=write".into(),
+            format!("--rw={rw}"),
             "--bs=1M".into(),
         ],
         m.under.name(),
@@ -202,29 +208,13 @@ fn io(m: &Mounted, p: &Point, size: u64, seconds: f64) -> Result<FioResult> {
     }
     if p.warm {
         rustix::fs::sync();
-        lay_out_read(m, size)?;
+        one_pass(m, size, "read")?;
         // fio drops a file's cached pages before it starts, unless told not to.
         args.push("--invalidate=0".into());
     } else {
         drop_caches()?;
     }
     crate::fio::run(&args, m.under.name(), Some(seconds))
-}
-
-/// Reads the data file once, so that its pages are in the page cache.
-fn lay_out_read(m: &Mounted, size: u64) -> Result<()> {
-    crate::fio::run(
-        &[
-            "--ioengine=psync".into(),
-            format!("--filename={}", data_file(m).display()),
-            format!("--size={size}"),
-            "--rw=read".into(),
-            "--bs=1M".into(),
-        ],
-        m.under.name(),
-        None,
-    )?;
-    Ok(())
 }
 
 /// Files the metadata points create, stat and unlink: one per 64 KiB of the data
@@ -258,8 +248,9 @@ fn fileserver(m: &Mounted, size: u64, seconds: f64) -> Result<FioResult> {
     std::fs::create_dir_all(&dir)?;
     let job = m.at.join("fileserver.fio");
     std::fs::write(&job, FILESERVER_JOB)?;
-    // As many 128 KiB files as the data file's size holds, over 50 threads.
-    let per_thread = (size / (128 << 10) / 50).max(2);
+    // Files of 128 KiB on average holding half the data file's size, over 50
+    // threads (with the data file, within the room each file system has).
+    let per_thread = (size / 2 / (128 << 10) / 50).max(2);
     let r = crate::fio::run_job_file(
         &job,
         &[

@@ -166,27 +166,10 @@ pub fn section(out: &Path, quick: bool) -> Result<Section> {
         ratio(&b, "randread bs4096 warm hscm/tmpfs"))?;
 
     writeln!(md, "<details><summary>Every point</summary>\n")?;
-    writeln!(
-        md,
-        "| workload | bs | engine | jobs | cache | fs | durable | IOPS | MB/s | p50 µs | p99 µs |"
-    )?;
+    writeln!(md, "| {} |", fs::ROW_HEADER.join(" | "))?;
     writeln!(md, "|---|---:|---|---:|---|---|---|---:|---:|---:|---:|")?;
     for r in &b.rows {
-        writeln!(
-            md,
-            "| {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.1} | {:.1} | {:.1} |",
-            r.workload,
-            r.bs,
-            r.engine,
-            r.jobs,
-            r.cache,
-            r.fs,
-            r.durable,
-            r.iops,
-            r.mbps,
-            r.p50_us,
-            r.p99_us
-        )?;
+        writeln!(md, "| {} |", fs::row_cells(r).join(" | "))?;
     }
     writeln!(md, "\n</details>\n")?;
 
