@@ -194,11 +194,12 @@ fn ratios(rows: &[FsRow], points: &[Point]) -> BTreeMap<String, f64> {
     out
 }
 
-/// Mean of the ratios of `over` (hscm/FS or tmpfs/FS computed from rows) over Table 3's
-/// points: 1-16 KiB random reads and writes, cold, one job.
-fn table3_mean(b: &FsBench, ours: &str, base: &str) -> f64 {
-    let find = |fs: &str, rw: &str, bs: u64| {
-        b.rows.iter().find(|r| {
+/// IOPS of `fs` at one of Table 3's points (`rw` random, `bs` bytes, psync, one
+/// job, cold, not durable), if it ran.
+pub fn table3_iops(b: &FsBench, fs: &str, rw: &str, bs: u64) -> Option<f64> {
+    b.rows
+        .iter()
+        .find(|r| {
             r.fs == fs
                 && r.workload == rw
                 && r.bs == bs
@@ -207,11 +208,16 @@ fn table3_mean(b: &FsBench, ours: &str, base: &str) -> f64 {
                 && r.cache == "cold"
                 && !r.durable
         })
-    };
+        .map(|r| r.iops)
+}
+
+/// Mean of `ours` over `base` (IOPS) across Table 3's points: 1-16 KiB random reads
+/// and writes.
+fn table3_mean(b: &FsBench, ours: &str, base: &str) -> f64 {
     let v: Vec<f64> = SIZES
         .iter()
         .flat_map(|&bs| ["randread", "randwrite"].map(|rw| (rw, bs)))
-        .filter_map(|(rw, bs)| Some(find(ours, rw, bs)?.iops / find(base, rw, bs)?.iops))
+        .filter_map(|(rw, bs)| Some(table3_iops(b, ours, rw, bs)? / table3_iops(b, base, rw, bs)?))
         .collect();
     if v.is_empty() {
         f64::NAN

@@ -18,20 +18,9 @@ fn ratio(b: &FsBench, key: &str) -> f64 {
     b.ratios.get(key).copied().unwrap_or(f64::NAN)
 }
 
-/// IOPS of `fs` at a cold, one-job psync point.
+/// IOPS of `fs` at a Table 3 point (NaN if it did not run).
 fn iops(b: &FsBench, fs: &str, rw: &str, bs: u64) -> f64 {
-    b.rows
-        .iter()
-        .find(|r| {
-            r.fs == fs
-                && r.workload == rw
-                && r.bs == bs
-                && r.jobs == 1
-                && r.engine == "psync"
-                && r.cache == "cold"
-                && !r.durable
-        })
-        .map_or(f64::NAN, |r| r.iops)
+    fs::table3_iops(b, fs, rw, bs).unwrap_or(f64::NAN)
 }
 
 /// `ours` over ext3 at `bs`, the mean of the random read and write ratios.
