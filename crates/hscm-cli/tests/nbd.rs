@@ -51,18 +51,7 @@ fn ok(cmd: &mut Command) -> String {
 }
 
 fn volume(dir: &Path, durability: &str) -> std::path::PathBuf {
-    let v = dir.join("v.hscm");
-    let o = run(&[
-        "volume",
-        "create",
-        v.to_str().unwrap(),
-        "--size",
-        "32M",
-        "--durability",
-        durability,
-    ]);
-    assert!(o.status.success(), "{}", text(&o));
-    v
+    util::volume_with(dir, "32M", durability, &[])
 }
 
 #[test]

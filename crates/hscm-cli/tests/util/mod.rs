@@ -112,10 +112,11 @@ pub fn request_trace(dir: &Path, extra: &[&str]) -> PathBuf {
     t
 }
 
-/// A volume of `size` at `dir/v.hscm` formatted with hscm's file system, for `hscm mount`.
-pub fn fs_volume(dir: &Path, size: &str, durability: &str) -> PathBuf {
+/// A volume of `size` at `dir/v.hscm` with `durability`, made by `hscm volume create`
+/// with `extra` flags.
+pub fn volume_with(dir: &Path, size: &str, durability: &str, extra: &[&str]) -> PathBuf {
     let v = dir.join("v.hscm");
-    let o = run(&[
+    let mut args = vec![
         "volume",
         "create",
         v.to_str().unwrap(),
@@ -123,8 +124,14 @@ pub fn fs_volume(dir: &Path, size: &str, durability: &str) -> PathBuf {
         size,
         "--durability",
         durability,
-        "--fs",
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let o = run(&args);
     assert!(o.status.success(), "{}", text(&o));
     v
+}
+
+/// A volume of `size` at `dir/v.hscm` formatted with hscm's file system, for `hscm mount`.
+pub fn fs_volume(dir: &Path, size: &str, durability: &str) -> PathBuf {
+    volume_with(dir, size, durability, &["--fs"])
 }
