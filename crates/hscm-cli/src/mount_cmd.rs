@@ -82,9 +82,8 @@ pub fn mount(a: &MountArgs) -> Result<()> {
         served = served.without_writeback_cache();
     }
     let writeback_cache = served.writeback_cache();
-    let mut session = fuser::Session::new(served, &a.mountpoint, &config)
+    let mut session = hscm_fuse::mount(served, &a.mountpoint, &config)
         .with_context(|| format!("mounting on {}", a.mountpoint.display()))?;
-    hscm_fuse::after_mount(&a.mountpoint, writeback_cache);
     // SIGINT and SIGTERM unmount; the session then ends as for `hscm umount`.
     let mut unmounter = session.unmount_callable();
     let mut signals = signal_hook::iterator::Signals::new([

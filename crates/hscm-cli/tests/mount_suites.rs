@@ -113,6 +113,35 @@ fn pjdfstest_fails_nothing_and_passes_as_many_cases_as_tmpfs() {
     eprintln!("pjdfstest: hscm {passed} passed, 0 failed; tmpfs {tmpfs_passed} passed");
 }
 
+/// What scripts/fs/setid-bits.sh prints in `dir` (made writable for nobody).
+fn setid_bits(dir: &Path) -> String {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    let o = Command::new("sh")
+        .arg(repo_file("scripts/fs/setid-bits.sh"))
+        .arg(dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    String::from_utf8(o.stdout).unwrap()
+}
+
+#[test]
+fn setuid_setgid_and_capabilities_are_dropped_as_on_tmpfs_in_both_modes() {
+    // The file system drops them itself (the kernel's KILLPRIV_V2), and tells the
+    // kernel to forget the mode it cached.
+    let shm = tempfile::tempdir_in("/dev/shm").unwrap();
+    let expected = setid_bits(shm.path());
+    assert!(expected.contains("nobody-append 777"), "{expected}");
+    for durability in ["immediate", "on-flush"] {
+        let dir = tempfile::tempdir().unwrap();
+        let m = Mounted::new(dir.path(), durability);
+        let ours = m.at.join("setid");
+        std::fs::create_dir(&ours).unwrap();
+        assert_eq!(setid_bits(&ours), expected, "{durability}");
+    }
+}
+
 #[test]
 fn fsx_runs_100_000_operations_without_a_miscompare() {
     let dir = tempfile::tempdir().unwrap();
@@ -140,9 +169,21 @@ fn bench_fs_json_names_every_file_system_and_durable_comparison() {
     assert!(o.status.success(), "{}", text(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let rows = v["rows"].as_array().unwrap();
-    for fs in ["hscm", "tmpfs", "ext4", "ext3", "fuse-passthrough"] {
+    for fs in [
+        "hscm",
+        "tmpfs",
+        "ext4",
+        "ext3",
+        "fuse-passthrough",
+        "disk-file",
+    ] {
         assert!(rows.iter().any(|r| r["fs"] == fs), "a row for {fs}");
     }
+    // The disk's bound runs the durable write only.
+    assert!(rows
+        .iter()
+        .filter(|r| r["fs"] == "disk-file")
+        .all(|r| r["durable"] == true && r["workload"] == "randwrite"));
     for field in [
         "workload", "bs", "jobs", "fs", "durable", "iops", "mbps", "p50_us", "p99_us", "engine",
         "cache",
@@ -155,7 +196,8 @@ fn bench_fs_json_names_every_file_system_and_durable_comparison() {
     assert!(rows.iter().all(|r| r["iops"].as_f64().unwrap() > 0.0));
     let ratios = v["ratios"].as_object().unwrap();
     assert!(
-        ratios.contains_key("randwrite bs4096 durable hscm/ext4"),
+        ratios.contains_key("randwrite bs4096 durable hscm/ext4")
+            && ratios.contains_key("randwrite bs4096 durable hscm/disk-file"),
         "{ratios:?}"
     );
     for key in [

@@ -24,7 +24,10 @@ mod fs;
 mod meta;
 
 pub use format::{Geometry, BLOCK, FORMAT_VERSION};
-pub use fs::{Allocate, Durability, FileSystem, MountOptions, Owner, RenameFlags, SetAttr, StatFs};
+pub use fs::{
+    Allocate, DropSetid, Durability, FileSystem, MountOptions, Owner, RenameFlags, SetAttr, StatFs,
+    WriteOptions, NO_GROUP,
+};
 pub use meta::{Attr, Kind, Time, ROOT};
 
 /// What went wrong, with the errno a file system call returns for it.

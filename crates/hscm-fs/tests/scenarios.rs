@@ -7,7 +7,8 @@ use std::sync::Arc;
 use common::*;
 use hscm_block::{BlockTarget, MemTarget};
 use hscm_fs::{
-    Allocate, Durability, Error, FileSystem, Kind, MountOptions, RenameFlags, BLOCK, ROOT,
+    Allocate, DropSetid, Durability, Error, FileSystem, Kind, MountOptions, RenameFlags, SetAttr,
+    WriteOptions, BLOCK, ROOT,
 };
 
 fn fresh(size: usize) -> (Arc<MemTarget>, FileSystem) {
@@ -365,4 +366,78 @@ fn random_operations_survive_a_remount_in_both_modes() {
         let fs = FileSystem::mount(target, MountOptions { durability }).unwrap();
         assert_eq!(snapshot(&fs), before, "{durability:?}");
     }
+}
+
+#[test]
+fn writes_truncates_and_chowns_drop_setuid_and_setgid_as_linux_does() {
+    let (_target, fs) = fresh(16 << 20);
+    let setid_file = |name: &str, perm: u32| {
+        let ino = file(&fs, ROOT, name);
+        let set = SetAttr {
+            mode: Some(perm),
+            ..SetAttr::default()
+        };
+        fs.setattr(ino, set).unwrap();
+        ino
+    };
+    let perm = |ino| fs.getattr(ino).unwrap().perm;
+    let write = |ino, offset, drop_setid| {
+        let how = WriteOptions {
+            all_or_nothing: false,
+            drop_setid,
+        };
+        fs.write_with(ino, offset, b"x", how).unwrap();
+    };
+    let stranger = DropSetid::Modify { caller_gid: 4242 };
+
+    // A caller with CAP_FSETID keeps both, on a new block and in place.
+    let kept = setid_file("kept", 0o6755);
+    write(kept, 0, DropSetid::Keep);
+    write(kept, 0, DropSetid::Keep);
+    assert_eq!(perm(kept), 0o6755);
+    // Anyone else: setuid goes, and setgid where the group may execute...
+    let exec = setid_file("exec", 0o6777);
+    write(exec, 0, stranger);
+    assert_eq!(perm(exec), 0o777);
+    // ... or, without group execute, where the writer is outside the file's group;
+    // in place (over a block the file has) as on a new block.
+    let locking = setid_file("locking", 0o2666);
+    write(locking, 0, DropSetid::Keep);
+    write(locking, 0, DropSetid::Modify { caller_gid: 0 });
+    assert_eq!(perm(locking), 0o2666, "a member of the group keeps it");
+    write(locking, 0, stranger);
+    assert_eq!(perm(locking), 0o666);
+    // The plain write stands for a writer with no privileges and no group.
+    let plain = setid_file("plain", 0o6777);
+    fs.write(plain, 0, b"x").unwrap();
+    assert_eq!(perm(plain), 0o777);
+
+    // A truncate by an unprivileged caller, as a write.
+    let cut = setid_file("cut", 0o6755);
+    let truncate = SetAttr {
+        size: Some(0),
+        drop_setid: stranger,
+        ..SetAttr::default()
+    };
+    fs.setattr(cut, truncate).unwrap();
+    assert_eq!(perm(cut), 0o755);
+    // A chown, even root's: setuid always, setgid with group execute.
+    let owned = setid_file("owned", 0o6755);
+    let locked = setid_file("locked", 0o6745);
+    let chown = SetAttr {
+        uid: Some(7),
+        drop_setid: DropSetid::Chown {
+            caller_gid: 0,
+            privileged: true,
+        },
+        ..SetAttr::default()
+    };
+    fs.setattr(owned, chown).unwrap();
+    fs.setattr(locked, chown).unwrap();
+    assert_eq!(perm(owned), 0o755);
+    assert_eq!(perm(locked), 0o2745);
+    // A directory's setgid (inherited groups) is not a privilege: a chown keeps it.
+    let dir = fs.mkdir(ROOT, b"d", 0o2775, OWNER).unwrap().ino;
+    fs.setattr(dir, chown).unwrap();
+    assert_eq!(perm(dir), 0o2775);
 }

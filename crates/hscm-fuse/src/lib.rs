@@ -12,11 +12,17 @@
 //!   which is all the mode promises. The kernel then keeps size and mtime itself,
 //!   handles `O_APPEND`, and may read through a write-only handle (to fill a page it
 //!   writes part of), so no handle here carries its access mode.
+//!
+//! The file system drops setuid and setgid itself (`FUSE_HANDLE_KILLPRIV_V2`): on a
+//! write the kernel flags, on a chown, on a truncate or fallocate by a caller other
+//! than root. The kernel then marks the super block `SB_NOSEC` and stops asking
+//! for `security.capability` before each write, a round trip that took most of a
+//! cached write's time.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub mod dirty;
@@ -26,7 +32,9 @@ use fuser::{
     LockOwner, OpenFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
     ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
-use hscm_fs::{Allocate, Attr, FileSystem, Kind, Owner, RenameFlags, SetAttr, Time};
+use hscm_fs::{
+    Allocate, Attr, DropSetid, FileSystem, Kind, Owner, RenameFlags, SetAttr, Time, WriteOptions,
+};
 
 /// How long the kernel may trust an attribute or a name: every change comes through
 /// this mount, so the only risk is a file changed by the daemon itself (none is).
@@ -38,6 +46,13 @@ pub const MAX_WRITE: u32 = 1 << 20;
 pub struct Fuse {
     fs: Arc<FileSystem>,
     writeback_cache: bool,
+    /// The kernel agreed that the file system drops setuid and setgid itself
+    /// (`FUSE_HANDLE_KILLPRIV_V2`); it then says which writes must, and leaves
+    /// chown and truncate to it.
+    kills_setid: bool,
+    /// The session's channel for telling the kernel what changed behind its back:
+    /// set by [`mount`] once the session exists.
+    notifier: Arc<OnceLock<fuser::Notifier>>,
 }
 
 impl Fuse {
@@ -47,6 +62,8 @@ impl Fuse {
         Fuse {
             fs,
             writeback_cache,
+            kills_setid: false,
+            notifier: Arc::default(),
         }
     }
 
@@ -62,16 +79,66 @@ impl Fuse {
     pub fn writeback_cache(&self) -> bool {
         self.writeback_cache
     }
+
+    /// Makes the kernel forget `ino`'s cached attributes: for a mode the file
+    /// system changed on its own (setuid dropped by a write), which the kernel's copy
+    /// would otherwise show until its timeout.
+    fn forget_attributes(&self, ino: INodeNo) {
+        if let Some(n) = self.notifier.get() {
+            // A negative offset: the attributes only, not the cached pages.
+            if let Err(e) = n.inval_inode(ino, -1, 0) {
+                tracing::warn!("telling the kernel inode {ino} changed: {e}");
+            }
+        }
+    }
+
+    /// The setuid and setgid bits a chown or a change of size by `req` drops. With
+    /// KILLPRIV_V2 the kernel leaves both to us: a chown always drops them, a
+    /// truncate (or fallocate) when the caller lacks CAP_FSETID. fuser does not pass
+    /// the kernel's FATTR_KILL_SUIDGID, so a caller other than root stands for one
+    /// without CAP_FSETID. Without KILLPRIV_V2 the kernel sends the new mode itself.
+    fn setattr_drops(&self, req: &Request, chown: bool, resize: bool) -> DropSetid {
+        if !self.kills_setid {
+            DropSetid::Keep
+        } else if chown {
+            DropSetid::Chown {
+                caller_gid: req.gid(),
+                privileged: req.uid() == 0,
+            }
+        } else if resize && req.uid() != 0 {
+            DropSetid::Modify {
+                caller_gid: req.gid(),
+            }
+        } else {
+            DropSetid::Keep
+        }
+    }
 }
 
 /// The share of the system's dirty page limit a root mount with the writeback cache
 /// takes (see [`dirty`]).
 pub const DIRTY_SHARE_PERCENT: u8 = 50;
 
+/// Mounts `served` at `mountpoint` with `config` (see [`session_config`]): the
+/// session, its notifications wired in, and the dirty share lifted (see
+/// [`after_mount`]). The caller runs or spawns the session.
+pub fn mount(
+    served: Fuse,
+    mountpoint: &Path,
+    config: &fuser::Config,
+) -> std::io::Result<fuser::Session<Fuse>> {
+    let writeback_cache = served.writeback_cache;
+    let notifier = served.notifier.clone();
+    let session = fuser::Session::new(served, mountpoint, config)?;
+    let _ = notifier.set(session.notifier());
+    after_mount(mountpoint, writeback_cache);
+    Ok(session)
+}
+
 /// After mounting at `mountpoint`: when the writeback cache is on and this process is
 /// root, lifts FUSE's strict 1% dirty share to [`DIRTY_SHARE_PERCENT`]. A failure
 /// only costs speed, so it is logged, not returned.
-pub fn after_mount(mountpoint: &Path, writeback_cache: bool) {
+fn after_mount(mountpoint: &Path, writeback_cache: bool) {
     if !writeback_cache || !rustix::process::geteuid().is_root() {
         return;
     }
@@ -241,6 +308,9 @@ impl fuser::Filesystem for Fuse {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         // Ask for 1 MiB writes; an older kernel keeps its own limit.
         let _ = config.set_max_write(MAX_WRITE);
+        self.kills_setid = config
+            .add_capabilities(fuser::InitFlags::FUSE_HANDLE_KILLPRIV_V2)
+            .is_ok();
         if self.writeback_cache {
             if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_WRITEBACK_CACHE) {
                 tracing::warn!("the kernel has no writeback cache for FUSE ({missing:?}): every write goes through");
@@ -269,7 +339,7 @@ impl fuser::Filesystem for Fuse {
 
     fn setattr(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         mode: Option<u32>,
         uid: Option<u32>,
@@ -292,6 +362,7 @@ impl fuser::Filesystem for Fuse {
             size,
             atime: atime.map(time_or_now),
             mtime: mtime.map(time_or_now),
+            drop_setid: self.setattr_drops(req, uid.is_some() || gid.is_some(), size.is_some()),
         };
         match self.fs.setattr(ino.0, set) {
             Ok(a) => reply.attr(&TTL, &file_attr(&a)),
@@ -461,7 +532,7 @@ impl fuser::Filesystem for Fuse {
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -471,15 +542,26 @@ impl fuser::Filesystem for Fuse {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
-        // The kernel's writeback of cached pages (the writeback cache's, shared
-        // mmap's) takes a short answer as the whole page written: all or nothing then.
-        let written = if write_flags.contains(WriteFlags::FUSE_WRITE_CACHE) {
-            self.fs
-                .write_whole(ino.0, offset, data)
-                .map(|()| data.len() as u32)
-        } else {
-            self.fs.write(ino.0, offset, data)
+        let how = WriteOptions {
+            // The kernel's writeback of cached pages (the writeback cache's, shared
+            // mmap's) takes a short answer as the whole page written.
+            all_or_nothing: write_flags.contains(WriteFlags::FUSE_WRITE_CACHE),
+            // The kernel flags the writes that must drop them (the caller lacks
+            // CAP_FSETID), if it agreed to; otherwise it drops them itself.
+            drop_setid: if self.kills_setid
+                && write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID)
+            {
+                DropSetid::Modify {
+                    caller_gid: req.gid(),
+                }
+            } else {
+                DropSetid::Keep
+            },
         };
+        let written = self.fs.write_with(ino.0, offset, data, how);
+        if how.drop_setid != DropSetid::Keep && written.is_ok() {
+            self.forget_attributes(ino);
+        }
         match written {
             Ok(n) => reply.written(n),
             Err(e) => reply.error(errno(e)),
@@ -638,7 +720,7 @@ impl fuser::Filesystem for Fuse {
 
     fn fallocate(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         offset: u64,
@@ -653,6 +735,23 @@ impl fuser::Filesystem for Fuse {
             3 => Allocate::PunchHole,
             _ => return reply.error(Errno::from_i32(95)),
         };
-        self.empty(self.fs.fallocate(ino.0, offset, length, how), reply)
+        let done = self
+            .fs
+            .fallocate(ino.0, offset, length, how)
+            .and_then(|()| {
+                // As a write does (see setattr_drops); the kernel sends no flag for it.
+                let drop_setid = self.setattr_drops(req, false, true);
+                let a = self.fs.getattr(ino.0)?;
+                if drop_setid.apply(a.perm, a.gid) != a.perm {
+                    let set = SetAttr {
+                        drop_setid,
+                        ..SetAttr::default()
+                    };
+                    self.fs.setattr(ino.0, set)?;
+                    self.forget_attributes(ino);
+                }
+                Ok(())
+            });
+        self.empty(done, reply)
     }
 }

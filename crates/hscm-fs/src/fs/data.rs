@@ -88,19 +88,42 @@ impl FileSystem {
 
     /// Writes `data` at `offset`; the file grows as needed. As a disk does, a write
     /// that does not fit writes what does (and says how much); ENOSPC only when
-    /// nothing fits.
+    /// nothing fits. Drops setuid and setgid, as a write by a caller without
+    /// privileges outside the file's group does.
     pub fn write(&self, ino: u64, offset: u64, data: &[u8]) -> Result<u32> {
-        self.write_some(ino, offset, data, true)
+        self.write_with(
+            ino,
+            offset,
+            data,
+            WriteOptions {
+                all_or_nothing: false,
+                drop_setid: DropSetid::Modify {
+                    caller_gid: NO_GROUP,
+                },
+            },
+        )
     }
 
     /// Writes all of `data` at `offset`, or nothing (ENOSPC). For writers that
     /// cannot retry the rest of a short write: the kernel's writeback of cached
     /// pages takes any answer but an error as the whole page written.
     pub fn write_whole(&self, ino: u64, offset: u64, data: &[u8]) -> Result<()> {
-        self.write_some(ino, offset, data, false).map(|_| ())
+        self.write_with(
+            ino,
+            offset,
+            data,
+            WriteOptions {
+                all_or_nothing: true,
+                drop_setid: DropSetid::Modify {
+                    caller_gid: NO_GROUP,
+                },
+            },
+        )
+        .map(|_| ())
     }
 
-    fn write_some(&self, ino: u64, offset: u64, data: &[u8], short_ok: bool) -> Result<u32> {
+    /// [`write`](Self::write) as `how` says.
+    pub fn write_with(&self, ino: u64, offset: u64, data: &[u8], how: WriteOptions) -> Result<u32> {
         if data.is_empty() {
             return Ok(0);
         }
@@ -110,7 +133,7 @@ impl FileSystem {
         {
             return Err(Error::Invalid("a write past the largest file".into()));
         }
-        if let Some(written) = self.write_in_place(ino, offset, data)? {
+        if let Some(written) = self.write_in_place(ino, offset, data, how.drop_setid)? {
             return Ok(written);
         }
         self.with_space(|| {
@@ -120,7 +143,7 @@ impl FileSystem {
                 let mut a = inode.attr;
                 // As a disk does: a short write while there is room, ENOSPC when none.
                 let fit = fits(st, ino, offset, data.len() as u64)?;
-                if !short_ok && fit < data.len() as u64 {
+                if how.all_or_nothing && fit < data.len() as u64 {
                     return Err(Error::NoSpace(format!(
                         "room for {fit} of the {} bytes written at {offset}",
                         data.len()
@@ -136,9 +159,7 @@ impl FileSystem {
                 a.size = a.size.max(end);
                 a.mtime = now;
                 a.ctime = now;
-                // A write by anyone but root drops setuid and setgid, as the kernel
-                // does on local file systems.
-                a.perm &= !0o6000;
+                a.perm = how.drop_setid.apply(a.perm, a.gid);
                 edits.push(Edit::SetAttr(a));
                 Ok(data.len() as u32)
             })
@@ -156,7 +177,13 @@ impl FileSystem {
     /// a block a truncate or unlink frees becomes free for reuse only under
     /// `in_place` held exclusively, which waits for this write. A truncate that
     /// cuts the range first leaves these bytes in a block no file maps.
-    fn write_in_place(&self, ino: u64, offset: u64, data: &[u8]) -> Result<Option<u32>> {
+    fn write_in_place(
+        &self,
+        ino: u64,
+        offset: u64,
+        data: &[u8],
+        drop_setid: DropSetid,
+    ) -> Result<Option<u32>> {
         self.refuse_if_failed()?;
         if self.read_only {
             return Err(Error::Failed("the target is read-only".into()));
@@ -203,9 +230,9 @@ impl FileSystem {
             let now = Time::now();
             a.mtime = now;
             a.ctime = now;
-            // As the slow path does: a write drops setuid and setgid.
-            drops_setid = a.perm & 0o6000 != 0;
-            a.perm &= !0o6000;
+            let perm = drop_setid.apply(a.perm, a.gid);
+            drops_setid = perm != a.perm;
+            a.perm = perm;
             edits.push(Edit::SetAttr(a));
             Ok(Some(data.len() as u32))
         })?;

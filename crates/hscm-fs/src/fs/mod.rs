@@ -50,6 +50,61 @@ pub struct SetAttr {
     pub size: Option<u64>,
     pub atime: Option<Time>,
     pub mtime: Option<Time>,
+    /// The setuid and setgid bits the change drops (a chown, a truncate).
+    pub drop_setid: DropSetid,
+}
+
+/// How a write treats what it cannot fit and the file's setuid and setgid bits.
+#[derive(Debug, Clone, Copy)]
+pub struct WriteOptions {
+    /// All of the bytes or none (ENOSPC): for writers that cannot retry the rest of
+    /// a short write. Otherwise a write that does not fit writes what does.
+    pub all_or_nothing: bool,
+    pub drop_setid: DropSetid,
+}
+
+/// No one's group: a caller outside every file's group.
+pub const NO_GROUP: u32 = u32::MAX;
+
+/// Which of a file's setuid and setgid bits an operation drops, by Linux's rules.
+/// A setgid bit without group execute marks mandatory locking rather than a
+/// privilege, so the caller's group decides whether it goes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum DropSetid {
+    /// Neither: the caller holds CAP_FSETID, or the change is not one that drops them.
+    #[default]
+    Keep,
+    /// A write, truncate or fallocate by a caller without CAP_FSETID whose group is
+    /// `caller_gid`: setuid; setgid unless the group may not execute and the
+    /// caller is in the file's group.
+    Modify { caller_gid: u32 },
+    /// A chown of a file that is not a directory: setuid always; setgid where the
+    /// group may execute, or where the caller is neither privileged nor in the
+    /// file's group.
+    Chown { caller_gid: u32, privileged: bool },
+}
+
+impl DropSetid {
+    /// `perm` of a file of group `file_gid` once the operation has dropped them.
+    pub fn apply(self, perm: u16, file_gid: u32) -> u16 {
+        const SETUID: u16 = 0o4000;
+        const SETGID: u16 = 0o2000;
+        const GROUP_EXEC: u16 = 0o010;
+        let group_exec = perm & GROUP_EXEC != 0;
+        let drop_setgid = match self {
+            DropSetid::Keep => return perm,
+            DropSetid::Modify { caller_gid } => group_exec || caller_gid != file_gid,
+            DropSetid::Chown {
+                caller_gid,
+                privileged,
+            } => group_exec || !(privileged || caller_gid == file_gid),
+        };
+        let mut p = perm & !SETUID;
+        if drop_setgid {
+            p &= !SETGID;
+        }
+        p
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default)]

@@ -387,6 +387,10 @@ impl FileSystem {
             if let Some(mode) = set.mode {
                 a.perm = (mode & 0o7777) as u16;
             }
+            // Against the file's group before a chown changes it, as Linux decides.
+            if a.kind != Kind::Dir {
+                a.perm = set.drop_setid.apply(a.perm, a.gid);
+            }
             if let Some(uid) = set.uid {
                 a.uid = uid;
             }

@@ -22,6 +22,10 @@ pub enum Under {
     Ext3,
     /// bindfs over a tmpfs directory: what FUSE itself costs.
     Passthrough,
+    /// No file system of its own: a plain file in the scratch directory, on the
+    /// host's file system on the same disk. Only the durable write runs on it, with an
+    /// fdatasync after each write: the least one durable write costs on this disk.
+    DiskFile,
 }
 
 impl Under {
@@ -32,6 +36,7 @@ impl Under {
             Under::Ext4 => "ext4",
             Under::Ext3 => "ext3",
             Under::Passthrough => "fuse-passthrough",
+            Under::DiskFile => "disk-file",
         }
     }
 
@@ -55,6 +60,8 @@ pub struct Mounted {
 enum Keep {
     Hscm(Option<fuser::BackgroundSession>),
     Kernel,
+    /// A directory of the scratch directory: nothing to unmount.
+    Directory,
     /// The FUSE mount first, then the tmpfs under it.
     Passthrough {
         backing: PathBuf,
@@ -72,6 +79,7 @@ impl Drop for Mounted {
             Keep::Kernel => {
                 let _ = Command::new("umount").arg(&self.at).status();
             }
+            Keep::Directory => {}
             Keep::Passthrough { backing } => {
                 let _ = Command::new("fusermount3").arg("-u").arg(&self.at).status();
                 let _ = Command::new("umount").arg(&*backing).status();
@@ -108,6 +116,15 @@ pub fn mount(dir: &Path, under: Under, size: u64) -> Result<Mounted> {
             })
         }
         Under::Ext4 | Under::Ext3 => mount_ext(dir, under, room),
+        Under::DiskFile => {
+            let at = dir.join("disk-file");
+            std::fs::create_dir_all(&at)?;
+            Ok(Mounted {
+                under,
+                at,
+                keep: Keep::Directory,
+            })
+        }
         Under::Passthrough => {
             let backing = dir.join("passthrough-backing");
             mount_tmpfs(&backing, room)?;
@@ -196,10 +213,8 @@ fn mount_hscm(dir: &Path, room: u64, durability: hscm_fs::Durability) -> Result<
     std::fs::create_dir_all(&at)?;
     let config = hscm_fuse::session_config("hscm-bench", 4, false);
     let served = hscm_fuse::Fuse::new(Arc::new(fs));
-    let writeback_cache = served.writeback_cache();
-    let session = fuser::Session::new(served, &at, &config)
+    let session = hscm_fuse::mount(served, &at, &config)
         .context("mounting hscm (FUSE: /dev/fuse and fusermount3, Debian package fuse3)")?;
-    hscm_fuse::after_mount(&at, writeback_cache);
     let session = session.spawn()?;
     Ok(Mounted {
         under,
