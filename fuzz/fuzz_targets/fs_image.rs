@@ -22,7 +22,7 @@ fn base() -> &'static (Vec<u8>, usize) {
         FileSystem::format(target.as_ref(), 0, 0).unwrap();
         let fs = FileSystem::mount(target.clone(), MountOptions::default()).unwrap();
         let owner = Owner { uid: 0, gid: 0 };
-        let d = fs.mknod(ROOT, b"d", Kind::Dir, 0o755, 0, owner).unwrap();
+        let d = fs.mkdir(ROOT, b"d", 0o755, owner).unwrap();
         for i in 0..8u8 {
             let f = fs.mknod(d.ino, &[b'f', i], Kind::File, 0o644, 0, owner).unwrap();
             fs.write(f.ino, u64::from(i) * 5000, &[i; 3000]).unwrap();

@@ -350,8 +350,10 @@ enum BenchCmd {
     /// create, stat and unlink of small files; a fileserver job file modelled on
     /// Filebench's (50 threads); the read-modify-rewrite of a video file (Baek and
     /// Park 2020, the durable hybrid RAM disk). Durable 4 KiB writes run in
-    /// immediate mode against ext4 with an fsync after each. Needs root, fio, bindfs
-    /// and e2fsprogs (scripts/setup.sh).
+    /// immediate mode against ext4 with an fsync after each and against a plain file
+    /// on the same disk with an fdatasync after each (the disk's bound), the three
+    /// taking turns for three rounds. Needs root, fio, bindfs and e2fsprogs
+    /// (scripts/setup.sh).
     ///
     /// Example: hscm bench fs --seconds 3 --json
     Fs(hscm_lab::fs::FsBenchArgs),

@@ -24,6 +24,8 @@ mod fs;
 mod meta;
 
 pub use format::{Geometry, BLOCK, FORMAT_VERSION};
+#[doc(hidden)]
+pub use fs::{reencode_for_fuzzing, replay_for_fuzzing};
 pub use fs::{
     Allocate, DropSetid, Durability, FileSystem, MountOptions, Owner, RenameFlags, SetAttr, StatFs,
     WriteOptions, NO_GROUP,

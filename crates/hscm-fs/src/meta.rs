@@ -371,7 +371,9 @@ impl Meta {
         e.0
     }
 
-    pub fn decode(bytes: &[u8]) -> Result<Meta> {
+    /// The metadata a checkpoint holds, for a target of `target_blocks` blocks (no
+    /// file maps a block outside it).
+    pub fn decode(bytes: &[u8], target_blocks: u64) -> Result<Meta> {
         let mut d = Dec::new(bytes, "the checkpoint");
         let next_ino = d.u64()?;
         let count = d.u64()?;
@@ -383,8 +385,14 @@ impl Meta {
                     let mut blocks = BTreeMap::new();
                     for _ in 0..d.u64()? {
                         let (file_block, target, count) = (d.u64()?, d.u64()?, d.u64()?);
-                        if count > 1 << 40 {
-                            return Err(d.bad(format!("a run of {count} blocks")));
+                        if target
+                            .checked_add(count)
+                            .is_none_or(|end| end > target_blocks)
+                            || file_block.checked_add(count).is_none()
+                        {
+                            return Err(d.bad(format!(
+                                "a run of {count} blocks at {target} (of {target_blocks})"
+                            )));
                         }
                         for i in 0..count {
                             blocks.insert(file_block + i, target + i);

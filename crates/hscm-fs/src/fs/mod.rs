@@ -545,20 +545,47 @@ fn load(target: &dyn BlockTarget) -> Result<(Superblock, Meta, u64, u64)> {
             sb.generation, sb.slot
         )));
     }
-    let mut meta = Meta::decode(&checkpoint)?;
+    let mut meta = Meta::decode(&checkpoint, g.total_blocks)?;
     let mut log = vec![0u8; g.log_len() as usize];
     target.read_at(g.log_offset(), &mut log)?;
     let (mut at, mut seq) = (0u64, sb.next_seq);
     while let Some((payload, len)) = format::decode_record(&log[at as usize..], seq) {
-        for edit in meta::decode_edits(payload)? {
-            check_edit(&g, &edit)?;
-            meta.apply(&edit)
-                .map_err(|e| Error::Corrupt(format!("log record {seq} does not apply: {e}")))?;
-        }
+        replay_record(&g, &mut meta, seq, payload)?;
         at += len;
         seq += 1;
     }
     Ok((sb, meta, at, seq - 1))
+}
+
+/// Applies one log record's edits, checked as damage could make them.
+fn replay_record(g: &Geometry, meta: &mut Meta, seq: u64, payload: &[u8]) -> Result<()> {
+    for edit in meta::decode_edits(payload)? {
+        check_edit(g, &edit)?;
+        meta.apply(&edit)
+            .map_err(|e| Error::Corrupt(format!("log record {seq} does not apply: {e}")))?;
+    }
+    Ok(())
+}
+
+/// For the fuzz targets: what a mount makes of a checkpoint and the payloads of the
+/// log records after it, once their checksums hold (as a bug, rather than damage,
+/// would write them), on a 16 MiB target. Returns the checkpoint the result encodes
+/// to.
+#[doc(hidden)]
+pub fn replay_for_fuzzing(checkpoint: &[u8], records: &[&[u8]]) -> Result<Vec<u8>> {
+    let g = Geometry::for_size(16 << 20)?;
+    let mut meta = Meta::decode(checkpoint, g.total_blocks)?;
+    for (seq, payload) in records.iter().enumerate() {
+        replay_record(&g, &mut meta, seq as u64, payload)?;
+    }
+    Ok(meta.encode())
+}
+
+/// For the fuzz targets: a checkpoint decoded and encoded again.
+#[doc(hidden)]
+pub fn reencode_for_fuzzing(checkpoint: &[u8]) -> Result<Vec<u8>> {
+    let g = Geometry::for_size(16 << 20)?;
+    Ok(Meta::decode(checkpoint, g.total_blocks)?.encode())
 }
 
 /// A block map edit must stay inside the data area (a record that checks out but
