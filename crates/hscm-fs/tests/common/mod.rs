@@ -2,6 +2,8 @@
 //! snapshot of a whole tree, and random operations.
 #![allow(dead_code)] // each test binary uses part of it
 
+pub mod power_cut;
+
 use std::collections::BTreeMap;
 
 use hscm_fs::{Allocate, Error, FileSystem, Kind, Owner, RenameFlags, SetAttr, ROOT};
@@ -129,7 +131,7 @@ pub fn split(fs: &FileSystem, path: &str) -> Result<(u64, String), Error> {
 
 /// A path in a small namespace: up to two levels of a few names, so that
 /// operations collide often.
-pub fn random_path(rng: &mut SmallRng) -> String {
+pub fn random_path(rng: &mut impl Rng) -> String {
     let names = ["a", "b", "c", "d"];
     let depth = rng.gen_range(1..=2);
     (0..depth)
@@ -144,7 +146,7 @@ pub fn random_path(rng: &mut SmallRng) -> String {
 /// to the end of the file).
 pub fn random_op(
     fs: &FileSystem,
-    rng: &mut SmallRng,
+    rng: &mut impl Rng,
     touched: &mut Vec<(u64, u64, u64)>,
 ) -> (String, Result<(), i32>) {
     let path = random_path(rng);
