@@ -594,3 +594,45 @@ pub(crate) fn decode_edits(bytes: &[u8]) -> Result<Vec<Edit>> {
     }
     Ok(edits)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A checkpoint holding one file whose blocks are the target's `[1000, 1010)`.
+    fn checkpoint_mapping_blocks_1000_to_1010() -> Vec<u8> {
+        let now = Time::now();
+        let mut m = Meta::new(0, 0, now);
+        let file = Attr {
+            ino: 2,
+            kind: Kind::File,
+            perm: 0o644,
+            ..m.get(ROOT).unwrap().attr
+        };
+        m.apply(&Edit::Create {
+            attr: file,
+            parent: ROOT,
+            target: Vec::new(),
+        })
+        .unwrap();
+        m.apply(&Edit::Map {
+            ino: 2,
+            file_block: 0,
+            target: 1000,
+            count: 10,
+        })
+        .unwrap();
+        m.encode()
+    }
+
+    #[test]
+    fn a_checkpoint_mapping_blocks_past_the_target_is_refused_by_name() {
+        let bytes = checkpoint_mapping_blocks_1000_to_1010();
+        assert!(Meta::decode(&bytes, 1010).is_ok());
+        let err = Meta::decode(&bytes, 1005).unwrap_err();
+        assert!(
+            matches!(&err, Error::Corrupt(why) if why.contains("a run of 10 blocks at 1000 (of 1005)")),
+            "{err}"
+        );
+    }
+}

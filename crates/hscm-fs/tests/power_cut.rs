@@ -7,6 +7,9 @@ mod common;
 use common::power_cut::{device, open_volume, round};
 use common::*;
 use hscm_fs::{Durability, FileSystem, MountOptions};
+use hscm_volume::testing::FaultyBackend;
+use hscm_volume::Volume;
+use std::sync::Arc;
 
 /// Rounds per mode here; `HSCM_FS_POWER_CUT_ROUNDS` asks for more.
 const ROUNDS: u64 = 40;
@@ -16,6 +19,19 @@ fn rounds() -> u64 {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(ROUNDS)
+}
+
+/// A fresh device with an immediate-mode file system holding one empty file "f" of
+/// mode `perm`: the device, the volume, the file system and the file's inode.
+fn mounted_with_file(perm: u32) -> (FaultyBackend, Arc<Volume>, FileSystem, u64) {
+    let dev = device();
+    let vol = open_volume(&dev);
+    let fs = FileSystem::mount(vol.clone(), MountOptions::default()).unwrap();
+    let ino = fs
+        .mknod(hscm_fs::ROOT, b"f", hscm_fs::Kind::File, perm, 0, OWNER)
+        .unwrap()
+        .ino;
+    (dev, vol, fs, ino)
 }
 
 #[test]
@@ -36,13 +52,7 @@ fn on_flush_mode_keeps_everything_up_to_the_last_fsync_across_power_cuts() {
 
 #[test]
 fn a_failed_sync_turns_the_file_system_read_only_with_the_reason() {
-    let dev = device();
-    let vol = open_volume(&dev);
-    let fs = FileSystem::mount(vol, MountOptions::default()).unwrap();
-    let ino = fs
-        .mknod(hscm_fs::ROOT, b"f", hscm_fs::Kind::File, 0o644, 0, OWNER)
-        .unwrap()
-        .ino;
+    let (dev, _vol, fs, ino) = mounted_with_file(0o644);
     fs.write(ino, 0, b"kept").unwrap();
     dev.fail_sync_after(0);
     let err = fs.write(ino, 4, b"lost").unwrap_err();
@@ -56,13 +66,7 @@ fn a_failed_sync_turns_the_file_system_read_only_with_the_reason() {
 #[test]
 fn bytes_cut_off_by_a_truncate_never_come_back_when_a_crash_interrupts_growth() {
     for seed in 0..64 {
-        let dev = device();
-        let vol = open_volume(&dev);
-        let fs = FileSystem::mount(vol.clone(), MountOptions::default()).unwrap();
-        let ino = fs
-            .mknod(hscm_fs::ROOT, b"f", hscm_fs::Kind::File, 0o644, 0, OWNER)
-            .unwrap()
-            .ino;
+        let (dev, vol, fs, ino) = mounted_with_file(0o644);
         fs.write(ino, 0, &[0x55; 8000]).unwrap();
         fs.truncate(ino, 100).unwrap();
         // Growing the file zeroes its last block past byte 100 first; the cut comes at
@@ -103,13 +107,7 @@ fn a_write_over_a_setuid_file_drops_the_bit_durably_with_the_bytes() {
     // mtime wait for the next commit; a dropped setuid bit may not wait: a crash
     // must not give new bytes the old privileges.
     for seed in 0..32 {
-        let dev = device();
-        let vol = open_volume(&dev);
-        let fs = FileSystem::mount(vol.clone(), MountOptions::default()).unwrap();
-        let ino = fs
-            .mknod(hscm_fs::ROOT, b"f", hscm_fs::Kind::File, 0o4755, 0, OWNER)
-            .unwrap()
-            .ino;
+        let (dev, vol, fs, ino) = mounted_with_file(0o4755);
         fs.write(ino, 0, &[0x11; 8192]).unwrap();
         fs.setattr(
             ino,

@@ -412,6 +412,15 @@ fn writes_truncates_and_chowns_drop_setuid_and_setgid_as_linux_does() {
     fs.write(plain, 0, b"x").unwrap();
     assert_eq!(perm(plain), 0o777);
 
+    // A fallocate, as a write, in its own record.
+    let grown = setid_file("grown", 0o6755);
+    fs.fallocate_with(grown, 0, 8192, Allocate::Extend, DropSetid::Keep)
+        .unwrap();
+    assert_eq!(perm(grown), 0o6755);
+    fs.fallocate_with(grown, 0, 16384, Allocate::Extend, stranger)
+        .unwrap();
+    assert_eq!(perm(grown), 0o755);
+
     // A truncate by an unprivileged caller, as a write.
     let cut = setid_file("cut", 0o6755);
     let truncate = SetAttr {

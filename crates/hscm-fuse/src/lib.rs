@@ -735,23 +735,14 @@ impl fuser::Filesystem for Fuse {
             3 => Allocate::PunchHole,
             _ => return reply.error(Errno::from_i32(95)),
         };
+        // As a write does (see setattr_drops); the kernel sends no flag for it.
+        let drop_setid = self.setattr_drops(req, false, true);
         let done = self
             .fs
-            .fallocate(ino.0, offset, length, how)
-            .and_then(|()| {
-                // As a write does (see setattr_drops); the kernel sends no flag for it.
-                let drop_setid = self.setattr_drops(req, false, true);
-                let a = self.fs.getattr(ino.0)?;
-                if drop_setid.apply(a.perm, a.gid) != a.perm {
-                    let set = SetAttr {
-                        drop_setid,
-                        ..SetAttr::default()
-                    };
-                    self.fs.setattr(ino.0, set)?;
-                    self.forget_attributes(ino);
-                }
-                Ok(())
-            });
+            .fallocate_with(ino.0, offset, length, how, drop_setid);
+        if drop_setid != DropSetid::Keep && done.is_ok() {
+            self.forget_attributes(ino);
+        }
         self.empty(done, reply)
     }
 }

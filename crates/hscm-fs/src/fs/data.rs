@@ -277,6 +277,20 @@ impl FileSystem {
     }
 
     pub fn fallocate(&self, ino: u64, offset: u64, len: u64, mode: Allocate) -> Result<()> {
+        self.fallocate_with(ino, offset, len, mode, DropSetid::Keep)
+    }
+
+    /// [`fallocate`](Self::fallocate), dropping setuid and setgid as `drop_setid`
+    /// says, in the same record (Linux drops them for a caller without
+    /// CAP_FSETID, as for a write).
+    pub fn fallocate_with(
+        &self,
+        ino: u64,
+        offset: u64,
+        len: u64,
+        mode: Allocate,
+        drop_setid: DropSetid,
+    ) -> Result<()> {
         let end = offset
             .checked_add(len)
             .filter(|&e| len > 0 && e <= i64::MAX as u64)
@@ -321,6 +335,7 @@ impl FileSystem {
                 if mode != Allocate::KeepSize {
                     a.mtime = now;
                 }
+                a.perm = drop_setid.apply(a.perm, a.gid);
                 edits.push(Edit::SetAttr(a));
                 Ok(())
             })

@@ -567,13 +567,16 @@ fn replay_record(g: &Geometry, meta: &mut Meta, seq: u64, payload: &[u8]) -> Res
     Ok(())
 }
 
+/// The target the fuzz entry points replay onto.
+const FUZZ_TARGET_SIZE: u64 = 16 << 20;
+
 /// For the fuzz targets: what a mount makes of a checkpoint and the payloads of the
 /// log records after it, once their checksums hold (as a bug, rather than damage,
 /// would write them), on a 16 MiB target. Returns the checkpoint the result encodes
 /// to.
 #[doc(hidden)]
 pub fn replay_for_fuzzing(checkpoint: &[u8], records: &[&[u8]]) -> Result<Vec<u8>> {
-    let g = Geometry::for_size(16 << 20)?;
+    let g = Geometry::for_size(FUZZ_TARGET_SIZE)?;
     let mut meta = Meta::decode(checkpoint, g.total_blocks)?;
     for (seq, payload) in records.iter().enumerate() {
         replay_record(&g, &mut meta, seq as u64, payload)?;
@@ -584,7 +587,7 @@ pub fn replay_for_fuzzing(checkpoint: &[u8], records: &[&[u8]]) -> Result<Vec<u8
 /// For the fuzz targets: a checkpoint decoded and encoded again.
 #[doc(hidden)]
 pub fn reencode_for_fuzzing(checkpoint: &[u8]) -> Result<Vec<u8>> {
-    let g = Geometry::for_size(16 << 20)?;
+    let g = Geometry::for_size(FUZZ_TARGET_SIZE)?;
     Ok(Meta::decode(checkpoint, g.total_blocks)?.encode())
 }
 
