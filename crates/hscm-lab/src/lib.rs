@@ -24,6 +24,7 @@ pub mod fio;
 pub mod fs;
 pub mod kv;
 pub mod memsim;
+pub mod memsim_validation;
 pub mod nbd;
 pub mod par;
 pub mod report;

@@ -58,12 +58,14 @@ pub struct MemConfigArgs {
     /// Ranks per channel.
     #[arg(long, default_value_t = SimConfig::default().geometry.ranks)]
     pub ranks: u32,
-    /// Banks per rank.
-    #[arg(long, default_value_t = SimConfig::default().geometry.banks)]
-    pub banks: u32,
-    /// Row (page) size per rank, bytes (e.g. 4k).
-    #[arg(long, default_value = units::size_arg(SimConfig::default().geometry.row_bytes), value_parser = units::parse_size, allow_hyphen_values = true)]
-    pub row: u64,
+    /// Banks per rank [default: the DRAM preset's: 8 for DDR3 and the paper's
+    /// devices, 16 for DDR4].
+    #[arg(long)]
+    pub banks: Option<u32>,
+    /// Row (page) size per rank, bytes, e.g. 8k [default: the DRAM preset's: the
+    /// paper's 4 KiB, 8 KiB for the x8 DDR3 and DDR4 parts].
+    #[arg(long, value_parser = units::parse_size, allow_hyphen_values = true)]
+    pub row: Option<u64>,
     /// Address mapping, most significant field first.
     #[arg(long, default_value = "ro-ra-ba-ch-co")]
     pub mapping: String,
@@ -76,11 +78,13 @@ pub struct MemConfigArgs {
     /// Core cycles per instruction without memory stalls.
     #[arg(long, default_value_t = SimConfig::default().core.cpi)]
     pub cpi: f64,
-    /// Controller read queue per device: also the bound on outstanding posted reads
+    /// Controller read queue per channel: also the bound on outstanding posted reads
     /// (store misses) before the core stalls.
     #[arg(long, default_value_t = SimConfig::default().controller.read_queue)]
     pub read_queue: usize,
-    /// Controller write queue per device; writes drain from 3/4 full down to 1/4.
+    /// Controller write queue per channel; writes are served from more than 80% full
+    /// until fewer than 20% wait (Ramulator 2.0's watermarks), and whenever no read
+    /// waits.
     #[arg(long, default_value_t = SimConfig::default().controller.write_queue)]
     pub write_queue: usize,
     /// WARM migration threshold (the paper: 1).
@@ -105,16 +109,17 @@ pub struct MemConfigArgs {
 
 impl MemConfigArgs {
     pub fn to_config(&self, post_cache: bool) -> Result<SimConfig> {
+        let dram = MemPreset::from_name(&self.dram)?.profile();
         let mut cfg = SimConfig {
-            dram: MemPreset::from_name(&self.dram)?.profile(),
+            dram,
             pcm: MemPreset::from_name(&self.pcm)?.profile(),
             dram_bytes: self.dram_size,
             pcm_bytes: self.pcm_size,
             geometry: Geometry {
                 channels: self.channels,
                 ranks: self.ranks,
-                banks: self.banks,
-                row_bytes: self.row,
+                banks: self.banks.unwrap_or(dram.banks),
+                row_bytes: self.row.unwrap_or(dram.row_bytes),
                 mapping: Geometry::parse_mapping(&self.mapping)?,
             },
             placement: match self.placement {
@@ -131,10 +136,8 @@ impl MemConfigArgs {
             CachesMode::Auto => (!post_cache).then(CacheConfig::default),
         };
         cfg.core.cpi = self.cpi;
-        cfg.controller.read_queue = self.read_queue;
-        cfg.controller.write_queue = self.write_queue;
-        cfg.controller.drain_high = (self.write_queue * 3 / 4).max(1);
-        cfg.controller.drain_low = self.write_queue / 4;
+        cfg.controller =
+            hscm_memsim::ControllerConfig::with_queues(self.read_queue, self.write_queue);
         cfg.warm.threshold = self.warm_threshold;
         cfg.warm.counter_bytes = self.warm_counter_bytes;
         cfg.warm.remap_bytes = self.warm_remap_bytes;

@@ -137,23 +137,45 @@ impl Default for CoreConfig {
     }
 }
 
+/// The memory controller of each channel.
+///
+/// The defaults follow Ramulator 2.0's generic controller: read and write queues of
+/// 32, writes served from more than 80% of the write queue (26 of 32) until fewer than
+/// 20% (6) wait and a read does, and whenever no read waits. DRAMsim3 instead drains
+/// its write buffer when full and otherwise serves reads; both schedule FR-FCFS. The
+/// row-hit cap is DRAMsim3's: a row that has served 4 hits may be closed for an older
+/// miss even though more hits wait.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct ControllerConfig {
+    /// Requests waiting to be activated for, per channel (once its row opens a request
+    /// no longer counts, as in Ramulator's active buffer).
     pub read_queue: usize,
     pub write_queue: usize,
-    /// Write drain starts when this many writes wait, and stops at `drain_low`.
+    /// Write mode starts when this many writes wait (or no read does)…
     pub drain_high: usize,
+    /// …and ends when at most this many wait and a read does.
     pub drain_low: usize,
+    /// Hits a row may serve before a waiting miss to its bank may close it.
+    pub row_hit_cap: u32,
+}
+
+impl ControllerConfig {
+    /// Queues of `read` and `write` entries with Ramulator's watermarks: write mode
+    /// above 80% of the write queue, back to reads below 20%.
+    pub fn with_queues(read: usize, write: usize) -> Self {
+        Self {
+            read_queue: read,
+            write_queue: write,
+            drain_high: write * 4 / 5 + 1,
+            drain_low: (write / 5).saturating_sub(usize::from(write % 5 == 0)),
+            row_hit_cap: 4,
+        }
+    }
 }
 
 impl Default for ControllerConfig {
     fn default() -> Self {
-        Self {
-            read_queue: 32,
-            write_queue: 32,
-            drain_high: 24,
-            drain_low: 8,
-        }
+        Self::with_queues(32, 32)
     }
 }
 
@@ -236,9 +258,10 @@ impl SimConfig {
             || c.write_queue == 0
             || c.drain_low >= c.drain_high
             || c.drain_high > c.write_queue
+            || c.row_hit_cap == 0
         {
             return err(
-                "controller: queues must be non-empty and drain_low < drain_high <= write_queue"
+                "controller: queues must be non-empty, drain_low < drain_high <= write_queue and the row-hit cap at least 1"
                     .into(),
             );
         }

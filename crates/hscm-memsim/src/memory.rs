@@ -2,8 +2,6 @@
 //! with write drain, first-touch page placement, the remap table, and migration
 //! (WARM or RaPP) with its traffic simulated on both devices.
 
-use std::collections::VecDeque;
-
 use rustc_hash::FxHashMap as HashMap;
 
 use hscm_policy::{Clock, MemoryAccess, MigrationDecision, MigrationPolicy, Rapp, Warm};
@@ -11,28 +9,10 @@ use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 
 use crate::config::{Placement, PolicyKind, SimConfig};
-use crate::device::{Bucket, Device};
+use crate::device::{Completion, Device, Req, Step};
 
 /// Marks a slot that holds no data in `frame_at`.
 const EMPTY: u32 = u32::MAX;
-
-#[derive(Clone, Copy)]
-struct Req {
-    id: u64,
-    arrival: u64,
-    frame: u32,
-    /// Where the frame lives now (kept current when it migrates).
-    slot: u32,
-    line: u32,
-    write: bool,
-}
-
-struct DevQueue {
-    read: VecDeque<Req>,
-    write: VecDeque<Req>,
-    decision: u64,
-    draining: bool,
-}
 
 /// Latency of one demand request, for the statistics.
 pub(crate) struct Done {
@@ -44,17 +24,12 @@ pub(crate) struct Done {
 
 pub(crate) struct Memory {
     pub devs: Vec<Device>,
-    queues: Vec<DevQueue>,
     /// Slots of device 0; slots at or above it belong to device 1.
     dev0_slots: u32,
     total_slots: u32,
     hybrid: bool,
     row_bytes: u64,
     burst_bytes: u64,
-    read_cap: usize,
-    write_cap: usize,
-    drain_high: usize,
-    drain_low: usize,
     // Placement.
     placement: Placement,
     pages: HashMap<u64, u32>,
@@ -65,6 +40,8 @@ pub(crate) struct Memory {
     next_frame: u32,
     rng: SmallRng,
     pub aliased_pages: u64,
+    /// Pages placed by identity without the map (within capacity).
+    identity_pages: u64,
     // Remap: only moved frames appear.
     slot_of: HashMap<u32, u32>,
     frame_at: HashMap<u32, u32>,
@@ -98,42 +75,29 @@ impl Memory {
     pub(crate) fn new(cfg: &SimConfig, policy: PolicyKind) -> Self {
         let total = cfg.dram_bytes + cfg.pcm_bytes;
         let g = &cfg.geometry;
+        let c = &cfg.controller;
         let devs = match policy {
-            PolicyKind::DramOnly => vec![Device::new(cfg.dram, total, g)],
-            PolicyKind::PcmOnly => vec![Device::new(cfg.pcm, total, g)],
+            PolicyKind::DramOnly => vec![Device::new(cfg.dram, total, g, c)],
+            PolicyKind::PcmOnly => vec![Device::new(cfg.pcm, total, g, c)],
             _ => vec![
-                Device::new(cfg.dram, cfg.dram_bytes, g),
-                Device::new(cfg.pcm, cfg.pcm_bytes, g),
+                Device::new(cfg.dram, cfg.dram_bytes, g, c),
+                Device::new(cfg.pcm, cfg.pcm_bytes, g, c),
             ],
         };
         let hybrid = devs.len() == 2;
         let dev0_slots = devs[0].slots() as u32;
         let total_slots = (total / g.row_bytes) as u32;
-        let queues = devs
-            .iter()
-            .map(|_| DevQueue {
-                read: VecDeque::new(),
-                write: VecDeque::new(),
-                decision: 0,
-                draining: false,
-            })
-            .collect();
         let policy_state: Option<Box<dyn MigrationPolicy<u32>>> = match policy {
             PolicyKind::Warm => Some(Box::new(Warm::new(cfg.warm))),
             PolicyKind::Rapp => Some(Box::new(Rapp::new(cfg.rapp))),
             _ => None,
         };
         Self {
-            queues,
             dev0_slots,
             total_slots,
             hybrid,
             row_bytes: g.row_bytes,
             burst_bytes: u64::from(cfg.dram.burst_bytes),
-            read_cap: cfg.controller.read_queue,
-            write_cap: cfg.controller.write_queue,
-            drain_high: cfg.controller.drain_high,
-            drain_low: cfg.controller.drain_low,
             placement: cfg.placement,
             pages: HashMap::default(),
             page_memo: vec![(u64::MAX, 0); 256],
@@ -141,6 +105,7 @@ impl Memory {
             next_frame: 0,
             rng: SmallRng::seed_from_u64(cfg.seed),
             aliased_pages: 0,
+            identity_pages: 0,
             slot_of: HashMap::default(),
             frame_at: HashMap::default(),
             policy: policy_state,
@@ -162,11 +127,21 @@ impl Memory {
     }
 
     pub(crate) fn pages_touched(&self) -> u64 {
-        self.pages.len() as u64
+        self.pages.len() as u64 + self.identity_pages
     }
 
     /// Frame of a page, placing it on first touch.
     fn frame_of_page(&mut self, page: u64) -> u32 {
+        if self.placement == Placement::Identity && page < u64::from(self.total_slots) {
+            // Physical addresses within capacity: the frame is the page, no lookup.
+            let f = page as u32;
+            let (word, b) = ((f / 64) as usize, 1u64 << (f % 64));
+            if self.allocated[word] & b == 0 {
+                self.allocated[word] |= b;
+                self.identity_pages += 1;
+            }
+            return f;
+        }
         let memo = (page % self.page_memo.len() as u64) as usize;
         if self.page_memo[memo].0 == page {
             return self.page_memo[memo].1;
@@ -207,6 +182,9 @@ impl Memory {
     }
 
     fn locate(&self, frame: u32) -> u32 {
+        if self.slot_of.is_empty() {
+            return frame;
+        }
         self.slot_of.get(&frame).copied().unwrap_or(frame)
     }
 
@@ -226,136 +204,91 @@ impl Memory {
         let mut t = t;
         // Scheduling earlier requests can migrate this very frame: settle first, then
         // read where it lives.
-        let (slot, d) = loop {
-            let (d, _) = self.dev_of_slot(self.locate(frame));
+        let (local, d) = loop {
+            let (d, local) = self.dev_of_slot(self.locate(frame));
             self.advance(d, t);
-            let q = &self.queues[d];
-            let full = if write {
-                q.write.len() >= self.write_cap
-            } else {
-                q.read.len() >= self.read_cap
-            };
-            if full {
-                self.step(d);
-                t = t.max(self.queues[d].decision);
+            let ch = self.devs[d].channel_of(local);
+            if self.devs[d].full(ch, write) {
+                self.step(d, u64::MAX);
+                t = t.max(self.devs[d].chan_now(ch));
                 continue;
             }
-            let slot = self.locate(frame);
-            if self.dev_of_slot(slot).0 == d {
-                break (slot, d);
+            let (d2, local) = self.dev_of_slot(self.locate(frame));
+            if d2 == d {
+                break (local, d);
             }
         };
         let id = self.next_id;
         self.next_id += 1;
-        let req = Req {
-            id,
-            arrival: t,
-            frame,
-            slot,
-            line,
-            write,
-        };
-        let q = &mut self.queues[d];
-        if write {
-            q.write.push_back(req);
-        } else {
-            q.read.push_back(req);
-        }
+        self.devs[d].enqueue(Req::new(id, t, frame, local, line, write));
         (t, id)
     }
 
-    /// Runs the controller until read `id` completes; returns its completion time.
+    /// Runs the controllers until read `id` completes; returns its completion time.
     pub(crate) fn wait(&mut self, id: u64) -> u64 {
         self.waiting = Some(id);
         self.waited = None;
         while self.waited.is_none() {
-            let d = (0..self.queues.len())
-                .find(|&d| self.queues[d].read.iter().any(|r| r.id == id))
-                .expect("a read being waited for is queued somewhere");
-            self.step(d);
+            let Some(d) = (0..self.devs.len()).find(|&d| self.devs[d].holds(id)) else {
+                debug_assert!(false, "a read being waited for is queued somewhere");
+                break;
+            };
+            if !self.step(d, u64::MAX) {
+                debug_assert!(false, "a queued read can always be scheduled");
+                break;
+            }
         }
         self.waiting = None;
-        self.waited.take().expect("set by step")
+        self.waited.take().unwrap_or(self.last_done)
     }
 
-    /// Schedules everything that could be decided before `t` on device `d`.
+    /// Issues everything device `d` can issue before `t`.
     fn advance(&mut self, d: usize, t: u64) {
-        loop {
-            let q = &self.queues[d];
-            let first = match (q.read.front(), q.write.front()) {
-                (None, None) => return,
-                (Some(r), None) | (None, Some(r)) => r.arrival,
-                (Some(a), Some(b)) => a.arrival.min(b.arrival),
-            };
-            if q.decision.max(first) >= t {
-                return;
+        while self.step(d, t) {}
+    }
+
+    /// One command on device `d` before `limit`; false when none can issue.
+    fn step(&mut self, d: usize, limit: u64) -> bool {
+        match self.devs[d].step(limit) {
+            Step::Idle => false,
+            Step::Command => true,
+            Step::Done(c) => {
+                self.complete(d, c);
+                true
             }
-            self.step(d);
         }
     }
 
     /// Empties every queue; returns the last completion time.
     pub(crate) fn drain(&mut self) -> u64 {
-        for d in 0..self.queues.len() {
-            while self.step(d) {}
-        }
-        // A migration triggered while draining may have re-queued requests.
-        for d in 0..self.queues.len() {
-            while self.step(d) {}
+        // A migration triggered while draining may re-queue requests on the other
+        // device: go round until every device is empty.
+        while let Some(d) = (0..self.devs.len()).find(|&d| !self.devs[d].is_empty()) {
+            while self.step(d, u64::MAX) {}
         }
         self.last_done
     }
 
-    /// One FR-FCFS decision on device `d`: false when its queues are empty.
-    fn step(&mut self, d: usize) -> bool {
-        let q = &self.queues[d];
-        let first = match (q.read.front(), q.write.front()) {
-            (None, None) => return false,
-            (Some(r), None) | (None, Some(r)) => r.arrival,
-            (Some(a), Some(b)) => a.arrival.min(b.arrival),
-        };
-        let now = q.decision.max(first);
-        let reads = q.read.iter().take_while(|r| r.arrival <= now).count();
-        let writes = q.write.iter().take_while(|r| r.arrival <= now).count();
-        let mut draining = q.draining;
-        if writes >= self.drain_high {
-            draining = true;
-        } else if writes <= self.drain_low {
-            draining = false;
-        }
-        let use_write = writes > 0 && (draining || reads == 0);
-        let n = if use_write { writes } else { reads };
-        let list = if use_write { &q.write } else { &q.read };
-        // First ready: the oldest request that hits an open row, else the oldest.
-        let pick = (0..n)
-            .find(|&i| self.devs[d].would_hit(self.dev_of_slot(list[i].slot).1))
-            .unwrap_or(0);
-        let q = &mut self.queues[d];
-        q.draining = draining;
-        let req = if use_write {
-            q.write.remove(pick)
-        } else {
-            q.read.remove(pick)
-        }
-        .expect("index within queue");
-        let (dd, local) = self.dev_of_slot(req.slot);
-        debug_assert_eq!(req.slot, self.locate(req.frame));
-        debug_assert_eq!(dd, d, "requests are re-routed when their frame moves");
-        let issued = self.devs[d].access(local, req.line, req.write, now, Bucket::Demand);
-        let ck = self.devs[d].t.ck;
-        self.queues[d].decision = (now + ck).max(issued.first_cmd);
-        self.last_done = self.last_done.max(issued.done);
+    /// A demand request's data burst is scheduled: statistics, the waiting core, and
+    /// the policy.
+    fn complete(&mut self, d: usize, c: Completion) {
+        let req = c.req;
+        debug_assert_eq!(
+            self.dev_of_slot(self.locate(req.frame)),
+            (d, req.slot),
+            "requests are re-routed when their frame moves"
+        );
+        self.last_done = self.last_done.max(c.done);
         self.done.push(Done {
             write: req.write,
             arrival: req.arrival,
-            first_cmd: issued.first_cmd,
-            done: issued.done,
+            first_cmd: c.first_cmd,
+            done: c.done,
         });
         if !req.write && self.waiting == Some(req.id) {
-            self.waited = Some(issued.done);
+            self.waited = Some(c.done);
         }
-        self.after_access(d, local, req.frame, req.write, issued.row_hit, issued.done);
-        true
+        self.after_access(d, req.slot, req.frame, req.write, c.row_hit, c.done);
     }
 
     /// Policy hooks: ranking, WARM counting, CLOCK reference bits, migrations.
@@ -517,48 +450,16 @@ impl Memory {
         self.exchange(slot, frame, at)
     }
 
-    /// Moves queued requests of frames that changed device to their new device.
+    /// Moves queued requests of frames that moved to their new slots.
     fn reroute(&mut self, frames: &[u32]) {
         if frames.is_empty() {
             return;
         }
-        for d in 0..self.queues.len() {
-            for write in [false, true] {
-                let mut i = 0;
-                loop {
-                    let q = if write {
-                        &self.queues[d].write
-                    } else {
-                        &self.queues[d].read
-                    };
-                    let Some(mut r) = q.get(i).copied() else {
-                        break;
-                    };
-                    if !frames.contains(&r.frame) {
-                        i += 1;
-                        continue;
-                    }
-                    r.slot = self.locate(r.frame);
-                    let (nd, _) = self.dev_of_slot(r.slot);
-                    let q = if write {
-                        &mut self.queues[d].write
-                    } else {
-                        &mut self.queues[d].read
-                    };
-                    if nd == d {
-                        q[i].slot = r.slot;
-                        i += 1;
-                        continue;
-                    }
-                    q.remove(i);
-                    let target = if write {
-                        &mut self.queues[nd].write
-                    } else {
-                        &mut self.queues[nd].read
-                    };
-                    let pos = target.partition_point(|x| x.arrival <= r.arrival);
-                    target.insert(pos, r);
-                }
+        for d in 0..self.devs.len() {
+            for mut r in self.devs[d].take_frames(frames) {
+                let (nd, local) = self.dev_of_slot(self.locate(r.frame));
+                r.slot = local;
+                self.devs[nd].enqueue(r);
             }
         }
     }

@@ -52,6 +52,10 @@ pub struct RunResult {
     pub write_latency_ns: Latency,
     /// Joules: `total` and one entry per component (`dram.activate`, `pcm.static`, …).
     pub energy_j: BTreeMap<String, f64>,
+    /// Joules by what spent them, both devices together: `background` (standby),
+    /// `activation`, `read_write` (bursts), `array_write` (NVM write-backs),
+    /// `refresh`, `migration` (all of its traffic), `link`.
+    pub energy_breakdown_j: BTreeMap<String, f64>,
     /// Energy × runtime, in joule-seconds.
     pub edp: f64,
     pub migrations: u64,
@@ -216,38 +220,50 @@ pub fn run(
     progress(n);
     let runtime = t.max(mem.drain());
     collect(&mut mem);
-    for d in &mut mem.devs {
-        d.close_all();
-    }
+    let standby: Vec<f64> = mem.devs.iter_mut().map(|d| d.finish(runtime)).collect();
 
     let mut energy = BTreeMap::new();
+    let mut breakdown: BTreeMap<String, f64> = [
+        "background",
+        "activation",
+        "read_write",
+        "array_write",
+        "refresh",
+        "migration",
+        "link",
+    ]
+    .into_iter()
+    .map(|k| (k.to_string(), 0.0))
+    .collect();
     let mut total_pj = 0.0;
     let mut row_hits = BTreeMap::new();
     let (mut reads, mut writes) = (0, 0);
     let mut pcm_max_row_writes = 0;
     let mut pcm_lines_written = 0;
-    for d in &mem.devs {
-        let label = device_label(d.profile.kind == hscm_model::MemKind::Dram);
+    for (d, &standby) in mem.devs.iter().zip(&standby) {
+        let dram = d.profile.kind == hscm_model::MemKind::Dram;
+        let label = device_label(dram);
         let e = d.energy;
-        let (background, refresh) = d.standing_energy(runtime);
-        let mut add = |k: &str, pj: f64| {
+        let mut add = |k: &str, part: &str, pj: f64| {
+            if pj == 0.0 && matches!(k, "link" | "writeback" | "refresh") {
+                return;
+            }
             *energy.entry(format!("{label}.{k}")).or_insert(0.0) += pj * 1e-12;
+            *breakdown.get_mut(part).expect("listed above") += pj * 1e-12;
             total_pj += pj;
         };
-        add("activate", e.activate);
-        add("writeback", e.writeback);
-        add("rb_read", e.rb_read);
-        add("rb_write", e.rb_write);
-        add("migration", e.migration);
-        if e.link > 0.0 {
-            add("link", e.link);
-        }
-        if d.profile.refreshes() {
-            add("refresh", refresh);
-            add("background", background);
-        } else {
-            add("static", background);
-        }
+        add("activate", "activation", e.activate);
+        add("writeback", "array_write", e.writeback);
+        add("rb_read", "read_write", e.rb_read);
+        add("rb_write", "read_write", e.rb_write);
+        add("migration", "migration", e.migration);
+        add("link", "link", e.link);
+        add("refresh", "refresh", e.refresh);
+        add(
+            if dram { "background" } else { "static" },
+            "background",
+            standby,
+        );
         let c = d.counters;
         reads += c.reads;
         writes += c.writes;
@@ -286,6 +302,7 @@ pub fn run(
         read_latency_ns: read_lat.finish(),
         write_latency_ns: write_lat.finish(),
         energy_j: energy,
+        energy_breakdown_j: breakdown,
         edp: total_j * runtime as f64 * 1e-12,
         migrations: mem.migrations,
         warm_resets: mem.warm_resets(),

@@ -8,5 +8,7 @@
 mod memory;
 mod power;
 
-pub use memory::{MemEnergy, MemKind, MemPreset, MemProfile, MemTiming, UnknownPreset};
+pub use memory::{
+    IddCurrents, MemEnergy, MemKind, MemPreset, MemProfile, MemTiming, PerBitEnergy, UnknownPreset,
+};
 pub use power::{PowerError, PowerProfile, Timeline, POWER_PRESETS};

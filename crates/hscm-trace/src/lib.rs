@@ -5,6 +5,7 @@
 //! zstd-compressed, with the format detected from the content when not given. A
 //! malformed line is an error naming the file and line; nothing here panics on input.
 
+mod anchor;
 mod binary;
 mod error;
 mod requests;
@@ -16,6 +17,7 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 
+pub use anchor::{AnchorPattern, AnchorSpec, AnchorTrace, PyRandom};
 pub use binary::{TraceWriter, MAGIC};
 pub use error::TraceError;
 pub use requests::{detect_requests, write_oracle_general, Request, RequestFormat, RequestReader};

@@ -56,6 +56,16 @@ target!(MEMSIM_SPEED, "DRAM-only requests per CPU-second", >= 3.0, " M",
     ThisProject, "", "faster than the cycle-level DRAM simulators it is compared with");
 target!(MEMSIM_PEAK_MEMORY, "peak memory", <= 100.0, " MB",
     ThisProject, "", "runs beside other work on a small machine");
+target!(MEMSIM_PEERS_CYCLES, "cycles to drain, |hscm / peers' mean − 1|", <= 5.0, " %",
+    ThisProject, "", "within 5% of Ramulator 2.0 and DRAMsim3 (shared/validation, published runs)");
+target!(MEMSIM_PEERS_LATENCY, "paced read latency, |hscm / DRAMsim3 − 1|", <= 15.0, " %",
+    ThisProject, "", "within 15% of DRAMsim3 at one request per 16 cycles");
+target!(MEMSIM_PEERS_ROW_HITS, "row-buffer hit rate, |hscm − peers' mean|", <= 0.02, "",
+    ThisProject, "", "within 0.02 of the peers");
+target!(MEMSIM_PEERS_ENERGY, "energy, |hscm / DRAMsim3 − 1|", <= 20.0, " %",
+    ThisProject, "", "within 20% of DRAMsim3's IDD model");
+target!(MEMSIM_PEERS_SPEED, "requests per CPU-second on the mixed anchor trace", >= 2.5, " M",
+    ThisProject, "", "10x DRAMsim3 (20.3 CPU-s for 5 M requests, published)");
 target!(MEMSIM_WARM_CPU_VS_DRAM, "WARM CPU time / DRAM-only CPU time", <= 1.5, "x",
     ThisProject, "", "migration costs little simulation time");
 
@@ -159,6 +169,11 @@ pub static ALL: &[&Target] = &[
     &MEMSIM_SPEED,
     &MEMSIM_PEAK_MEMORY,
     &MEMSIM_WARM_CPU_VS_DRAM,
+    &MEMSIM_PEERS_CYCLES,
+    &MEMSIM_PEERS_LATENCY,
+    &MEMSIM_PEERS_ROW_HITS,
+    &MEMSIM_PEERS_ENERGY,
+    &MEMSIM_PEERS_SPEED,
     &CACHE_LRU_GAIN_SCM,
     &CACHE_ADMISSION_SAVING_LOW,
     &CACHE_ADMISSION_SAVING_HIGH,
