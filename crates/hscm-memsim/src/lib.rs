@@ -1,14 +1,16 @@
 //! hscm's main-memory simulator: a hybrid DRAM + PCM (or any two devices from
 //! `hscm-model`) memory system behind optional caches and a simple in-order core,
-//! with WARM and RaPP migration from `hscm-policy`, timing from JEDEC-style command
-//! constraints and energy from the seed paper's per-bit model plus standing power.
+//! with WARM and RaPP migration from `hscm-policy`, command-level timing and energy
+//! from datasheet currents (DRAM) or the seed paper's per-bit model (PCM).
 //!
 //! Model summary (docs/memsim.md has the full statement):
 //! * core: `delta` instructions at `cpi` cycles each, loads that miss the last cache
 //!   level block until data returns, stores and write-backs are posted;
-//! * controller: per device read and write queues, FR-FCFS (oldest row hit first,
-//!   else oldest), writes drained between watermarks or when no read waits;
-//! * devices: open-page row buffers, every command at its earliest legal time.
+//! * controller: per channel read and write queues and the requests already
+//!   activated for; each command chosen FR-FCFS among the commands whose timing is met
+//!   across all banks (row hits first, then the oldest), writes drained between
+//!   watermarks, refresh; event-driven, so idle clocks cost nothing;
+//! * devices: per-bank state machines with open-page row buffers, bank groups.
 
 mod cache;
 mod config;
