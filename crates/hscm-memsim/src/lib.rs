@@ -23,7 +23,7 @@ pub use config::{
     ControllerConfig, CoreConfig, Geometry, MapField, Placement, PolicyKind, SimConfig,
 };
 pub use device::{DeviceCounters, DynamicEnergy};
-pub use sim::{normalise, run, Latency, Norm, RunResult};
+pub use sim::{normalise, run, Latency, Norm, RunResult, ENERGY_PARTS};
 
 /// Simulation errors.
 #[derive(Debug, thiserror::Error)]

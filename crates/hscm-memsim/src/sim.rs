@@ -73,6 +73,17 @@ pub struct RunResult {
     pub norm: Option<Norm>,
 }
 
+/// The keys of `RunResult::energy_breakdown_j`, in the order reports list them.
+pub const ENERGY_PARTS: [&str; 7] = [
+    "background",
+    "activation",
+    "read_write",
+    "array_write",
+    "refresh",
+    "migration",
+    "link",
+];
+
 /// Latency statistics in picoseconds, reported in nanoseconds.
 struct LatencyAcc {
     hist: Histogram<u64>,
@@ -223,18 +234,10 @@ pub fn run(
     let standby: Vec<f64> = mem.devs.iter_mut().map(|d| d.finish(runtime)).collect();
 
     let mut energy = BTreeMap::new();
-    let mut breakdown: BTreeMap<String, f64> = [
-        "background",
-        "activation",
-        "read_write",
-        "array_write",
-        "refresh",
-        "migration",
-        "link",
-    ]
-    .into_iter()
-    .map(|k| (k.to_string(), 0.0))
-    .collect();
+    let mut breakdown: BTreeMap<String, f64> = ENERGY_PARTS
+        .into_iter()
+        .map(|k| (k.to_string(), 0.0))
+        .collect();
     let mut total_pj = 0.0;
     let mut row_hits = BTreeMap::new();
     let (mut reads, mut writes) = (0, 0);

@@ -208,14 +208,8 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
         // Where the energy goes, by policy, averaged over the real-program traces.
         writeln!(md, "\nWhere the energy goes (share of each policy's own total, mean over the {n_real} real-program traces; \
             `energy_breakdown_j` in the JSON):\n")?;
-        let parts = [
-            "background",
-            "activation",
-            "read_write",
-            "array_write",
-            "refresh",
-            "migration",
-        ];
+        // Every part but the CXL link, which these devices do not have.
+        let parts = &hscm_memsim::ENERGY_PARTS[..6];
         writeln!(
             md,
             "| policy | total vs DRAM-only | {} |",
