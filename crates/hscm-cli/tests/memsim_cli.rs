@@ -440,3 +440,26 @@ fn an_admission_filter_goes_in_front_of_any_eviction_policy() {
     let o = hscm(&["sim", "cache", "--trace", t, "--admission", "bloom"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("unknown admission filter"));
 }
+
+#[test]
+fn bench_memsim_validate_prints_every_comparison_and_refuses_an_empty_run() {
+    let v = ok_json(&["bench", "memsim-validate", "--requests", "20k", "--json"]);
+    assert_eq!(v["requests"], 20_000);
+    assert_eq!(v["runs"].as_array().unwrap().len(), 3);
+    let comparisons = v["comparisons"].as_array().unwrap();
+    assert_eq!(comparisons.len(), 8, "{v}");
+    for c in comparisons {
+        for f in ["hscm", "reference", "difference", "band"] {
+            assert!(c[f].as_f64().unwrap().is_finite(), "{f}: {c}");
+        }
+        assert!(c["within"].is_boolean(), "{c}");
+    }
+    assert!(v["mix_requests_per_cpu_s"].as_f64().unwrap() > 0.0);
+    let o = hscm(&["bench", "memsim-validate", "--requests", "0"]);
+    util::assert_clean_failure(&o, "memsim-validate --requests 0");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("at least one request"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

@@ -208,8 +208,10 @@ impl Memory {
             let (d, local) = self.dev_of_slot(self.locate(frame));
             self.advance(d, t);
             let ch = self.devs[d].channel_of(local);
-            if self.devs[d].full(ch, write) {
-                self.step(d, u64::MAX);
+            // A full queue waits for the controller to take a request out (if nothing
+            // could ever issue, the request joins the queue over its size instead of
+            // waiting for ever).
+            if self.devs[d].full(ch, write) && self.step(d, u64::MAX) {
                 t = t.max(self.devs[d].chan_now(ch));
                 continue;
             }

@@ -53,8 +53,7 @@ pub(crate) struct Req {
     pub slot: u32,
     pub line: u32,
     pub write: bool,
-    /// Decoded from `slot`.
-    chan: u16,
+    /// Decoded from `slot` (the channel picks the queue, so it is not kept).
     rank: u16,
     bank: u16,
     row: u32,
@@ -79,7 +78,6 @@ impl Req {
             slot,
             line,
             write,
-            chan: 0,
             rank: 0,
             bank: 0,
             row: 0,
@@ -365,7 +363,7 @@ impl Device {
     /// Queues a request, in age order.
     pub(crate) fn enqueue(&mut self, mut req: Req) {
         let (ch, rank, bank, row) = self.locate(req.slot);
-        (req.chan, req.rank, req.bank, req.row) = (ch as u16, rank as u16, bank as u16, row);
+        (req.rank, req.bank, req.row) = (rank as u16, bank as u16, row);
         self.chans[ch].requeue(req);
     }
 
