@@ -12,6 +12,7 @@
 //! bound the jump.
 
 mod energy;
+mod queue;
 mod timing;
 mod transfer;
 
@@ -23,10 +24,10 @@ use serde::Serialize;
 use crate::config::{ControllerConfig, Geometry, MapField};
 pub use energy::DynamicEnergy;
 pub(crate) use energy::{Bucket, CommandEnergy};
+use queue::BankQueues;
 pub(crate) use timing::Tps;
 
 const CLOSED: u32 = u32::MAX;
-const NONE: u32 = u32::MAX;
 
 /// Per-device counters.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
@@ -141,10 +142,12 @@ struct Chan {
     bus_free: u64,
     next_rd: u64,
     next_wr: u64,
-    /// Requests waiting for their row, oldest first: what counts against the queue
-    /// sizes.
-    reads: Vec<Req>,
-    writes: Vec<Req>,
+    /// Requests waiting for their row, per bank, oldest first: what counts against
+    /// the queue sizes.
+    reads: BankQueues,
+    writes: BankQueues,
+    /// The channel's first bank (device-wide index); queues index banks from it.
+    first_bank: usize,
     /// Requests whose own activate has issued, waiting for their column command (at
     /// most one per bank), as Ramulator's active buffer.
     active: Vec<Req>,
@@ -152,7 +155,7 @@ struct Chan {
 }
 
 impl Chan {
-    fn queue(&mut self, write: bool) -> &mut Vec<Req> {
+    fn queue(&mut self, write: bool) -> &mut BankQueues {
         if write {
             &mut self.writes
         } else {
@@ -163,13 +166,8 @@ impl Chan {
     /// Puts a request back among the waiting ones, in age order.
     fn requeue(&mut self, mut req: Req) {
         req.activated = false;
-        let q = self.queue(req.write);
-        let pos = if q.last().is_none_or(|l| l.id <= req.id) {
-            q.len()
-        } else {
-            q.partition_point(|x| x.id <= req.id)
-        };
-        q.insert(pos, req);
+        let local = req.bank as usize - self.first_bank;
+        self.queue(req.write).insert(local, req);
     }
 
     /// Activated requests matching `lost` need a new activate.
@@ -186,9 +184,9 @@ impl Chan {
     }
 }
 
-/// Where a candidate request sits: (list, position); lists are 0 waiting reads, 1
-/// waiting writes, 2 active requests.
-type Pick = (u8, usize);
+/// Where a candidate request sits: (list, bank within the channel, position); lists
+/// are 0 waiting reads, 1 waiting writes, 2 active requests (bank unused).
+type Pick = (u8, usize, usize);
 
 /// A candidate command found by the scheduler.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -219,9 +217,8 @@ pub(crate) struct Device {
     /// Array writes per row (slot), for endurance.
     pub row_writes: HashMap<u32, u32>,
     /// Per-bank scratch of one scheduling decision: whether an activated request
-    /// waits on the bank, and the queue positions of its oldest waiting hit and miss.
+    /// waits on the bank.
     pinned: Vec<bool>,
-    firsts: Vec<(u32, u32)>,
 }
 
 impl Device {
@@ -286,7 +283,17 @@ impl Device {
                 n_banks
             ],
             ranks,
-            chans: vec![Chan::default(); geometry.channels as usize],
+            chans: (0..geometry.channels as usize)
+                .map(|ch| {
+                    let banks = (geometry.ranks * geometry.banks) as usize;
+                    Chan {
+                        reads: BankQueues::new(banks),
+                        writes: BankQueues::new(banks),
+                        first_bank: ch * banks,
+                        ..Chan::default()
+                    }
+                })
+                .collect(),
             bank_groups,
             nvm: profile.kind == MemKind::Nvm,
             refreshes,
@@ -296,7 +303,6 @@ impl Device {
             counters: DeviceCounters::default(),
             row_writes: HashMap::default(),
             pinned: vec![false; n_banks],
-            firsts: vec![(NONE, NONE); n_banks],
         }
     }
 
@@ -370,17 +376,18 @@ impl Device {
     /// Removes and returns the queued requests of `frames` (they moved elsewhere).
     pub(crate) fn take_frames(&mut self, frames: &[u32]) -> Vec<Req> {
         let mut out = Vec::new();
-        for c in &mut self.chans {
-            for q in [&mut c.reads, &mut c.writes, &mut c.active] {
-                q.retain(|r| {
-                    if frames.contains(&r.frame) {
-                        out.push(*r);
-                        false
-                    } else {
-                        true
-                    }
-                });
+        let mut moved = |r: &Req| {
+            if frames.contains(&r.frame) {
+                out.push(*r);
+                false
+            } else {
+                true
             }
+        };
+        for c in &mut self.chans {
+            c.reads.retain(&mut moved);
+            c.writes.retain(&mut moved);
+            c.active.retain(&mut moved);
         }
         out
     }
@@ -463,14 +470,13 @@ impl Device {
         let waiting = if write_mode { &c.writes } else { &c.reads };
         let list = u8::from(write_mode);
         let mut pinned = std::mem::take(&mut self.pinned);
-        let mut firsts = std::mem::take(&mut self.firsts);
         let rd_ready = now.max(c.next_rd).max(c.bus_free.saturating_sub(t.cl));
         let wr_ready = now.max(c.next_wr).max(c.bus_free.saturating_sub(t.cwd));
         // (time, class, age) → smaller is better; class 0 = column command.
         let mut best: Option<(u64, u8, u64, Pick, Cmd)> = None;
-        let mut consider = |at: u64, class: u8, age: u64, at_list: (u8, usize), cmd: Cmd| {
+        let mut consider = |at: u64, class: u8, age: u64, pick: Pick, cmd: Cmd| {
             if best.is_none_or(|(a, k, g, _, _)| (at, class, age) < (a, k, g)) {
-                best = Some((at, class, age, at_list, cmd));
+                best = Some((at, class, age, pick, cmd));
             }
         };
         let col_ready = |r: &Req| {
@@ -487,71 +493,50 @@ impl Device {
         // Banks with an activated request may not close; their column commands first.
         for (i, r) in c.active.iter().enumerate() {
             pinned[r.bank as usize] = true;
-            consider(col_ready(r), 0, r.id, (2, i), Cmd::Col);
+            consider(col_ready(r), 0, r.id, (2, 0, i), Cmd::Col);
         }
         // Per bank, the oldest waiting hit and the oldest waiting miss: every other
         // waiting request of the bank needs the same command at the same time, and is
-        // younger. Requests are in age order.
-        let mut touched: [u16; 64] = [0; 64];
-        let mut n_touched = 0;
-        let mut overflow = false;
-        for (i, r) in waiting.iter().enumerate() {
-            let b = r.bank as usize;
-            let e = &mut firsts[b];
-            if e.0 == NONE && e.1 == NONE {
-                if n_touched < touched.len() {
-                    touched[n_touched] = r.bank;
-                    n_touched += 1;
-                } else {
-                    overflow = true;
-                }
+        // younger.
+        for (local, q) in waiting.banks().iter().enumerate() {
+            if q.is_empty() {
+                continue;
             }
-            if self.banks[b].open == r.row {
-                if e.0 == NONE {
-                    e.0 = i as u32;
-                }
-            } else if e.1 == NONE {
-                e.1 = i as u32;
-            }
-        }
-        let mut visit = |b: usize, firsts: &mut [(u32, u32)]| {
-            let (hit, miss) = std::mem::replace(&mut firsts[b], (NONE, NONE));
+            let b = c.first_bank + local;
             let bank = &self.banks[b];
-            if hit != NONE {
-                let r = &waiting[hit as usize];
-                consider(col_ready(r), 0, r.id, (list, hit as usize), Cmd::Col);
+            let (mut hit, mut miss) = (None, None);
+            for (i, r) in q.iter().enumerate() {
+                if r.row == bank.open {
+                    hit.get_or_insert(i);
+                } else {
+                    miss.get_or_insert(i);
+                }
+                if hit.is_some() && miss.is_some() {
+                    break;
+                }
             }
-            if miss == NONE {
-                return;
+            if let Some(i) = hit {
+                consider(col_ready(&q[i]), 0, q[i].id, (list, local, i), Cmd::Col);
             }
-            let (age, i) = (waiting[miss as usize].id, miss as usize);
+            let Some(i) = miss else { continue };
+            let (age, pick) = (q[i].id, (list, local, i));
             if bank.open == CLOSED {
-                consider(self.act_ready(b, now), 1, age, (list, i), Cmd::Act);
-            } else if pinned[b] || (hit != NONE && bank.hits < self.ctrl.row_hit_cap) {
+                consider(self.act_ready(b, now), 1, age, pick, Cmd::Act);
+            } else if pinned[b] || (hit.is_some() && bank.hits < self.ctrl.row_hit_cap) {
                 // Not closing a row an activated request waits on, nor (up to the
                 // cap, against starvation) one that waiting requests still hit.
             } else if self.nvm && bank.dirty == 0 {
                 // A clean NVM row closes without a precharge.
                 let at = self.act_ready(b, now).max(bank.next_pre);
-                consider(at, 1, age, (list, i), Cmd::Act);
+                consider(at, 1, age, pick, Cmd::Act);
             } else {
-                consider(now.max(bank.next_pre), 1, age, (list, i), Cmd::Pre);
-            }
-        };
-        if overflow {
-            for b in 0..firsts.len() {
-                visit(b, &mut firsts);
-            }
-        } else {
-            for &b in &touched[..n_touched] {
-                visit(usize::from(b), &mut firsts);
+                consider(now.max(bank.next_pre), 1, age, pick, Cmd::Pre);
             }
         }
         for r in &c.active {
             pinned[r.bank as usize] = false;
         }
         self.pinned = pinned;
-        self.firsts = firsts;
         best.map(|(at, _, _, at_list, cmd)| (at_list, cmd, at))
     }
 
@@ -574,10 +559,10 @@ impl Device {
     fn issue(&mut self, ch: usize, at_list: Pick, cmd: Cmd, at: u64) -> Step {
         self.chans[ch].now = at + self.t.ck;
         let c = &mut self.chans[ch];
-        let (list, i) = at_list;
+        let (list, local, i) = at_list;
         let r = match list {
             2 => &mut c.active[i],
-            l => &mut c.queue(l == 1)[i],
+            l => c.queue(l == 1).get_mut(local, i),
         };
         r.first_cmd = r.first_cmd.min(at);
         let r = *r;
@@ -594,7 +579,7 @@ impl Device {
                 }
                 self.activate(b, r.row, at, Bucket::Demand);
                 let c = &mut self.chans[ch];
-                let mut req = c.queue(r.write).remove(i);
+                let mut req = c.queue(r.write).remove(local, i);
                 req.activated = true;
                 c.active.push(req);
                 Step::Command
@@ -604,7 +589,7 @@ impl Device {
                 let req = if list == 2 {
                     c.active.swap_remove(i)
                 } else {
-                    c.queue(r.write).remove(i)
+                    c.queue(r.write).remove(local, i)
                 };
                 let row_hit = !req.activated;
                 let done = self.column(ch, b, req.write, req.line, at, Bucket::Demand);
