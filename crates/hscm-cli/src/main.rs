@@ -281,6 +281,24 @@ enum TraceCmd {
     ///
     /// Example: hscm trace gen --kind mix --requests 5M -o mix.hscm.zst
     Gen(memsim::GenArgs),
+    /// Write one of the anchor traces the DRAM model is validated on (mix5m, stream,
+    /// mix5m_gap16): the same requests as the reference generator gen_trace.py, in
+    /// DRAMsim3's text format (identical to its .ds3 file) or hscm's binary one, to
+    /// run other simulators on or to check the generator.
+    ///
+    /// Example: hscm trace anchor mix5m --requests 1M --format dramsim3 -o mix5m.ds3
+    Anchor {
+        /// mix5m, stream or mix5m_gap16.
+        name: String,
+        /// Requests to write (the published runs have 5M).
+        #[arg(long, default_value = "5M", value_parser = units::parse_count)]
+        requests: u64,
+        #[arg(long, value_enum, default_value = "dramsim3")]
+        format: hscm_lab::memsim_validation::AnchorFormat,
+        /// Output file.
+        #[arg(short, long, alias = "out")]
+        output: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -714,6 +732,17 @@ fn run(cli: Cli) -> Result<()> {
                 }
                 outln!("peak RSS {:.1} MB", r.peak_rss_mb)?;
             }
+            Ok(())
+        }
+        Command::Trace(TraceCmd::Anchor {
+            name,
+            requests,
+            format,
+            output,
+        }) => {
+            use hscm_lab::memsim_validation as v;
+            let n = v::write_anchor(v::anchor_named(&name)?, requests, &output, format)?;
+            outln!("{}: {n} requests", output.display())?;
             Ok(())
         }
         Command::Trace(TraceCmd::Gen(a)) => {

@@ -463,3 +463,65 @@ fn bench_memsim_validate_prints_every_comparison_and_refuses_an_empty_run() {
         String::from_utf8_lossy(&o.stderr)
     );
 }
+
+#[test]
+fn trace_anchor_writes_the_reference_generators_requests_and_refuses_unknown_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds3 = dir.path().join("mix5m.ds3");
+    let o = hscm(&[
+        "trace",
+        "anchor",
+        "mix5m",
+        "--requests",
+        "12",
+        "-o",
+        ds3.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // The first lines gen_trace.py writes to mix5m.ds3 (seed 42).
+    let text = std::fs::read_to_string(&ds3).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 12);
+    assert_eq!(
+        &lines[..4],
+        &[
+            "0xe400000 READ 0",
+            "0x3300000 READ 1",
+            "0x23300000 WRITE 2",
+            "0xb20cfc0 READ 3"
+        ]
+    );
+    // hscm reads back its own binary copy as a post-cache, cycle-stamped trace.
+    let bin = dir.path().join("s.hscm.zst");
+    let o = hscm(&[
+        "trace",
+        "anchor",
+        "stream",
+        "--requests",
+        "1k",
+        "--format",
+        "hscm",
+        "-o",
+        bin.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v = ok_json(&[
+        "sim",
+        "memory",
+        "compare",
+        "--trace",
+        bin.to_str().unwrap(),
+        "--dram",
+        "ddr3-1600k",
+        "--policies",
+        "dram-only",
+        "--json",
+    ]);
+    assert_eq!(v["policies"][0]["references"], 1000, "{v}");
+    let o = hscm(&["trace", "anchor", "mix9", "-o", ds3.to_str().unwrap()]);
+    util::assert_clean_failure(&o, "trace anchor mix9");
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("mix5m_gap16"), "{err}");
+    // The earlier file is untouched by the failed run.
+    assert_eq!(std::fs::read_to_string(&ds3).unwrap(), text);
+}

@@ -483,8 +483,18 @@ pub fn synth_spec(a: &GenArgs) -> Result<SynthSpec> {
 }
 
 pub fn generate(spec: SynthSpec, output: &Path) -> Result<u64> {
-    let mut w = trace_writer(output, Timing::Instructions, true)?;
-    for r in Synthesizer::new(spec) {
+    write_post_cache(output, Timing::Instructions, Synthesizer::new(spec))
+}
+
+/// Writes post-cache references to `output` in hscm's binary format (zstd); returns
+/// how many.
+pub(crate) fn write_post_cache(
+    output: &Path,
+    timing: Timing,
+    refs: impl Iterator<Item = MemRef>,
+) -> Result<u64> {
+    let mut w = trace_writer(output, timing, true)?;
+    for r in refs {
         w.write(&r)?;
     }
     let n = w.writer.records();
