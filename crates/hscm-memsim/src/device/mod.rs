@@ -118,8 +118,8 @@ struct Bank {
 
 #[derive(Clone, Default)]
 struct Rank {
-    /// The last four activates (tFAW window), oldest at `act_i`.
-    acts: [u64; 4],
+    /// The last four activates (tFAW window), oldest at `act_i`; None before four.
+    acts: [Option<u64>; 4],
     act_i: usize,
     last_act: Option<u64>,
     /// Per bank group: last activate, and the earliest read and write (long tCCD and
@@ -548,7 +548,10 @@ impl Device {
         let g = self.group(b);
         let mut at = now.max(self.banks[b].next_act).max(rank.ref_until);
         if let Some(last) = rank.last_act {
-            at = at.max(last + t.rrd_s).max(rank.acts[rank.act_i] + t.faw);
+            at = at.max(last + t.rrd_s);
+        }
+        if let Some(oldest) = rank.acts[rank.act_i] {
+            at = at.max(oldest + t.faw);
         }
         if let Some(last) = rank.group_act[g] {
             at = at.max(last + t.rrd_l);
@@ -677,7 +680,7 @@ impl Device {
         let g = self.group(b);
         let rank = b / self.geometry.banks as usize;
         let r = &mut self.ranks[rank];
-        r.acts[r.act_i] = at;
+        r.acts[r.act_i] = Some(at);
         r.act_i = (r.act_i + 1) % 4;
         r.last_act = Some(at);
         r.group_act[g] = Some(at);
@@ -823,5 +826,42 @@ impl Device {
                     * 1e-3
             })
             .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hscm_model::MemPreset;
+
+    /// Five reads to five closed banks at once: activates tRRD apart, the fifth held
+    /// until tFAW after the first (DDR3-1600K x8: tRRD 5, tFAW 24, tRCD = tCL = 11,
+    /// burst 4 clocks).
+    #[test]
+    fn activates_keep_trrd_and_the_four_activate_window_from_the_first_one() {
+        let mut p = MemPreset::Ddr3_1600K.profile();
+        p.timing.t_rfc = 0.0;
+        let g = Geometry {
+            row_bytes: p.row_bytes,
+            ..Geometry::default()
+        };
+        let mut d = Device::new(p, 1 << 30, &g, &ControllerConfig::default());
+        for bank in 0..5u32 {
+            d.enqueue(Req::new(u64::from(bank), 0, 0, bank, 0, false));
+        }
+        let mut done = Vec::new();
+        while !d.is_empty() {
+            if let Step::Done(c) = d.step(u64::MAX) {
+                done.push((c.req.slot, c.done / d.t.ck));
+            }
+        }
+        done.sort();
+        let act_to_data = 11 + 11 + 4;
+        let want: Vec<(u32, u64)> = [0, 5, 10, 15, 24]
+            .iter()
+            .enumerate()
+            .map(|(b, act)| (b as u32, act + act_to_data))
+            .collect();
+        assert_eq!(done, want);
     }
 }

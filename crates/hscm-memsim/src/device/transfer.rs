@@ -22,16 +22,7 @@ impl Device {
             }
             self.forget_activations(ch, b);
         }
-        let rank = b / self.geometry.banks as usize;
-        let g = self.group(b);
-        let r = &self.ranks[rank];
-        let mut act = act_ready.max(self.banks[b].next_act).max(r.ref_until);
-        if let Some(last) = r.last_act {
-            act = act.max(last + t.rrd_s).max(r.acts[r.act_i] + t.faw);
-        }
-        if let Some(last) = r.group_act[g] {
-            act = act.max(last + t.rrd_l);
-        }
+        let act = self.act_ready(b, act_ready);
         self.activate(b, row, act, Bucket::Migration);
         act + t.rcd
     }
