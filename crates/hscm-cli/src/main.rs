@@ -293,6 +293,7 @@ enum TraceCmd {
         /// Requests to write (the published runs have 5M).
         #[arg(long, default_value = "5M", value_parser = units::parse_count)]
         requests: u64,
+        /// dramsim3 (text, as gen_trace.py's .ds3) or hscm (compact binary).
         #[arg(long, value_enum, default_value = "dramsim3")]
         format: hscm_lab::memsim_validation::AnchorFormat,
         /// Output file.
