@@ -525,3 +525,75 @@ fn trace_anchor_writes_the_reference_generators_requests_and_refuses_unknown_nam
     // The earlier file is untouched by the failed run.
     assert_eq!(std::fs::read_to_string(&ds3).unwrap(), text);
 }
+
+#[test]
+fn ready_order_reaches_the_controller_and_changes_the_schedule_on_a_shared_bank() {
+    let dir = tempfile::tempdir().unwrap();
+    let ds3 = dir.path().join("mix.ds3");
+    let o = hscm(&[
+        "trace",
+        "anchor",
+        "mix5m",
+        "--requests",
+        "30k",
+        "-o",
+        ds3.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let run = |order: Option<&str>| {
+        let mut args = vec![
+            "sim",
+            "memory",
+            "compare",
+            "--trace",
+            ds3.to_str().unwrap(),
+            "--format",
+            "dramsim3",
+            "--dram",
+            "ddr3-1600k",
+            "--dram-size",
+            "4G",
+            "--pcm-size",
+            "0",
+            "--placement",
+            "identity",
+            "--policies",
+            "dram-only",
+            "--json",
+        ];
+        if let Some(order) = order {
+            args.extend(["--ready-order", order]);
+        }
+        ok_json(&args)
+    };
+    let default = run(None);
+    let hits_first = run(Some("row-hits-first"));
+    assert_eq!(default["config"]["controller"]["ready_order"], "oldest");
+    assert_eq!(
+        hits_first["config"]["controller"]["ready_order"],
+        "row-hits-first"
+    );
+    let hit_rate =
+        |v: &serde_json::Value| v["policies"][0]["row_hit_rate"]["dram"].as_f64().unwrap();
+    assert!(
+        hit_rate(&hits_first) > hit_rate(&default),
+        "row hits first {} against oldest {}",
+        hit_rate(&hits_first),
+        hit_rate(&default)
+    );
+    let o = hscm(&[
+        "sim",
+        "memory",
+        "compare",
+        "--trace",
+        ds3.to_str().unwrap(),
+        "--ready-order",
+        "newest",
+    ]);
+    assert!(!o.status.success());
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("oldest, row-hits-first"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

@@ -8,7 +8,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::{Args, ValueEnum};
 use hscm_memsim::{
-    CacheConfig, CacheFilter, Geometry, Placement, PolicyKind, RunResult, SimConfig,
+    CacheConfig, CacheFilter, Geometry, Placement, PolicyKind, ReadyOrder, RunResult, SimConfig,
 };
 use hscm_model::MemPreset;
 use hscm_trace::{
@@ -33,6 +33,14 @@ pub enum PlacementArg {
     Random,
     DramFirst,
     Identity,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+pub enum ReadyOrderArg {
+    /// Activated requests first, then the oldest, whatever its command (Ramulator 2.0).
+    Oldest,
+    /// Row hits before precharges and activates, then the oldest.
+    RowHitsFirst,
 }
 
 /// The memory system. Every default is read from `SimConfig::default()` (the seed
@@ -87,6 +95,10 @@ pub struct MemConfigArgs {
     /// waits.
     #[arg(long, default_value_t = SimConfig::default().controller.write_queue)]
     pub write_queue: usize,
+    /// Order among commands ready at the same clock: oldest (both peers' FR-FCFS, a
+    /// row hit wins by being ready sooner) or row-hits-first [default: oldest].
+    #[arg(long, value_enum)]
+    pub ready_order: Option<ReadyOrderArg>,
     /// WARM migration threshold (the paper: 1).
     #[arg(long, default_value_t = SimConfig::default().warm.threshold)]
     pub warm_threshold: u32,
@@ -138,6 +150,12 @@ impl MemConfigArgs {
         cfg.core.cpi = self.cpi;
         cfg.controller =
             hscm_memsim::ControllerConfig::with_queues(self.read_queue, self.write_queue);
+        if let Some(order) = self.ready_order {
+            cfg.controller.ready_order = match order {
+                ReadyOrderArg::Oldest => ReadyOrder::Oldest,
+                ReadyOrderArg::RowHitsFirst => ReadyOrder::RowHitsFirst,
+            };
+        }
         cfg.warm.threshold = self.warm_threshold;
         cfg.warm.counter_bytes = self.warm_counter_bytes;
         cfg.warm.remap_bytes = self.warm_remap_bytes;

@@ -179,17 +179,25 @@ pub struct Validation {
     pub peak_rss_mb: f64,
 }
 
-/// Runs hscm on one anchor trace of `requests` requests.
+/// Runs hscm on one anchor trace of `requests` requests, on the peers' configuration.
 pub fn run_anchor(anchor: &Anchor, requests: u64) -> Result<(AnchorRun, RunResult)> {
+    run_anchor_with(&anchor_config(), anchor, requests)
+}
+
+/// Runs hscm on one anchor trace with configuration `cfg` (one DRAM device, no caches).
+pub fn run_anchor_with(
+    cfg: &SimConfig,
+    anchor: &Anchor,
+    requests: u64,
+) -> Result<(AnchorRun, RunResult)> {
     ensure!(requests > 0, "an anchor trace needs at least one request");
-    let cfg = anchor_config();
     let spec = AnchorSpec {
         requests,
         ..anchor.spec
     };
     let c0 = cpu_seconds();
     let r = hscm_memsim::run(
-        &cfg,
+        cfg,
         PolicyKind::DramOnly,
         AnchorTrace::new(spec).map(Ok),
         Timing::Cycles,

@@ -137,14 +137,29 @@ impl Default for CoreConfig {
     }
 }
 
+/// How the scheduler orders commands that are ready at the same clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "kebab-case")]
+#[non_exhaustive]
+pub enum ReadyOrder {
+    /// Ramulator 2.0's FR-FCFS: requests whose own activate has issued first, then the
+    /// oldest request, whatever its command. A row hit wins by being ready sooner, not
+    /// by rank among the ready ones.
+    #[default]
+    Oldest,
+    /// Column commands (row hits) before precharges and activates, then the oldest.
+    RowHitsFirst,
+}
+
 /// The memory controller of each channel.
 ///
 /// The defaults follow Ramulator 2.0's generic controller: read and write queues of
 /// 32, writes served from more than 80% of the write queue (26 of 32) until fewer than
-/// 20% (6) wait and a read does, and whenever no read waits. DRAMsim3 instead drains
-/// its write buffer when full and otherwise serves reads; both schedule FR-FCFS. The
-/// row-hit cap is DRAMsim3's: a row that has served 4 hits may be closed for an older
-/// miss even though more hits wait.
+/// 20% (6) wait and a read does, and whenever no read waits; among ready commands the
+/// activated requests first, then the oldest. DRAMsim3 instead drains its write buffer
+/// when full and otherwise serves reads; both schedule FR-FCFS. The row-hit cap is
+/// DRAMsim3's: a row that has served 4 hits may be closed for an older miss even
+/// though more hits wait.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct ControllerConfig {
     /// Requests waiting to be activated for, per channel (once its row opens a request
@@ -157,6 +172,8 @@ pub struct ControllerConfig {
     pub drain_low: usize,
     /// Hits a row may serve before a waiting miss to its bank may close it.
     pub row_hit_cap: u32,
+    /// The order among commands ready at the same clock.
+    pub ready_order: ReadyOrder,
 }
 
 impl ControllerConfig {
@@ -169,6 +186,7 @@ impl ControllerConfig {
             drain_high: write * 4 / 5 + 1,
             drain_low: (write / 5).saturating_sub(usize::from(write % 5 == 0)),
             row_hit_cap: 4,
+            ready_order: ReadyOrder::default(),
         }
     }
 }

@@ -8,7 +8,7 @@
 //!   level block until data returns, stores and write-backs are posted;
 //! * controller: per channel read and write queues and the requests already
 //!   activated for; each command chosen FR-FCFS among the commands whose timing is met
-//!   across all banks (row hits first, then the oldest), writes drained between
+//!   across all banks (activated requests first, then the oldest), writes drained between
 //!   watermarks, refresh; event-driven, so idle clocks cost nothing;
 //! * devices: per-bank state machines with open-page row buffers, bank groups.
 
@@ -20,7 +20,7 @@ mod sim;
 
 pub use cache::{CacheConfig, CacheFilter, CacheLevel};
 pub use config::{
-    ControllerConfig, CoreConfig, Geometry, MapField, Placement, PolicyKind, SimConfig,
+    ControllerConfig, CoreConfig, Geometry, MapField, Placement, PolicyKind, ReadyOrder, SimConfig,
 };
 pub use device::{DeviceCounters, DynamicEnergy};
 pub use sim::{normalise, run, Latency, Norm, RunResult, ENERGY_PARTS};

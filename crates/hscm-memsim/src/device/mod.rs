@@ -6,8 +6,9 @@
 //! The scheduler is event-driven: instead of visiting every clock it computes, for
 //! every queued request, the earliest time its next command (precharge, activate, or
 //! the read or write itself) becomes legal, and jumps to the earliest. Among the
-//! commands ready then it picks FR-FCFS: column commands (row hits) first, then the
-//! oldest request. That is the same choice a per-clock scheduler would make, because
+//! commands ready then it picks FR-FCFS: by default (Ramulator 2.0's rule) the
+//! requests whose own activate has issued, then the oldest request, whatever its
+//! command (`ReadyOrder`). That is the same choice a per-clock scheduler would make, because
 //! nothing changes between two issued commands except arrivals and refresh, and both
 //! bound the jump.
 
@@ -21,7 +22,7 @@ use rustc_hash::FxHashMap as HashMap;
 use hscm_model::{MemKind, MemProfile};
 use serde::Serialize;
 
-use crate::config::{ControllerConfig, Geometry, MapField};
+use crate::config::{ControllerConfig, Geometry, MapField, ReadyOrder};
 pub use energy::DynamicEnergy;
 pub(crate) use energy::{Bucket, CommandEnergy};
 use queue::BankQueues;
@@ -472,9 +473,14 @@ impl Device {
         let mut pinned = std::mem::take(&mut self.pinned);
         let rd_ready = now.max(c.next_rd).max(c.bus_free.saturating_sub(t.cl));
         let wr_ready = now.max(c.next_wr).max(c.bus_free.saturating_sub(t.cwd));
-        // (time, class, age) → smaller is better; class 0 = column command.
+        // (time, class, age) → smaller is better. The class ranks commands ready at the
+        // same clock: activated requests first, and with `RowHitsFirst` every column
+        // command before any row command.
+        let hits_first = self.ctrl.ready_order == ReadyOrder::RowHitsFirst;
         let mut best: Option<(u64, u8, u64, Pick, Cmd)> = None;
-        let mut consider = |at: u64, class: u8, age: u64, pick: Pick, cmd: Cmd| {
+        let mut consider = |at: u64, age: u64, pick: Pick, cmd: Cmd| {
+            let first = pick.0 == 2 || (hits_first && cmd == Cmd::Col);
+            let class = u8::from(!first);
             if best.is_none_or(|(a, k, g, _, _)| (at, class, age) < (a, k, g)) {
                 best = Some((at, class, age, pick, cmd));
             }
@@ -493,7 +499,7 @@ impl Device {
         // Banks with an activated request may not close; their column commands first.
         for (i, r) in c.active.iter().enumerate() {
             pinned[r.bank as usize] = true;
-            consider(col_ready(r), 0, r.id, (2, 0, i), Cmd::Col);
+            consider(col_ready(r), r.id, (2, 0, i), Cmd::Col);
         }
         // Per bank, the oldest waiting hit and the oldest waiting miss: every other
         // waiting request of the bank needs the same command at the same time, and is
@@ -516,21 +522,21 @@ impl Device {
                 }
             }
             if let Some(i) = hit {
-                consider(col_ready(&q[i]), 0, q[i].id, (list, local, i), Cmd::Col);
+                consider(col_ready(&q[i]), q[i].id, (list, local, i), Cmd::Col);
             }
             let Some(i) = miss else { continue };
             let (age, pick) = (q[i].id, (list, local, i));
             if bank.open == CLOSED {
-                consider(self.act_ready(b, now), 1, age, pick, Cmd::Act);
+                consider(self.act_ready(b, now), age, pick, Cmd::Act);
             } else if pinned[b] || (hit.is_some() && bank.hits < self.ctrl.row_hit_cap) {
                 // Not closing a row an activated request waits on, nor (up to the
                 // cap, against starvation) one that waiting requests still hit.
             } else if self.nvm && bank.dirty == 0 {
                 // A clean NVM row closes without a precharge.
                 let at = self.act_ready(b, now).max(bank.next_pre);
-                consider(at, 1, age, pick, Cmd::Act);
+                consider(at, age, pick, Cmd::Act);
             } else {
-                consider(now.max(bank.next_pre), 1, age, pick, Cmd::Pre);
+                consider(now.max(bank.next_pre), age, pick, Cmd::Pre);
             }
         }
         for r in &c.active {
