@@ -153,6 +153,19 @@ impl<C: CachePolicy, A: Admission> CachePolicy for Admitted<C, A> {
         }
     }
 
+    fn insert_evicting(
+        &mut self,
+        key: u64,
+        size: u64,
+        evicted: &mut dyn FnMut(u64),
+    ) -> CacheOutcome {
+        if self.admission.admit(key, size) {
+            self.cache.insert_evicting(key, size, evicted)
+        } else {
+            CacheOutcome::Bypassed
+        }
+    }
+
     fn prefetch(&self, key: u64) {
         self.cache.prefetch(key);
         self.admission.prefetch(key);

@@ -107,7 +107,7 @@ impl ArcCache {
     }
 
     /// ARC's REPLACE: evict from T1 into B1 or from T2 into B2 until `need` fits.
-    fn replace(&mut self, need: u64, in_b2: bool) {
+    fn replace(&mut self, need: u64, in_b2: bool, evicted: &mut impl FnMut(u64)) {
         while self.bytes[T1] + self.bytes[T2] + need > self.c {
             let t1 = self.bytes[T1];
             let from_t1 = t1 > 0
@@ -115,6 +115,7 @@ impl ArcCache {
             let (from, to) = if from_t1 { (T1, B1) } else { (T2, B2) };
             let (k, s) = self.pop_oldest(from).expect("a non-empty list");
             self.push(to, k, s);
+            evicted(k);
         }
     }
 
@@ -133,18 +134,8 @@ impl ArcCache {
     }
 }
 
-impl CachePolicy for ArcCache {
-    fn lookup(&mut self, key: u64) -> bool {
-        match self.list_of(key) {
-            Some(list @ (T1 | T2)) => {
-                let s = self.take(key, list);
-                self.push(T2, key, s);
-                true
-            }
-            _ => false,
-        }
-    }
-    fn insert(&mut self, key: u64, size: u64) -> CacheOutcome {
+impl ArcCache {
+    fn insert_with(&mut self, key: u64, size: u64, evicted: &mut impl FnMut(u64)) -> CacheOutcome {
         let found = self.list_of(key);
         debug_assert!(!matches!(found, Some(T1 | T2)), "insert of a cached key");
         if size > self.c {
@@ -167,7 +158,7 @@ impl CachePolicy for ArcCache {
                 } else {
                     (self.p - step).max(0.0)
                 };
-                self.replace(size, ghost == B2);
+                self.replace(size, ghost == B2, evicted);
                 self.push(T2, key, size);
             }
             _ => {
@@ -179,22 +170,50 @@ impl CachePolicy for ArcCache {
                         }
                     } else {
                         while self.bytes[T1] + size > self.c {
-                            self.drop_oldest(T1);
+                            if let Some((k, _)) = self.pop_oldest(T1) {
+                                self.map.remove(k);
+                                evicted(k);
+                            }
                         }
                     }
                     // With unequal sizes T2 may still leave too little room.
-                    self.replace(size, false);
+                    self.replace(size, false, evicted);
                 } else if self.directory_bytes() + size > self.c {
                     while self.directory_bytes() + size > 2 * self.c && self.live[B2] > 0 {
                         self.drop_oldest(B2);
                     }
-                    self.replace(size, false);
+                    self.replace(size, false, evicted);
                 }
                 self.push(T1, key, size);
             }
         }
         self.trim_ghosts();
         CacheOutcome::Inserted
+    }
+}
+
+impl CachePolicy for ArcCache {
+    fn lookup(&mut self, key: u64) -> bool {
+        match self.list_of(key) {
+            Some(list @ (T1 | T2)) => {
+                let s = self.take(key, list);
+                self.push(T2, key, s);
+                true
+            }
+            _ => false,
+        }
+    }
+    #[inline]
+    fn insert(&mut self, key: u64, size: u64) -> CacheOutcome {
+        self.insert_with(key, size, &mut |_| {})
+    }
+    fn insert_evicting(
+        &mut self,
+        key: u64,
+        size: u64,
+        evicted: &mut dyn FnMut(u64),
+    ) -> CacheOutcome {
+        self.insert_with(key, size, &mut |k| evicted(k))
     }
     #[inline]
     fn prefetch(&self, key: u64) {

@@ -27,6 +27,33 @@ impl ClockCache {
     }
 }
 
+impl ClockCache {
+    fn insert_with(&mut self, key: u64, size: u64, evicted: &mut impl FnMut(u64)) -> CacheOutcome {
+        if size > self.capacity {
+            return CacheOutcome::Bypassed;
+        }
+        while self.used + size > self.capacity {
+            let k = self.queue.pop_front().expect("used > 0 means entries");
+            let e = self.map.get_mut(k).expect("queued keys are cached");
+            if e.stamp == REFERENCED {
+                e.stamp = UNREFERENCED;
+                self.queue.push_back(k);
+            } else {
+                let e = self.map.remove(k).expect("just found");
+                self.used -= e.size;
+                evicted(k);
+            }
+        }
+        if let Some(&k) = self.queue.front() {
+            self.map.prefetch(k);
+        }
+        self.map.insert_new(key, UNREFERENCED, size);
+        self.queue.push_back(key);
+        self.used += size;
+        CacheOutcome::Inserted
+    }
+}
+
 impl CachePolicy for ClockCache {
     fn prefetch(&self, key: u64) {
         self.map.prefetch(key);
@@ -40,28 +67,17 @@ impl CachePolicy for ClockCache {
             None => false,
         }
     }
+    #[inline]
     fn insert(&mut self, key: u64, size: u64) -> CacheOutcome {
-        if size > self.capacity {
-            return CacheOutcome::Bypassed;
-        }
-        while self.used + size > self.capacity {
-            let k = self.queue.pop_front().expect("used > 0 means entries");
-            let e = self.map.get_mut(k).expect("queued keys are cached");
-            if e.stamp == REFERENCED {
-                e.stamp = UNREFERENCED;
-                self.queue.push_back(k);
-            } else {
-                let e = self.map.remove(k).expect("just found");
-                self.used -= e.size;
-            }
-        }
-        if let Some(&k) = self.queue.front() {
-            self.map.prefetch(k);
-        }
-        self.map.insert_new(key, UNREFERENCED, size);
-        self.queue.push_back(key);
-        self.used += size;
-        CacheOutcome::Inserted
+        self.insert_with(key, size, &mut |_| {})
+    }
+    fn insert_evicting(
+        &mut self,
+        key: u64,
+        size: u64,
+        evicted: &mut dyn FnMut(u64),
+    ) -> CacheOutcome {
+        self.insert_with(key, size, &mut |k| evicted(k))
     }
     fn used(&self) -> u64 {
         self.used

@@ -19,18 +19,40 @@ impl FifoCache {
     }
 }
 
+impl FifoCache {
+    fn insert_with(&mut self, key: u64, size: u64, evicted: &mut impl FnMut(u64)) -> CacheOutcome {
+        if size > self.capacity {
+            return CacheOutcome::Bypassed;
+        }
+        make_room(
+            &mut self.map,
+            &mut self.used,
+            self.capacity,
+            size,
+            |s| *s,
+            evicted,
+        );
+        self.map.insert(key, size);
+        self.used += size;
+        CacheOutcome::Inserted
+    }
+}
+
 impl CachePolicy for FifoCache {
     fn lookup(&mut self, key: u64) -> bool {
         self.map.contains(&key)
     }
+    #[inline]
     fn insert(&mut self, key: u64, size: u64) -> CacheOutcome {
-        if size > self.capacity {
-            return CacheOutcome::Bypassed;
-        }
-        make_room(&mut self.map, &mut self.used, self.capacity, size, |s| *s);
-        self.map.insert(key, size);
-        self.used += size;
-        CacheOutcome::Inserted
+        self.insert_with(key, size, &mut |_| {})
+    }
+    fn insert_evicting(
+        &mut self,
+        key: u64,
+        size: u64,
+        evicted: &mut dyn FnMut(u64),
+    ) -> CacheOutcome {
+        self.insert_with(key, size, &mut |k| evicted(k))
     }
     fn used(&self) -> u64 {
         self.used

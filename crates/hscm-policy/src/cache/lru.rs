@@ -56,7 +56,7 @@ impl LruCache {
         }
     }
 
-    pub(crate) fn insert_missed(&mut self, key: u64, size: u64) -> CacheOutcome {
+    fn insert_with(&mut self, key: u64, size: u64, evicted: &mut impl FnMut(u64)) -> CacheOutcome {
         if size > self.capacity {
             return CacheOutcome::Bypassed;
         }
@@ -68,6 +68,7 @@ impl LruCache {
             if self.map.get(k).is_some_and(|e| e.stamp == stamp) {
                 let e = self.map.remove(k).expect("just found");
                 self.used -= e.size;
+                evicted(k);
             }
         }
         // The next eviction starts at the log's front: start loading its slot now.
@@ -90,7 +91,15 @@ impl CachePolicy for LruCache {
     }
     #[inline]
     fn insert(&mut self, key: u64, size: u64) -> CacheOutcome {
-        self.insert_missed(key, size)
+        self.insert_with(key, size, &mut |_| {})
+    }
+    fn insert_evicting(
+        &mut self,
+        key: u64,
+        size: u64,
+        evicted: &mut dyn FnMut(u64),
+    ) -> CacheOutcome {
+        self.insert_with(key, size, &mut |k| evicted(k))
     }
     #[inline]
     fn prefetch(&self, key: u64) {

@@ -49,7 +49,19 @@ pub trait CachePolicy: Send {
     fn lookup(&mut self, key: u64) -> bool;
     /// Caches `key`, which [`CachePolicy::lookup`] just missed, evicting as the policy
     /// does (consulting its ghosts); `Bypassed` when the policy does not cache it.
-    fn insert(&mut self, key: u64, size: u64) -> CacheOutcome;
+    #[inline]
+    fn insert(&mut self, key: u64, size: u64) -> CacheOutcome {
+        self.insert_evicting(key, size, &mut |_| {})
+    }
+    /// [`CachePolicy::insert`], calling `evicted` with every key that leaves the cache
+    /// to make room (a key moving to a ghost list has left it): what a real cache must
+    /// write back or drop.
+    fn insert_evicting(
+        &mut self,
+        key: u64,
+        size: u64,
+        evicted: &mut dyn FnMut(u64),
+    ) -> CacheOutcome;
     /// One request: a hit, or a miss inserted or bypassed.
     #[inline]
     fn access(&mut self, key: u64, size: u64) -> CacheOutcome {
@@ -74,6 +86,14 @@ impl<C: CachePolicy + ?Sized> CachePolicy for Box<C> {
     fn insert(&mut self, key: u64, size: u64) -> CacheOutcome {
         (**self).insert(key, size)
     }
+    fn insert_evicting(
+        &mut self,
+        key: u64,
+        size: u64,
+        evicted: &mut dyn FnMut(u64),
+    ) -> CacheOutcome {
+        (**self).insert_evicting(key, size, evicted)
+    }
     #[inline]
     fn access(&mut self, key: u64, size: u64) -> CacheOutcome {
         (**self).access(key, size)
@@ -94,10 +114,14 @@ pub(crate) fn make_room<V: Default>(
     capacity: u64,
     need: u64,
     size_of: impl Fn(&V) -> u64,
+    evicted: &mut impl FnMut(u64),
 ) {
     while *used + need > capacity {
         match lru.pop_oldest() {
-            Some((_, v)) => *used -= size_of(&v),
+            Some((k, v)) => {
+                *used -= size_of(&v);
+                evicted(k);
+            }
             None => break,
         }
     }

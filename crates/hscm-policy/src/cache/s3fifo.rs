@@ -76,16 +76,16 @@ impl S3FifoCache {
         }
     }
 
-    fn evict(&mut self) {
+    fn evict(&mut self, evicted: &mut impl FnMut(u64)) {
         self.has_evicted = true;
         if self.main_used > self.main_cap || self.small_used == 0 {
-            self.evict_main();
+            self.evict_main(evicted);
         } else {
-            self.evict_small();
+            self.evict_small(evicted);
         }
     }
 
-    fn evict_small(&mut self) {
+    fn evict_small(&mut self, evicted: &mut impl FnMut(u64)) {
         while let Some(key) = self.small.pop_front() {
             let e = self.map.get_mut(key).expect("queued keys are in the table");
             let (freq, size) = (e.stamp & S3_LOW, e.size);
@@ -96,12 +96,13 @@ impl S3FifoCache {
                 self.main_used += size;
             } else {
                 self.send_to_ghost(key, size);
+                evicted(key);
                 return;
             }
         }
     }
 
-    fn evict_main(&mut self) {
+    fn evict_main(&mut self, evicted: &mut impl FnMut(u64)) {
         while let Some(key) = self.main.pop_front() {
             let e = self.map.get_mut(key).expect("queued keys are in the table");
             let freq = e.stamp & S3_LOW;
@@ -112,6 +113,7 @@ impl S3FifoCache {
                 let size = e.size;
                 self.map.remove(key);
                 self.main_used -= size;
+                evicted(key);
                 return;
             }
         }
@@ -151,19 +153,8 @@ impl S3FifoCache {
     }
 }
 
-impl CachePolicy for S3FifoCache {
-    fn lookup(&mut self, key: u64) -> bool {
-        match self.map.get_mut(key) {
-            Some(e) if e.stamp >> S3_TAG_SHIFT != S3_GHOST => {
-                if e.stamp & S3_LOW < S3_LOW {
-                    e.stamp += 1;
-                }
-                true
-            }
-            _ => false,
-        }
-    }
-    fn insert(&mut self, key: u64, size: u64) -> CacheOutcome {
+impl S3FifoCache {
+    fn insert_with(&mut self, key: u64, size: u64, evicted: &mut impl FnMut(u64)) -> CacheOutcome {
         let mut hit_on_ghost = false;
         if let Some(e) = self.map.get_mut(key) {
             debug_assert!(
@@ -180,7 +171,7 @@ impl CachePolicy for S3FifoCache {
             return CacheOutcome::Bypassed;
         }
         while self.small_used + self.main_used + size > self.capacity {
-            self.evict();
+            self.evict(evicted);
         }
         let to_main = if hit_on_ghost {
             true
@@ -200,6 +191,32 @@ impl CachePolicy for S3FifoCache {
             self.small_used += size;
         }
         CacheOutcome::Inserted
+    }
+}
+
+impl CachePolicy for S3FifoCache {
+    fn lookup(&mut self, key: u64) -> bool {
+        match self.map.get_mut(key) {
+            Some(e) if e.stamp >> S3_TAG_SHIFT != S3_GHOST => {
+                if e.stamp & S3_LOW < S3_LOW {
+                    e.stamp += 1;
+                }
+                true
+            }
+            _ => false,
+        }
+    }
+    #[inline]
+    fn insert(&mut self, key: u64, size: u64) -> CacheOutcome {
+        self.insert_with(key, size, &mut |_| {})
+    }
+    fn insert_evicting(
+        &mut self,
+        key: u64,
+        size: u64,
+        evicted: &mut dyn FnMut(u64),
+    ) -> CacheOutcome {
+        self.insert_with(key, size, &mut |k| evicted(k))
     }
     #[inline]
     fn prefetch(&self, key: u64) {

@@ -57,7 +57,7 @@ impl SieveCache {
         }
     }
 
-    fn evict(&mut self) {
+    fn evict(&mut self, evicted: &mut impl FnMut(u64)) {
         let mut i = if self.hand == NIL {
             self.tail
         } else {
@@ -76,25 +76,17 @@ impl SieveCache {
         self.index.remove(&n.key);
         self.used -= n.size;
         self.free.push(i);
+        evicted(n.key);
     }
 }
 
-impl CachePolicy for SieveCache {
-    fn lookup(&mut self, key: u64) -> bool {
-        match self.index.get(&key) {
-            Some(&i) => {
-                self.nodes[i as usize].visited = true;
-                true
-            }
-            None => false,
-        }
-    }
-    fn insert(&mut self, key: u64, size: u64) -> CacheOutcome {
+impl SieveCache {
+    fn insert_with(&mut self, key: u64, size: u64, evicted: &mut impl FnMut(u64)) -> CacheOutcome {
         if size > self.capacity {
             return CacheOutcome::Bypassed;
         }
         while self.used + size > self.capacity {
-            self.evict();
+            self.evict(evicted);
         }
         let node = SieveNode {
             key,
@@ -122,6 +114,30 @@ impl CachePolicy for SieveCache {
         self.index.insert(key, i);
         self.used += size;
         CacheOutcome::Inserted
+    }
+}
+
+impl CachePolicy for SieveCache {
+    fn lookup(&mut self, key: u64) -> bool {
+        match self.index.get(&key) {
+            Some(&i) => {
+                self.nodes[i as usize].visited = true;
+                true
+            }
+            None => false,
+        }
+    }
+    #[inline]
+    fn insert(&mut self, key: u64, size: u64) -> CacheOutcome {
+        self.insert_with(key, size, &mut |_| {})
+    }
+    fn insert_evicting(
+        &mut self,
+        key: u64,
+        size: u64,
+        evicted: &mut dyn FnMut(u64),
+    ) -> CacheOutcome {
+        self.insert_with(key, size, &mut |k| evicted(k))
     }
     fn used(&self) -> u64 {
         self.used
