@@ -1,0 +1,39 @@
+use std::io;
+
+use hscm_durable::Failure;
+
+/// What the tiered volume can fail with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    #[error("request [{offset}, {offset}+{len}) is outside the volume (size {size})")]
+    OutOfRange { offset: u64, len: u64, size: u64 },
+    #[error("{what}: {source}")]
+    Io {
+        what: String,
+        #[source]
+        source: io::Error,
+    },
+    /// A device write or sync failed: writes are refused from then on.
+    #[error(transparent)]
+    Failed(#[from] Failure),
+    #[error("{path}: not a tiered volume ({why})")]
+    NotTiered { path: String, why: String },
+    #[error("{path}: tiered volume header is damaged: {why}")]
+    BadHeader { path: String, why: String },
+    #[error("invalid tier configuration: {0}")]
+    Config(String),
+    #[error(transparent)]
+    Volume(#[from] hscm_volume::Error),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn io(what: impl Into<String>, source: io::Error) -> Error {
+        Error::Io {
+            what: what.into(),
+            source,
+        }
+    }
+}

@@ -1,0 +1,401 @@
+//! The tiered volume: blocks live on the home device; the hot ones also in DRAM.
+//!
+//! Write-through: a write reaches home (a whole block per touched block, from an
+//! aligned buffer) before the DRAM copy is trusted, and is durable before it is
+//! acknowledged (group commit: concurrent writers share syncs), so home always holds
+//! every acknowledged write and a crash loses nothing and leaves nothing stale. DRAM is
+//! a cache of home: after a restart it is refilled hottest-first from the saved hot list.
+//!
+//! One lock guards the DRAM tier and orders requests; device I/O for misses happens
+//! under it, so requests are served one at a time (syncs excepted). That keeps every
+//! request's view exact (a read sees each block before or after a concurrent write,
+//! never half of it) at the cost of overlap between misses.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use hscm_durable::{GroupCommit, Poison};
+use hscm_volume::{AlignedBuf, Backend, Durability, FileBackend};
+use parking_lot::Mutex;
+use serde::Serialize;
+
+use crate::dram::{Dram, Place, TierStats};
+use crate::header::{TierConfig, HEADER_LEN};
+use crate::{Error, Result};
+
+/// A snapshot of the volume's counters.
+#[derive(Debug, Clone, Serialize)]
+pub struct VolumeStats {
+    pub config: TierConfig,
+    pub home: String,
+    /// Requests (reads and writes) by what their blocks found in DRAM.
+    pub requests: u64,
+    pub request_hits: u64,
+    pub request_partial_hits: u64,
+    pub request_misses: u64,
+    pub tiers: Vec<TierStats>,
+    pub home_reads: u64,
+    pub home_writes: u64,
+    pub syncs: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    requests: u64,
+    request_hits: u64,
+    request_partial_hits: u64,
+    request_misses: u64,
+    home_reads: u64,
+    home_writes: u64,
+}
+
+struct Inner {
+    dram: Dram,
+    counters: Counters,
+    /// One block, for requests that bypass DRAM.
+    scratch: AlignedBuf,
+}
+
+pub struct TieredVolume {
+    cfg: TierConfig,
+    home: Arc<dyn Backend>,
+    inner: Mutex<Inner>,
+    commit: GroupCommit,
+    /// Writes that reached home (tickets for the group commit).
+    issued: AtomicU64,
+    syncs: AtomicU64,
+    poison: Poison,
+}
+
+fn read_header(home: &dyn Backend) -> Result<TierConfig> {
+    let mut h = AlignedBuf::zeroed(HEADER_LEN as usize);
+    home.read_at(0, &mut h)
+        .map_err(|e| Error::io(format!("cannot read the header of {}", home.describe()), e))?;
+    TierConfig::decode(&h, &home.describe())
+}
+
+impl TieredVolume {
+    /// Formats `path` (a new file, or with `overwrite` an existing one) as a tiered
+    /// volume and syncs it. Home holds a 4 KiB header, then the data, zero.
+    pub fn create(path: &Path, cfg: &TierConfig, overwrite: bool) -> Result<()> {
+        cfg.validate()?;
+        let home = FileBackend::create(path, HEADER_LEN + cfg.size, overwrite)?;
+        Self::format(&home, cfg)
+    }
+
+    /// Writes the header of a new volume onto `home` and syncs it.
+    pub fn format(home: &dyn Backend, cfg: &TierConfig) -> Result<()> {
+        cfg.validate()?;
+        if home.len() < HEADER_LEN + cfg.size {
+            return Err(Error::Config(format!(
+                "{} holds {} bytes; a {}-byte volume needs {}",
+                home.describe(),
+                home.len(),
+                cfg.size,
+                HEADER_LEN + cfg.size
+            )));
+        }
+        let mut h = AlignedBuf::zeroed(HEADER_LEN as usize);
+        h.copy_from_slice(&cfg.encode());
+        let what = || format!("cannot write the header of {}", home.describe());
+        home.write_at(0, &h).map_err(|e| Error::io(what(), e))?;
+        home.sync().map_err(|e| Error::io(what(), e))?;
+        Ok(())
+    }
+
+    /// Opens the tiered volume at `path` for reading and writing.
+    pub fn open(path: &Path) -> Result<TieredVolume> {
+        let home = FileBackend::open(path, true)?;
+        Self::open_on(Arc::new(home))
+    }
+
+    /// The configuration written in `path`'s header, without opening the volume.
+    pub fn inspect(path: &Path) -> Result<TierConfig> {
+        let home = FileBackend::open(path, false)?;
+        read_header(&home)
+    }
+
+    /// Opens the volume formatted on `home` (a file, a device, a test backend).
+    pub fn open_on(home: Arc<dyn Backend>) -> Result<TieredVolume> {
+        let cfg = read_header(home.as_ref())?;
+        if home.len() < HEADER_LEN + cfg.size {
+            return Err(Error::BadHeader {
+                path: home.describe(),
+                why: format!(
+                    "the header asks for {} data bytes; the device holds {}",
+                    cfg.size,
+                    home.len().saturating_sub(HEADER_LEN)
+                ),
+            });
+        }
+        Ok(TieredVolume {
+            inner: Mutex::new(Inner {
+                dram: Dram::new(&cfg),
+                counters: Counters::default(),
+                scratch: AlignedBuf::zeroed(cfg.block as usize),
+            }),
+            cfg,
+            home,
+            commit: GroupCommit::new(0),
+            issued: AtomicU64::new(0),
+            syncs: AtomicU64::new(0),
+            poison: Poison::default(),
+        })
+    }
+
+    pub fn config(&self) -> &TierConfig {
+        &self.cfg
+    }
+
+    pub fn size(&self) -> u64 {
+        self.cfg.size
+    }
+
+    fn check(&self, offset: u64, len: u64) -> Result<()> {
+        hscm_block::check_range(self.cfg.size, offset, len).map_err(|_| Error::OutOfRange {
+            offset,
+            len,
+            size: self.cfg.size,
+        })
+    }
+
+    fn home_offset(&self, block: u64) -> u64 {
+        HEADER_LEN + block * u64::from(self.cfg.block)
+    }
+
+    /// Hands `[offset, offset + len)` to `sink` block by block, as
+    /// `(position within the request, bytes)`.
+    pub fn read_with(
+        &self,
+        offset: u64,
+        len: usize,
+        sink: &mut dyn FnMut(usize, &[u8]),
+    ) -> Result<()> {
+        self.check(offset, len as u64)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let bs = u64::from(self.cfg.block);
+        let mut guard = self.inner.lock();
+        let inner = &mut *guard;
+        let sequential = inner.dram.sequential(offset, len as u64);
+        let (mut hits, mut blocks) = (0, 0);
+        let mut at = offset;
+        let end = offset + len as u64;
+        while at < end {
+            let block = at / bs;
+            let within = (at % bs) as usize;
+            let n = ((bs - at % bs).min(end - at)) as usize;
+            let pos = (at - offset) as usize;
+            blocks += 1;
+            match inner.dram.place(block, false, sequential) {
+                Place::Slot { slot, fresh } => {
+                    if fresh {
+                        self.fill(&mut inner.counters, &mut inner.dram, slot, block)?;
+                    } else {
+                        hits += 1;
+                    }
+                    sink(pos, &inner.dram.slot(slot)[within..within + n]);
+                }
+                Place::Bypassed => {
+                    inner.counters.home_reads += 1;
+                    self.home
+                        .read_at(self.home_offset(block), &mut inner.scratch)
+                        .map_err(|e| self.read_error(block, e))?;
+                    sink(pos, &inner.scratch[within..within + n]);
+                }
+            }
+            at += n as u64;
+        }
+        inner.counters.count_request(hits, blocks);
+        Ok(())
+    }
+
+    /// Reads `buf.len()` bytes at `offset`.
+    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let len = buf.len();
+        self.read_with(offset, len, &mut |at, piece| {
+            buf[at..at + piece.len()].copy_from_slice(piece)
+        })
+    }
+
+    /// Fills a just-admitted slot with its block from home.
+    fn fill(&self, counters: &mut Counters, dram: &mut Dram, slot: u32, block: u64) -> Result<()> {
+        counters.home_reads += 1;
+        self.home
+            .read_at(self.home_offset(block), dram.slot_mut(slot))
+            .map_err(|e| self.read_error(block, e))?;
+        dram.set_valid(slot, true);
+        Ok(())
+    }
+
+    fn read_error(&self, block: u64, e: std::io::Error) -> Error {
+        Error::io(
+            format!("cannot read block {block} from {}", self.home.describe()),
+            e,
+        )
+    }
+
+    /// Writes `data` at `offset`; durable on return when the volume's durability is
+    /// `Immediate` or `fua` is set, else after the next flush.
+    pub fn write_at(&self, offset: u64, data: &[u8], fua: bool) -> Result<()> {
+        self.write_range(offset, data.len() as u64, fua, &mut |pos, dst| {
+            dst.copy_from_slice(&data[pos..pos + dst.len()])
+        })
+    }
+
+    /// Writes zeroes over `[offset, offset + len)` (also what a discard does).
+    pub fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> Result<()> {
+        self.write_range(offset, len, fua, &mut |_, dst| dst.fill(0))
+    }
+
+    /// The write path: `fill(position in the request, destination)` supplies the bytes.
+    fn write_range(
+        &self,
+        offset: u64,
+        len: u64,
+        fua: bool,
+        fill: &mut dyn FnMut(usize, &mut [u8]),
+    ) -> Result<()> {
+        self.check(offset, len)?;
+        self.poison.check()?;
+        if len == 0 {
+            return Ok(());
+        }
+        let bs = u64::from(self.cfg.block);
+        let ticket;
+        {
+            let mut guard = self.inner.lock();
+            let inner = &mut *guard;
+            // Checked again under the lock: a write that failed meanwhile poisoned it.
+            self.poison.check()?;
+            let sequential = inner.dram.sequential(offset, len);
+            let (mut hits, mut blocks) = (0, 0);
+            let mut at = offset;
+            let end = offset + len;
+            while at < end {
+                let block = at / bs;
+                let within = (at % bs) as usize;
+                let n = ((bs - at % bs).min(end - at)) as usize;
+                let pos = (at - offset) as usize;
+                let whole = n as u64 == bs;
+                blocks += 1;
+                let home_at = self.home_offset(block);
+                let result = match inner.dram.place(block, true, sequential) {
+                    Place::Slot { slot, fresh } => {
+                        if fresh && !whole {
+                            self.fill(&mut inner.counters, &mut inner.dram, slot, block)?;
+                        }
+                        if !fresh {
+                            hits += 1;
+                        }
+                        let bytes = inner.dram.slot_mut(slot);
+                        fill(pos, &mut bytes[within..within + n]);
+                        inner.dram.set_valid(slot, true);
+                        inner.counters.home_writes += 1;
+                        self.home.write_at(home_at, inner.dram.slot(slot))
+                    }
+                    Place::Bypassed => {
+                        if !whole {
+                            inner.counters.home_reads += 1;
+                            self.home
+                                .read_at(home_at, &mut inner.scratch)
+                                .map_err(|e| self.read_error(block, e))?;
+                        }
+                        fill(pos, &mut inner.scratch[within..within + n]);
+                        inner.counters.home_writes += 1;
+                        self.home.write_at(home_at, &inner.scratch)
+                    }
+                };
+                if let Err(e) = result {
+                    let reason = format!(
+                        "write of block {block} to {} failed: {e}",
+                        self.home.describe()
+                    );
+                    self.poison.set(reason, e.raw_os_error());
+                    self.commit.wake_all();
+                    return Err(Error::io(
+                        format!("cannot write block {block} to {}", self.home.describe()),
+                        e,
+                    ));
+                }
+                at += n as u64;
+            }
+            inner.counters.count_request(hits, blocks);
+            ticket = self.issued.fetch_add(1, Ordering::SeqCst) + 1;
+        }
+        if fua || self.cfg.durability == Durability::Immediate {
+            self.sync_through(ticket)?;
+        }
+        Ok(())
+    }
+
+    /// Returns once every write up to `ticket` is durable on home.
+    fn sync_through(&self, ticket: u64) -> Result<()> {
+        self.commit
+            .wait(
+                ticket,
+                &self.poison,
+                || format!("sync of {}", self.home.describe()),
+                || self.issued.load(Ordering::SeqCst),
+                || {
+                    self.syncs.fetch_add(1, Ordering::Relaxed);
+                    self.home.sync()
+                },
+            )
+            .map_err(|e| match e {
+                hscm_durable::CommitError::Poisoned(f) => Error::Failed(f),
+                hscm_durable::CommitError::SyncFailed { reason, source } => {
+                    Error::io(reason, source)
+                }
+                other => Error::io("sync", std::io::Error::other(other.to_string())),
+            })
+    }
+
+    /// Makes every write completed before the call durable.
+    pub fn flush(&self) -> Result<()> {
+        let ticket = self.issued.load(Ordering::SeqCst);
+        self.sync_through(ticket)
+    }
+
+    pub fn stats(&self) -> VolumeStats {
+        let inner = self.inner.lock();
+        let c = &inner.counters;
+        VolumeStats {
+            config: self.cfg,
+            home: self.home.describe(),
+            requests: c.requests,
+            request_hits: c.request_hits,
+            request_partial_hits: c.request_partial_hits,
+            request_misses: c.request_misses,
+            tiers: vec![inner.dram.snapshot()],
+            home_reads: c.home_reads,
+            home_writes: c.home_writes,
+            syncs: self.syncs.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Cached blocks, hottest first.
+    pub fn hot_list(&self) -> Vec<u64> {
+        self.inner.lock().dram.hot_list()
+    }
+
+    /// The first failure, once writes are refused.
+    pub fn failure(&self) -> Option<hscm_durable::Failure> {
+        self.poison.get().cloned()
+    }
+}
+
+impl Counters {
+    fn count_request(&mut self, hits: u64, blocks: u64) {
+        self.requests += 1;
+        if hits == blocks {
+            self.request_hits += 1;
+        } else if hits == 0 {
+            self.request_misses += 1;
+        } else {
+            self.request_partial_hits += 1;
+        }
+    }
+}

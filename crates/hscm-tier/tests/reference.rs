@@ -1,0 +1,192 @@
+//! The tiered volume against a flat byte array: whatever the DRAM share (1:2 to 1:64
+//! of the volume), the policy, the admission filter, the block size and the sequential
+//! cutoff, every read returns what the array holds.
+
+use std::sync::Arc;
+
+use hscm_block::{conformance, BlockTarget, WriteFlags, ZeroFlags};
+use hscm_policy::cache::{AdmissionName, EvictionName};
+use hscm_tier::{Durability, TierConfig, TieredVolume, HEADER_LEN};
+use hscm_volume::testing::FaultyBackend;
+use proptest::prelude::*;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+
+const ADMISSIONS: [Option<AdmissionName>; 3] = [
+    None,
+    Some(AdmissionName::SecondMiss),
+    Some(AdmissionName::SeenBefore),
+];
+
+fn volume(cfg: &TierConfig) -> TieredVolume {
+    let home = FaultyBackend::new((HEADER_LEN + cfg.size) as usize, "home");
+    TieredVolume::format(&home, cfg).unwrap();
+    TieredVolume::open_on(Arc::new(home)).unwrap()
+}
+
+/// Runs `ops` random requests on a volume of `cfg` and on a flat array; the first
+/// difference fails with the request that exposed it.
+fn drive(cfg: &TierConfig, ops: usize, seed: u64) -> Result<(), String> {
+    let vol = volume(cfg);
+    let size = cfg.size as usize;
+    let block = cfg.block as usize;
+    let mut model = vec![0u8; size];
+    let mut rng = SmallRng::seed_from_u64(seed);
+    let hot = (size / 8).max(block);
+    let mut buf = Vec::new();
+    for i in 0..ops {
+        // Most requests in a hot eighth, some anywhere, some sequential runs.
+        let len = match rng.gen_range(0..10) {
+            0..=5 => rng.gen_range(1..=block),
+            6..=8 => block,
+            _ => rng.gen_range(1..=3 * block),
+        }
+        .min(size);
+        let span = if rng.gen_bool(0.7) {
+            hot.max(len)
+        } else {
+            size
+        };
+        let mut offset = rng.gen_range(0..=span - len);
+        if rng.gen_bool(0.5) {
+            offset -= offset % block;
+        }
+        let flags = if rng.gen_bool(0.2) {
+            WriteFlags::FUA
+        } else {
+            WriteFlags::NONE
+        };
+        let what = rng.gen_range(0..20);
+        match what {
+            0..=8 => {
+                buf.resize(len, 0);
+                vol.read_at(offset as u64, &mut buf)
+                    .map_err(|e| format!("op {i}: read: {e}"))?;
+                if buf[..] != model[offset..offset + len] {
+                    let at = (0..len).find(|&j| buf[j] != model[offset + j]).unwrap();
+                    return Err(format!(
+                        "op {i}: read [{offset}, +{len}) differs at byte {}: {} against {}",
+                        offset + at,
+                        buf[at],
+                        model[offset + at]
+                    ));
+                }
+            }
+            9..=16 => {
+                let data: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
+                vol.write_at(offset as u64, &data, flags.fua)
+                    .map_err(|e| format!("op {i}: write: {e}"))?;
+                model[offset..offset + len].copy_from_slice(&data);
+            }
+            17 => {
+                BlockTarget::discard(&vol, offset as u64, len as u64, flags)
+                    .map_err(|e| format!("op {i}: discard: {e}"))?;
+                model[offset..offset + len].fill(0);
+            }
+            18 => {
+                BlockTarget::write_zeroes(
+                    &vol,
+                    offset as u64,
+                    len as u64,
+                    ZeroFlags {
+                        fua: flags.fua,
+                        ..ZeroFlags::default()
+                    },
+                )
+                .map_err(|e| format!("op {i}: zeroes: {e}"))?;
+                model[offset..offset + len].fill(0);
+            }
+            _ => vol.flush().map_err(|e| format!("op {i}: flush: {e}"))?,
+        }
+    }
+    // And the whole volume at the end, which also checks the blocks never read.
+    let mut all = vec![0u8; size];
+    vol.read_at(0, &mut all).map_err(|e| e.to_string())?;
+    if all != model {
+        return Err("the final image differs".into());
+    }
+    let ram = vol.stats().tiers[0].clone();
+    if ram.occupancy_bytes > ram.capacity_bytes {
+        return Err(format!(
+            "DRAM holds {} of {}",
+            ram.occupancy_bytes, ram.capacity_bytes
+        ));
+    }
+    Ok(())
+}
+
+fn config(blocks: u64, block: u32, ratio: u64, eviction: EvictionName) -> TierConfig {
+    let mut cfg = TierConfig::new(
+        blocks * u64::from(block),
+        (blocks / ratio) * u64::from(block),
+    );
+    cfg.block = block;
+    cfg.eviction = eviction;
+    cfg
+}
+
+/// A million requests in all: every eviction policy behind every admission filter,
+/// at DRAM shares 1:2 to 1:64, with and without a sequential cutoff.
+#[test]
+fn a_million_random_requests_read_what_a_flat_array_holds_at_every_dram_share() {
+    let ratios = [2u64, 4, 8, 16, 32, 64];
+    let mut total = 0;
+    let mut seed = 1;
+    for eviction in EvictionName::ALL {
+        for admission in ADMISSIONS {
+            for ratio in ratios {
+                let mut cfg = config(128, 4096, ratio, eviction);
+                cfg.admission = admission;
+                cfg.sequential_cutoff = if seed % 2 == 0 { 0 } else { 3 * 4096 };
+                cfg.durability = if seed % 3 == 0 {
+                    Durability::OnFlush
+                } else {
+                    Durability::Immediate
+                };
+                let ops = 9_300;
+                drive(&cfg, ops, seed).unwrap_or_else(|e| {
+                    panic!(
+                        "{} + {:?}, DRAM 1:{ratio}, seed {seed}: {e}",
+                        eviction.name(),
+                        admission
+                    )
+                });
+                total += ops;
+                seed += 1;
+            }
+        }
+    }
+    assert!(total >= 1_000_000, "{total} requests");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(32))]
+    #[test]
+    fn any_geometry_reads_what_a_flat_array_holds(
+        blocks in 2u64..200,
+        block_shift in 12u32..15,
+        ratio_shift in 1u32..7,
+        eviction in 0usize..EvictionName::ALL.len(),
+        admission in 0usize..3,
+        cutoff in prop_oneof![Just(0u64), 1u64..100_000],
+        seed in any::<u64>(),
+    ) {
+        let block = 1u32 << block_shift;
+        let ram_blocks = (blocks >> ratio_shift).max(1);
+        let mut cfg = TierConfig::new(blocks * u64::from(block), ram_blocks * u64::from(block));
+        cfg.block = block;
+        cfg.eviction = EvictionName::ALL[eviction];
+        cfg.admission = ADMISSIONS[admission];
+        cfg.sequential_cutoff = cutoff;
+        prop_assert_eq!(drive(&cfg, 400, seed), Ok(()));
+    }
+}
+
+#[test]
+fn the_tiered_volume_keeps_the_block_target_contract() {
+    for admission in ADMISSIONS {
+        let mut cfg = config(64, 4096, 8, EvictionName::Lru);
+        cfg.admission = admission;
+        conformance::check_writable(&volume(&cfg));
+    }
+}
