@@ -30,6 +30,7 @@ pub mod par;
 pub mod report;
 pub mod ring;
 pub mod scratch;
+pub mod tier;
 pub mod units;
 pub mod vmsim;
 pub mod volume;

@@ -376,6 +376,22 @@ impl TieredVolume {
         }
     }
 
+    /// Reads block `block` from home without touching the DRAM tier, its policy or its
+    /// counters (home holds every completed write): what a replay rewrites so that
+    /// replaying a trace leaves the volume's data as it was.
+    pub fn peek_block(&self, block: u64, buf: &mut [u8]) -> Result<()> {
+        let bs = u64::from(self.cfg.block);
+        self.check(block.saturating_mul(bs), buf.len() as u64)?;
+        let _order = self.inner.lock();
+        let mut b = AlignedBuf::zeroed(bs as usize);
+        self.home
+            .read_at(self.home_offset(block), &mut b)
+            .map_err(|e| self.read_error(block, e))?;
+        let n = buf.len().min(bs as usize);
+        buf[..n].copy_from_slice(&b[..n]);
+        Ok(())
+    }
+
     /// Cached blocks, hottest first.
     pub fn hot_list(&self) -> Vec<u64> {
         self.inner.lock().dram.hot_list()
