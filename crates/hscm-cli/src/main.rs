@@ -9,6 +9,7 @@ mod kv_check;
 mod mount_cmd;
 mod nbd_cmd;
 mod serve_cmd;
+mod tier_cmd;
 mod volume_cmd;
 
 use std::path::PathBuf;
@@ -102,8 +103,12 @@ enum Command {
 enum VolumeCmd {
     /// Create a volume: a 4 KiB header, two checkpoint slots, a write-ahead journal and
     /// the data area, in a new file (space is reserved up front) or on a block device.
+    /// With --ram, a tiered volume instead: larger than RAM, every block on the file
+    /// (its home), the hot ones also in that much DRAM, every write durable on home
+    /// before it is acknowledged.
     ///
     /// Example: hscm volume create /var/lib/app.hscm --size 4G --chunk 1M
+    /// Example: hscm volume create /srv/big.hscm --size 64G --ram 4G --policy s3fifo
     Create {
         /// File to create (or, with --force, a block device to format).
         path: PathBuf,
@@ -137,6 +142,46 @@ enum VolumeCmd {
         /// the caller).
         #[arg(long)]
         fs: bool,
+        /// Make it a tiered volume with this much DRAM for the hot blocks (e.g. 4G); the
+        /// volume may then be far larger than RAM.
+        #[arg(long, value_parser = units::parse_size, allow_hyphen_values = true, conflicts_with_all = ["journal", "fs", "larger_than_ram"])]
+        ram: Option<u64>,
+        /// Tiered: the unit of caching, 4K to 1M [default: 4k].
+        #[arg(long, value_parser = units::parse_size, allow_hyphen_values = true, requires = "ram")]
+        block: Option<u64>,
+        /// Tiered: which blocks stay in DRAM, as `hscm sim cache` names the policies
+        /// (lru, ac-lru, clock, fifo, arc, s3fifo, sieve) [default: lru].
+        #[arg(long, value_parser = vmsim::parse_policy, requires = "ram")]
+        policy: Option<hscm_vmsim::cache::PolicyName>,
+        /// Tiered: admission to DRAM: always (every missed block), second-miss or
+        /// seen-before (on a repeated request; seed 004's admission control) [default:
+        /// always].
+        #[arg(long, value_parser = parse_tier_admission, requires = "ram")]
+        admission: Option<TierAdmission>,
+        /// Tiered: a sequential run longer than this bypasses DRAM so a scan does not
+        /// wash out the hot set (0: off) [default: 4M].
+        #[arg(long, value_parser = units::parse_size, allow_hyphen_values = true, requires = "ram")]
+        sequential_cutoff: Option<u64>,
+    },
+    /// Replay a block trace through a tiered volume, reading and writing its blocks
+    /// (each write rewrites the block's own bytes, so the data is unchanged), and count
+    /// DRAM hits and misses: for the same policy and size they equal what `hscm sim
+    /// cache --size RAM --block BLOCK` predicts (with the sequential cutoff off).
+    ///
+    /// Example: hscm volume replay /srv/big.hscm --trace web.msr.csv --json
+    Replay {
+        /// The tiered volume (not in use by another process).
+        path: PathBuf,
+        /// Block trace (plain or zstd), any format `hscm sim cache` reads.
+        #[arg(long)]
+        trace: PathBuf,
+        /// oracle-general, csv, lis, spc, msr or lackey; detected when omitted.
+        #[arg(long, value_parser = vmsim::parse_request_format)]
+        format: Option<hscm_trace::RequestFormat>,
+        /// One JSON object (a stable contract): {"requests", "tiers": [{"tier", "hits",
+        /// "misses", …}], …}; a failure prints {"ok": false, "error": ...}.
+        #[arg(long)]
+        json: bool,
     },
     /// Show a volume's header and geometry; with --load, open it and time the warm-up.
     Info {
@@ -572,6 +617,20 @@ fn main() -> std::process::ExitCode {
     }
 }
 
+/// A tiered volume's admission to DRAM: None admits every missed block.
+#[derive(Clone, Copy)]
+struct TierAdmission(Option<hscm_policy::cache::AdmissionName>);
+
+/// `always` (no filter) or an admission filter's name.
+fn parse_tier_admission(s: &str) -> Result<TierAdmission, String> {
+    if s == "always" {
+        return Ok(TierAdmission(None));
+    }
+    vmsim::parse_admission(s)
+        .map(|a| TierAdmission(Some(a)))
+        .map_err(|e| format!("{e}, or always"))
+}
+
 fn run(cli: Cli) -> Result<()> {
     match cli.command {
         Command::Volume(VolumeCmd::Create {
@@ -583,7 +642,25 @@ fn run(cli: Cli) -> Result<()> {
             force,
             larger_than_ram,
             fs,
+            ram,
+            block,
+            policy,
+            admission,
+            sequential_cutoff,
         }) => {
+            if let Some(ram) = ram {
+                let args = tier_cmd::TierArgs {
+                    size,
+                    ram,
+                    block: block.unwrap_or(4096),
+                    policy: policy.unwrap_or(hscm_vmsim::cache::PolicyName::Lru),
+                    admission: admission.and_then(|a| a.0),
+                    sequential_cutoff: sequential_cutoff
+                        .unwrap_or(hscm_tier::DEFAULT_SEQUENTIAL_CUTOFF),
+                    durability,
+                };
+                return tier_cmd::create(&path, &args, force);
+            }
             if !larger_than_ram {
                 hscm_volume::check_fits_in_memory(&path.display().to_string(), size)
                     .context("refusing to create a volume that cannot open on this machine (--larger-than-ram creates it anyway)")?;
@@ -595,9 +672,19 @@ fn run(cli: Cli) -> Result<()> {
             Ok(())
         }
         Command::Volume(VolumeCmd::Info { path, load, json }) => {
+            if tier_cmd::is_tiered(&path) {
+                let cfg = hscm_tier::TieredVolume::inspect(&path)?;
+                return tier_cmd::info(&path, &cfg, json);
+            }
             volume_cmd::info(&path, json, load)
         }
         Command::Volume(VolumeCmd::Check { path, json }) => volume_cmd::check(&path, json),
+        Command::Volume(VolumeCmd::Replay {
+            path,
+            trace,
+            format,
+            json,
+        }) => tier_cmd::replay(&path, &trace, format, json),
         Command::Bench(BenchCmd::Volume(a)) => {
             let spec = bench::VolumeBenchSpec {
                 workload: a.workload,

@@ -1,0 +1,132 @@
+//! `hscm volume create --ram`, `volume info` and `volume replay`: the tiered volume's
+//! command-line contract, and its agreement with `hscm sim cache`.
+
+mod util;
+
+use std::io::Write;
+
+use util::{ok_json, run as hscm};
+
+fn msr_trace(path: &std::path::Path) {
+    let mut f = std::fs::File::create(path).unwrap();
+    let mut x = 12345u64;
+    for i in 0..3000u64 {
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        let r = (x >> 11) as f64 / (1u64 << 53) as f64;
+        let block = (r * r * r * 2000.0) as u64;
+        let kind = if x % 3 == 0 { "Write" } else { "Read" };
+        writeln!(
+            f,
+            "{i},h,0,{kind},{},{},0",
+            block * 4096,
+            (1 + x % 2) * 4096
+        )
+        .unwrap();
+    }
+}
+
+#[test]
+fn a_replay_through_the_volume_hits_as_the_simulator_predicts() {
+    let dir = tempfile::tempdir().unwrap();
+    let vol = dir.path().join("v.tier");
+    let v = vol.to_str().unwrap();
+    let o = hscm(&[
+        "volume",
+        "create",
+        v,
+        "--size",
+        "16M",
+        "--ram",
+        "1M",
+        "--policy",
+        "arc",
+        "--admission",
+        "second-miss",
+        "--sequential-cutoff",
+        "0",
+        "--durability",
+        "on-flush",
+    ]);
+    assert!(o.status.success(), "{}", util::stderr(&o));
+    let info = ok_json(&["volume", "info", v, "--json"]);
+    assert_eq!(info["kind"], "tiered");
+    assert_eq!(info["tier"]["eviction"], "arc");
+    assert_eq!(info["tier"]["admission"], "second-miss");
+    assert_eq!(info["tier"]["ram"], 1 << 20);
+
+    let trace = dir.path().join("t.msr.csv");
+    msr_trace(&trace);
+    let t = trace.to_str().unwrap();
+    let replay = ok_json(&["volume", "replay", v, "--trace", t, "--json"]);
+    let sim = ok_json(&[
+        "sim",
+        "cache",
+        "--trace",
+        t,
+        "--policy",
+        "arc",
+        "--admission",
+        "second-miss",
+        "--size",
+        "1M",
+        "--block",
+        "4k",
+        "--json",
+    ]);
+    assert_eq!(replay["requests"], sim[0]["requests"]);
+    let dram = &replay["tiers"][0];
+    assert_eq!(dram["tier"], "dram");
+    assert_eq!(dram["hits"], sim[0]["hits"], "{replay}\n{sim}");
+    let misses = sim[0]["requests"].as_u64().unwrap() - sim[0]["hits"].as_u64().unwrap();
+    assert_eq!(dram["misses"].as_u64().unwrap(), misses);
+}
+
+#[test]
+fn tiered_volume_bad_input_gets_a_clear_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = dir.path().join("v.tier");
+    let v = v.to_str().unwrap();
+    for (args, says) in [
+        (vec!["--ram", "1M", "--policy", "belady"], "online policy"),
+        (
+            vec![
+                "--ram",
+                "1M",
+                "--policy",
+                "ac-lru",
+                "--admission",
+                "seen-before",
+            ],
+            "own admission filter",
+        ),
+        (vec!["--ram", "5000"], "multiple of the 4096-byte block"),
+        (vec!["--ram", "1M", "--block", "2M"], "4 KiB to 1 MiB"),
+        (vec!["--block", "8k"], "--ram"),
+        (vec!["--ram", "1M", "--admission", "maybe"], "or always"),
+    ] {
+        let mut all = vec!["volume", "create", v, "--size", "16M"];
+        all.extend(args.iter());
+        let o = hscm(&all);
+        assert!(!o.status.success(), "{args:?} succeeded");
+        assert!(
+            util::stderr(&o).contains(says),
+            "{args:?}: {}",
+            util::stderr(&o)
+        );
+        assert!(!std::path::Path::new(v).exists(), "{args:?} left a file");
+    }
+    // A replay onto a volume too small for the trace's blocks says so.
+    let o = hscm(&["volume", "create", v, "--size", "64k", "--ram", "16k"]);
+    assert!(o.status.success(), "{}", util::stderr(&o));
+    let trace = dir.path().join("t.msr.csv");
+    msr_trace(&trace);
+    let o = hscm(&["volume", "replay", v, "--trace", trace.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(
+        util::stderr(&o).contains("larger volume"),
+        "{}",
+        util::stderr(&o)
+    );
+}
