@@ -100,6 +100,15 @@ pub fn serve(a: &NbdArgs) -> Result<()> {
             Listener::bind(&endpoint)?
         }
     };
+    let export = ExportOptions {
+        name: a.export.clone(),
+        read_only: a.read_only,
+        workers_per_connection: a.workers,
+        ..ExportOptions::default()
+    };
+    if crate::tier_cmd::is_tiered(&a.volume) {
+        return serve_tiered(a, listener, export, activated, stop);
+    }
     // The export serves from the moment the volume opens: reads of chunks not yet
     // warm are served from the device and move those chunks forward in the loader.
     let volume = Volume::open(
@@ -112,12 +121,6 @@ pub fn serve(a: &NbdArgs) -> Result<()> {
     )
     .with_context(|| format!("opening {}", a.volume.display()))?;
     let volume = Arc::new(volume);
-    let export = ExportOptions {
-        name: a.export.clone(),
-        read_only: a.read_only,
-        workers_per_connection: a.workers,
-        ..ExportOptions::default()
-    };
     let server = Arc::new(Server::new(volume.clone(), export));
     let stats = server.stats();
     note!(
@@ -152,6 +155,41 @@ pub fn serve(a: &NbdArgs) -> Result<()> {
         hscm_block::BlockTarget::flush(&volume).context("flushing the volume at shutdown")?;
     }
     volume.close()?;
+    Ok(())
+}
+
+/// Serves a tiered volume: the same export, over `hscm_tier::TieredVolume`.
+fn serve_tiered(
+    a: &NbdArgs,
+    listener: Listener,
+    export: ExportOptions,
+    activated: bool,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+) -> Result<()> {
+    if a.read_only || a.durability.is_some() {
+        anyhow::bail!(
+            "{} is a tiered volume: it is served read-write with the durability it was created with (no --read-only or --durability yet)",
+            a.volume.display()
+        );
+    }
+    let volume = Arc::new(
+        hscm_tier::TieredVolume::open(&a.volume)
+            .with_context(|| format!("opening {}", a.volume.display()))?,
+    );
+    let server = Arc::new(Server::new(volume.clone(), export));
+    note!(
+        "serving tiered volume {} ({}, {} in DRAM) at {}; Ctrl-C to stop",
+        a.volume.display(),
+        human_bytes(volume.size()),
+        human_bytes(volume.config().ram),
+        listener.uri(&a.export)
+    );
+    if !activated {
+        outln!("{}", listener.uri(&a.export))?;
+    }
+    listener.serve(server, stop)?;
+    drop(listener);
+    volume.flush().context("flushing the volume at shutdown")?;
     Ok(())
 }
 
