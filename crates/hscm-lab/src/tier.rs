@@ -84,6 +84,8 @@ pub fn replay(
             evictions: a.evictions - b.evictions,
             occupancy_bytes: a.occupancy_bytes,
             capacity_bytes: a.capacity_bytes,
+            restored: a.restored,
+            warmed: a.warmed,
         })
         .collect();
     Ok(Replay {

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use hscm_lab::tier::replay;
 use hscm_policy::cache::AdmissionName;
-use hscm_tier::{TierConfig, TieredVolume, HEADER_LEN};
+use hscm_tier::{TierConfig, TieredVolume};
 use hscm_trace::{RequestFormat, RequestReader};
 use hscm_vmsim::cache::{run, CacheRun, PolicyName, StorageProfile};
 use hscm_volume::testing::FaultyBackend;
@@ -91,7 +91,7 @@ fn a_replay_hits_and_misses_exactly_as_the_simulator_predicts_for_every_policy()
             // make the test slow.
             cfg.durability = hscm_tier::Durability::OnFlush;
             // An in-memory home: the counts do not depend on the device.
-            let home = FaultyBackend::new((HEADER_LEN + cfg.size) as usize, "home");
+            let home = FaultyBackend::new(cfg.home_len() as usize, "home");
             TieredVolume::format(&home, &cfg).unwrap();
             let vol = TieredVolume::open_on(Arc::new(home)).unwrap();
             let replayed = replay(&vol, reader(), &mut |_| {}).unwrap();

@@ -38,6 +38,11 @@ pub struct TierStats {
     pub evictions: u64,
     pub occupancy_bytes: u64,
     pub capacity_bytes: u64,
+    /// Blocks put back from the saved hot list when the volume opened.
+    pub restored: u64,
+    /// Of those, filled from home by the background loader (a request for one not yet
+    /// filled fills it itself).
+    pub warmed: u64,
 }
 
 /// Recent sequential runs (bcache's sequential cutoff, simplified to the last few
@@ -189,6 +194,58 @@ impl Dram {
         }
     }
 
+    /// Puts `blocks` (coldest first, so a recency policy ends with them in their old
+    /// order) into the policy with slots not yet filled, admitting past any admission
+    /// filter: the restart path. Returns how many it placed.
+    pub(crate) fn restore(&mut self, blocks: impl Iterator<Item = u64>) -> u64 {
+        let mut placed = 0;
+        for block in blocks {
+            if self.slot_of.contains_key(&block) || self.free.is_empty() {
+                continue;
+            }
+            self.clock += 1;
+            let mut evicted = std::mem::take(&mut self.evicted);
+            evicted.clear();
+            let size = self.block as u64;
+            let mut outcome = CacheOutcome::Bypassed;
+            // An admission filter admits a block on its second request.
+            for _ in 0..2 {
+                outcome = self
+                    .policy
+                    .insert_evicting(block, size, &mut |k| evicted.push(k));
+                if outcome == CacheOutcome::Inserted {
+                    break;
+                }
+            }
+            for k in &evicted {
+                let slot = self
+                    .slot_of
+                    .remove(k)
+                    .expect("an evicted block held a slot");
+                self.valid[slot as usize] = false;
+                self.free.push(slot);
+            }
+            self.evicted = evicted;
+            if outcome == CacheOutcome::Inserted {
+                let slot = self.free.pop().expect("a slot per cached block");
+                self.slot_of.insert(block, slot);
+                self.valid[slot as usize] = false;
+                self.last_use[slot as usize] = self.clock;
+                placed += 1;
+            }
+        }
+        self.stats.restored += placed;
+        placed
+    }
+
+    /// The slot of `block` if it is cached but not filled yet.
+    pub(crate) fn unfilled(&self, block: u64) -> Option<u32> {
+        self.slot_of
+            .get(&block)
+            .copied()
+            .filter(|&s| !self.valid[s as usize])
+    }
+
     pub(crate) fn slot(&self, slot: u32) -> &[u8] {
         let at = slot as usize * self.block;
         &self.arena[at..at + self.block]
@@ -210,12 +267,11 @@ impl Dram {
         }
     }
 
-    /// Cached blocks, hottest (most recently used) first.
+    /// Cached blocks (filled or not), hottest (most recently used) first.
     pub(crate) fn hot_list(&self) -> Vec<u64> {
         let mut blocks: Vec<(u64, u64)> = self
             .slot_of
             .iter()
-            .filter(|(_, &s)| self.valid[s as usize])
             .map(|(&b, &s)| (self.last_use[s as usize], b))
             .collect();
         blocks.sort_unstable_by(|a, b| b.cmp(a));

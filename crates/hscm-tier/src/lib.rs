@@ -27,6 +27,7 @@
 mod dram;
 mod error;
 mod header;
+mod hotlist;
 mod target;
 mod volume;
 

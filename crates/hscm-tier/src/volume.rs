@@ -12,7 +12,7 @@
 //! never half of it) at the cost of overlap between misses.
 
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use hscm_durable::{GroupCommit, Poison};
@@ -60,12 +60,72 @@ struct Inner {
 pub struct TieredVolume {
     cfg: TierConfig,
     home: Arc<dyn Backend>,
-    inner: Mutex<Inner>,
+    inner: Arc<Mutex<Inner>>,
+    /// The background loader refilling DRAM from the saved hot list, and its stop flag.
+    loader: Option<std::thread::JoinHandle<()>>,
+    stop: Arc<AtomicBool>,
     commit: GroupCommit,
     /// Writes that reached home (tickets for the group commit).
     issued: AtomicU64,
     syncs: AtomicU64,
     poison: Poison,
+}
+
+/// Writes the hot list region and syncs it.
+fn write_hot_list(home: &dyn Backend, cfg: &TierConfig, blocks: &[u64]) -> std::io::Result<()> {
+    let bytes = crate::hotlist::encode(cfg, blocks);
+    let mut buf = AlignedBuf::zeroed(bytes.len());
+    buf[..bytes.len()].copy_from_slice(&bytes);
+    home.write_at(cfg.hot_list_offset(), &buf[..bytes.len()])?;
+    home.sync()
+}
+
+/// The saved hot list, hottest first; empty when there is none or it is damaged.
+fn read_hot_list(home: &dyn Backend, cfg: &TierConfig) -> Vec<u64> {
+    let mut page = AlignedBuf::zeroed(4096);
+    if home.read_at(cfg.hot_list_offset(), &mut page).is_err() {
+        return Vec::new();
+    }
+    let Some(n) = crate::hotlist::count(cfg, &page) else {
+        return Vec::new();
+    };
+    let len = (4096 + 8 * n).next_multiple_of(4096);
+    let mut region = AlignedBuf::zeroed(len);
+    if home
+        .read_at(cfg.hot_list_offset(), &mut region[..len])
+        .is_err()
+    {
+        return Vec::new();
+    }
+    crate::hotlist::decode(cfg, &region[..len]).unwrap_or_default()
+}
+
+/// The warm-up: fills the restored blocks' slots from home, hottest first, one block
+/// per lock hold so requests interleave. A request may fill one first; then it is
+/// skipped. A read error leaves the slot for a request to fill (and report).
+fn warm(
+    home: &dyn Backend,
+    inner: &Mutex<Inner>,
+    cfg: &TierConfig,
+    hot: &[u64],
+    stop: &AtomicBool,
+) {
+    for &block in hot {
+        if stop.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut guard = inner.lock();
+        let inner = &mut *guard;
+        let Some(slot) = inner.dram.unfilled(block) else {
+            continue;
+        };
+        let at = HEADER_LEN + block * u64::from(cfg.block);
+        if home.read_at(at, inner.dram.slot_mut(slot)).is_ok() {
+            inner.dram.set_valid(slot, true);
+            inner.dram.stats.warmed += 1;
+            inner.counters.home_reads += 1;
+        }
+    }
 }
 
 fn read_header(home: &dyn Backend) -> Result<TierConfig> {
@@ -80,26 +140,28 @@ impl TieredVolume {
     /// volume and syncs it. Home holds a 4 KiB header, then the data, zero.
     pub fn create(path: &Path, cfg: &TierConfig, overwrite: bool) -> Result<()> {
         cfg.validate()?;
-        let home = FileBackend::create(path, HEADER_LEN + cfg.size, overwrite)?;
+        let home = FileBackend::create(path, cfg.home_len(), overwrite)?;
         Self::format(&home, cfg)
     }
 
     /// Writes the header of a new volume onto `home` and syncs it.
     pub fn format(home: &dyn Backend, cfg: &TierConfig) -> Result<()> {
         cfg.validate()?;
-        if home.len() < HEADER_LEN + cfg.size {
+        if home.len() < cfg.home_len() {
             return Err(Error::Config(format!(
-                "{} holds {} bytes; a {}-byte volume needs {}",
+                "{} holds {} bytes; a {}-byte volume with {} of DRAM needs {}",
                 home.describe(),
                 home.len(),
                 cfg.size,
-                HEADER_LEN + cfg.size
+                cfg.ram,
+                cfg.home_len()
             )));
         }
         let mut h = AlignedBuf::zeroed(HEADER_LEN as usize);
         h.copy_from_slice(&cfg.encode());
         let what = || format!("cannot write the header of {}", home.describe());
         home.write_at(0, &h).map_err(|e| Error::io(what(), e))?;
+        write_hot_list(home, cfg, &[]).map_err(|e| Error::io(what(), e))?;
         home.sync().map_err(|e| Error::io(what(), e))?;
         Ok(())
     }
@@ -116,32 +178,75 @@ impl TieredVolume {
         read_header(&home)
     }
 
-    /// Opens the volume formatted on `home` (a file, a device, a test backend).
+    /// Opens the volume formatted on `home` (a file, a device, a test backend). It
+    /// serves at once; the blocks DRAM held at the last clean close are back in the
+    /// policy already, and a background thread refills them from home hottest first.
     pub fn open_on(home: Arc<dyn Backend>) -> Result<TieredVolume> {
         let cfg = read_header(home.as_ref())?;
-        if home.len() < HEADER_LEN + cfg.size {
+        if home.len() < cfg.home_len() {
             return Err(Error::BadHeader {
                 path: home.describe(),
                 why: format!(
-                    "the header asks for {} data bytes; the device holds {}",
-                    cfg.size,
+                    "the header asks for {} bytes of data and hot list; the device holds {}",
+                    cfg.home_len() - HEADER_LEN,
                     home.len().saturating_sub(HEADER_LEN)
                 ),
             });
         }
+        let mut dram = Dram::new(&cfg);
+        let hot = read_hot_list(home.as_ref(), &cfg);
+        dram.restore(hot.iter().rev().copied());
+        let inner = Arc::new(Mutex::new(Inner {
+            dram,
+            counters: Counters::default(),
+            scratch: AlignedBuf::zeroed(cfg.block as usize),
+        }));
+        let stop = Arc::new(AtomicBool::new(false));
+        let loader = (!hot.is_empty()).then(|| {
+            let (home, inner, stop) = (home.clone(), inner.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("hscm-tier-warm".into())
+                .spawn(move || warm(home.as_ref(), &inner, &cfg, &hot, &stop))
+                .expect("spawn the warm-up thread")
+        });
         Ok(TieredVolume {
-            inner: Mutex::new(Inner {
-                dram: Dram::new(&cfg),
-                counters: Counters::default(),
-                scratch: AlignedBuf::zeroed(cfg.block as usize),
-            }),
+            inner,
             cfg,
             home,
+            loader,
+            stop,
             commit: GroupCommit::new(0),
             issued: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
             poison: Poison::default(),
         })
+    }
+
+    /// Waits until the background loader has refilled DRAM (for tests and benchmarks).
+    pub fn wait_warm(&mut self) {
+        if let Some(l) = self.loader.take() {
+            let _ = l.join();
+        }
+    }
+
+    /// Flushes, saves the hot list (so the next open starts warm) and closes.
+    pub fn close(mut self) -> Result<()> {
+        self.stop_loader();
+        self.flush()?;
+        let hot = self.hot_list();
+        write_hot_list(self.home.as_ref(), &self.cfg, &hot).map_err(|e| {
+            Error::io(
+                format!("cannot save the hot list on {}", self.home.describe()),
+                e,
+            )
+        })
+    }
+
+    fn stop_loader(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(l) = self.loader.take() {
+            let _ = l.join();
+        }
     }
 
     pub fn config(&self) -> &TierConfig {
@@ -400,6 +505,12 @@ impl TieredVolume {
     /// The first failure, once writes are refused.
     pub fn failure(&self) -> Option<hscm_durable::Failure> {
         self.poison.get().cloned()
+    }
+}
+
+impl Drop for TieredVolume {
+    fn drop(&mut self) {
+        self.stop_loader();
     }
 }
 

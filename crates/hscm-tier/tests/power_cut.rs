@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use hscm_policy::cache::{AdmissionName, EvictionName};
-use hscm_tier::{Durability, TierConfig, TieredVolume, HEADER_LEN};
+use hscm_tier::{Durability, TierConfig, TieredVolume};
 use hscm_volume::testing::{check_restarted_block, stamped_block, FaultyBackend};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -39,7 +39,7 @@ fn verify(home: FaultyBackend, acked: &[u64], attempted: &[u64], round: u64) {
 fn rounds(durability: Durability) {
     for round in 0..1000u64 {
         let cfg = config(round, durability);
-        let home = FaultyBackend::new((HEADER_LEN + cfg.size) as usize, "home");
+        let home = FaultyBackend::new(cfg.home_len() as usize, "home");
         TieredVolume::format(&home, &cfg).unwrap();
         let vol = TieredVolume::open_on(Arc::new(home.clone())).unwrap();
         let mut rng = SmallRng::seed_from_u64(round);
@@ -120,7 +120,7 @@ fn a_thousand_power_cuts_lose_nothing_flushed_or_fua_when_writes_wait_for_flush(
 fn power_cut_under_concurrent_writers_loses_no_acknowledged_write() {
     for round in 0..100u64 {
         let cfg = config(round, Durability::Immediate);
-        let home = FaultyBackend::new((HEADER_LEN + cfg.size) as usize, "home");
+        let home = FaultyBackend::new(cfg.home_len() as usize, "home");
         TieredVolume::format(&home, &cfg).unwrap();
         let vol = Arc::new(TieredVolume::open_on(Arc::new(home.clone())).unwrap());
         let stop = Arc::new(AtomicBool::new(false));

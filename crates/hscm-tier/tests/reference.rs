@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use hscm_block::{conformance, BlockTarget, WriteFlags, ZeroFlags};
 use hscm_policy::cache::{AdmissionName, EvictionName};
-use hscm_tier::{Durability, TierConfig, TieredVolume, HEADER_LEN};
+use hscm_tier::{Durability, TierConfig, TieredVolume};
 use hscm_volume::testing::FaultyBackend;
 use proptest::prelude::*;
 use rand::rngs::SmallRng;
@@ -19,7 +19,7 @@ const ADMISSIONS: [Option<AdmissionName>; 3] = [
 ];
 
 fn volume(cfg: &TierConfig) -> TieredVolume {
-    let home = FaultyBackend::new((HEADER_LEN + cfg.size) as usize, "home");
+    let home = FaultyBackend::new(cfg.home_len() as usize, "home");
     TieredVolume::format(&home, cfg).unwrap();
     TieredVolume::open_on(Arc::new(home)).unwrap()
 }
