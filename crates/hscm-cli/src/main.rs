@@ -154,7 +154,7 @@ enum VolumeCmd {
         #[arg(long, value_parser = vmsim::parse_policy, requires = "ram")]
         policy: Option<hscm_vmsim::cache::PolicyName>,
         /// Tiered: admission to DRAM: always (every missed block), second-miss or
-        /// seen-before (on a repeated request; seed 004's admission control) [default:
+        /// seen-before (on a repeated request: Park & Bahn's admission control) [default:
         /// always].
         #[arg(long, value_parser = parse_tier_admission, requires = "ram")]
         admission: Option<TierAdmission>,
