@@ -53,8 +53,10 @@ struct Counters {
 struct Inner {
     dram: Dram,
     counters: Counters,
-    /// One block, for requests that bypass DRAM.
+    /// One block, for writes that bypass DRAM.
     scratch: AlignedBuf,
+    /// Runs of blocks that reads bypassing DRAM fetch in one request (1 MiB or a block).
+    bulk: AlignedBuf,
 }
 
 pub struct TieredVolume {
@@ -200,6 +202,7 @@ impl TieredVolume {
             dram,
             counters: Counters::default(),
             scratch: AlignedBuf::zeroed(cfg.block as usize),
+            bulk: AlignedBuf::zeroed((cfg.block as usize).max(1 << 20)),
         }));
         let stop = Arc::new(AtomicBool::new(false));
         let loader = (!hot.is_empty()).then(|| {
@@ -286,6 +289,11 @@ impl TieredVolume {
         let inner = &mut *guard;
         let sequential = inner.dram.sequential(offset, len as u64);
         let (mut hits, mut blocks) = (0, 0);
+        // Consecutive bypassed blocks are read from home in one request (a scan that
+        // skips DRAM reads at the device's sequential speed): (first block, blocks,
+        // first byte of the request they cover).
+        let mut run: Option<(u64, u64, u64)> = None;
+        let max_run = inner.bulk.len() as u64 / bs;
         let mut at = offset;
         let end = offset + len as u64;
         while at < end {
@@ -296,6 +304,9 @@ impl TieredVolume {
             blocks += 1;
             match inner.dram.place(block, false, sequential) {
                 Place::Slot { slot, fresh } => {
+                    if let Some(r) = run.take() {
+                        self.read_run(inner, r, at, offset, sink)?;
+                    }
                     if fresh {
                         self.fill(&mut inner.counters, &mut inner.dram, slot, block)?;
                     } else {
@@ -304,16 +315,48 @@ impl TieredVolume {
                     sink(pos, &inner.dram.slot(slot)[within..within + n]);
                 }
                 Place::Bypassed => {
-                    inner.counters.home_reads += 1;
-                    self.home
-                        .read_at(self.home_offset(block), &mut inner.scratch)
-                        .map_err(|e| self.read_error(block, e))?;
-                    sink(pos, &inner.scratch[within..within + n]);
+                    run = match run {
+                        Some((first, count, from)) if count < max_run => {
+                            Some((first, count + 1, from))
+                        }
+                        Some(r) => {
+                            self.read_run(inner, r, at, offset, sink)?;
+                            Some((block, 1, at))
+                        }
+                        None => Some((block, 1, at)),
+                    };
                 }
             }
             at += n as u64;
         }
+        if let Some(r) = run {
+            self.read_run(inner, r, end, offset, sink)?;
+        }
         inner.counters.count_request(hits, blocks);
+        Ok(())
+    }
+
+    /// Reads a run of bypassed blocks from home in one request and hands the bytes the
+    /// request wants, `[from, to)` of the volume, to `sink`.
+    fn read_run(
+        &self,
+        inner: &mut Inner,
+        (first, count, from): (u64, u64, u64),
+        to: u64,
+        offset: u64,
+        sink: &mut dyn FnMut(usize, &[u8]),
+    ) -> Result<()> {
+        let bs = u64::from(self.cfg.block);
+        let bytes = (count * bs) as usize;
+        inner.counters.home_reads += 1;
+        self.home
+            .read_at(self.home_offset(first), &mut inner.bulk[..bytes])
+            .map_err(|e| self.read_error(first, e))?;
+        let skip = (from - first * bs) as usize;
+        sink(
+            (from - offset) as usize,
+            &inner.bulk[skip..skip + (to - from) as usize],
+        );
         Ok(())
     }
 
