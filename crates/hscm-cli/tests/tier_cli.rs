@@ -130,3 +130,32 @@ fn tiered_volume_bad_input_gets_a_clear_error() {
         util::stderr(&o)
     );
 }
+
+#[test]
+fn bench_tier_json_has_its_contract_fields() {
+    let v = ok_json(&["bench", "tier", "--recovery-blocks", "2000", "--json"]);
+    for f in [
+        "hit_read_ns",
+        "flat_read_ns",
+        "hit_over_flat",
+        "hot_kept_with_cutoff",
+        "hot_kept_without_cutoff",
+        "steady_hit_ratio",
+        "restart_hit_ratio",
+        "cold_hit_ratio",
+        "restart_over_steady",
+        "open_s_per_million_blocks",
+        "recovery_s_per_million_blocks",
+    ] {
+        assert!(v[f].as_f64().unwrap() >= 0.0, "{f} in {v}");
+    }
+    assert_eq!(v["hit_costs"].as_array().unwrap().len(), 2);
+    assert_eq!(v["recovery_blocks"], 2000);
+    // The cutoff keeps the hot set through the scan; without it the scan washes it out.
+    assert!(v["hot_kept_with_cutoff"].as_f64().unwrap() > 0.9, "{v}");
+    assert!(v["hot_kept_without_cutoff"].as_f64().unwrap() < 0.5, "{v}");
+    assert!(
+        v["restart_hit_ratio"].as_f64().unwrap() > v["cold_hit_ratio"].as_f64().unwrap(),
+        "{v}"
+    );
+}

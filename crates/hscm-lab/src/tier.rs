@@ -98,3 +98,287 @@ pub fn replay(
         seconds: start.elapsed().as_secs_f64(),
     })
 }
+
+/// `hscm bench tier`: what the DRAM tier costs and keeps.
+#[derive(Debug, Clone, Serialize)]
+pub struct TierBench {
+    /// 4 KiB reads at random block-aligned offsets, one thread, every one a DRAM hit
+    /// of the tiered volume, against the same reads of a flat volume that fits in RAM
+    /// (median of `rounds` alternating rounds).
+    pub hit_read_ns: f64,
+    pub flat_read_ns: f64,
+    pub hit_over_flat: f64,
+    pub rounds: usize,
+    /// The same at each working set measured (the fields above are the largest).
+    pub hit_costs: Vec<HitCost>,
+    /// A sequential scan of `scan_bytes` through a volume whose hot set fills DRAM:
+    /// the share of the hot set still cached after it, with the default cutoff and
+    /// with the cutoff off.
+    pub scan_bytes: u64,
+    pub hot_kept_with_cutoff: f64,
+    pub hot_kept_without_cutoff: f64,
+    /// The scan reads a freshly created file, whose unwritten extents the kernel
+    /// answers with zeroes: this is the volume's bypass path, not the disk.
+    pub scan_mb_per_s: f64,
+    /// A clean restart: the DRAM hit ratio of 10,000 skewed requests before shutdown
+    /// (steady state), of the first 10,000 after reopening (served while it warms),
+    /// and of the same requests on a cold volume.
+    pub steady_hit_ratio: f64,
+    pub restart_hit_ratio: f64,
+    pub cold_hit_ratio: f64,
+    pub restart_over_steady: f64,
+    /// Blocks put back at open, the time open took (reading the hot list and
+    /// rebuilding the policy), and that time per million blocks; then the time from
+    /// reopening until the background loader had refilled them all from home (while
+    /// the 10,000 requests were served).
+    pub restored_blocks: u64,
+    pub open_ms: f64,
+    pub open_s_per_million_blocks: f64,
+    pub warm_s: f64,
+    /// Reopening a volume whose DRAM held `recovery_blocks` blocks: the time until it
+    /// serves (hot list read, policy rebuilt; the refill runs behind).
+    pub recovery_blocks: u64,
+    pub recovery_s: f64,
+    pub recovery_s_per_million_blocks: f64,
+    pub dir: String,
+}
+
+/// 4 KiB DRAM hits of the tiered volume against reads of a flat volume, both over a
+/// working set of `working_set_bytes`.
+#[derive(Debug, Clone, Serialize)]
+pub struct HitCost {
+    pub working_set_bytes: u64,
+    pub hit_read_ns: f64,
+    pub flat_read_ns: f64,
+    pub hit_over_flat: f64,
+    pub rounds: usize,
+}
+
+/// Median of alternating rounds of random 4 KiB reads over `working` bytes: a flat
+/// volume that holds them, and a tiered volume four times larger whose DRAM holds
+/// exactly them (every read a hit).
+fn hit_cost(dir: &std::path::Path, working: u64) -> Result<HitCost> {
+    use hscm_tier::{Durability, TierConfig};
+    use rand::{Rng, SeedableRng};
+    const BLOCK: u64 = 4096;
+    let flat_path = dir.join(format!("flat-{working}.hscm"));
+    hscm_volume::Volume::create(&flat_path, working, &hscm_volume::CreateOptions::default())?;
+    let flat = hscm_volume::Volume::open(&flat_path, &hscm_volume::OpenOptions::default())?;
+    crate::volume::watch_warmup(&flat, false)?;
+    let tier_path = dir.join(format!("hits-{working}.tier"));
+    let mut cfg = TierConfig::new(4 * working, working);
+    cfg.durability = Durability::OnFlush;
+    // The preload below is one long sequential run.
+    cfg.sequential_cutoff = 0;
+    TieredVolume::create(&tier_path, &cfg, false)?;
+    let tiered = TieredVolume::open(&tier_path)?;
+    let mut buf = vec![0u8; BLOCK as usize];
+    let blocks = working / BLOCK;
+    for b in 0..blocks {
+        tiered.read_at(b * BLOCK, &mut buf)?;
+    }
+    let reads = 300_000;
+    let mut rng = rand::rngs::SmallRng::seed_from_u64(1);
+    let offsets: Vec<u64> = (0..reads)
+        .map(|_| rng.gen_range(0..blocks) * BLOCK)
+        .collect();
+    let (mut hit_ns, mut flat_ns) = (Vec::new(), Vec::new());
+    let rounds = 5;
+    let misses_before = tiered.stats().tiers[0].misses;
+    for _ in 0..rounds {
+        let t = std::time::Instant::now();
+        for &o in &offsets {
+            tiered.read_at(o, &mut buf)?;
+        }
+        hit_ns.push(t.elapsed().as_nanos() as f64 / reads as f64);
+        let t = std::time::Instant::now();
+        for &o in &offsets {
+            flat.read_at(o, &mut buf)?;
+        }
+        flat_ns.push(t.elapsed().as_nanos() as f64 / reads as f64);
+    }
+    anyhow::ensure!(
+        tiered.stats().tiers[0].misses == misses_before,
+        "the hit-cost rounds missed DRAM"
+    );
+    drop(tiered);
+    flat.close()?;
+    let (hit_read_ns, flat_read_ns) = (median(hit_ns), median(flat_ns));
+    Ok(HitCost {
+        working_set_bytes: working,
+        hit_read_ns,
+        flat_read_ns,
+        hit_over_flat: hit_read_ns / flat_read_ns,
+        rounds,
+    })
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Runs the three measurements in scratch files under `dir` (the system temporary
+/// directory by default), removed afterwards.
+pub fn bench_tier(
+    dir: Option<&std::path::Path>,
+    recovery_blocks: u64,
+    progress: bool,
+) -> Result<TierBench> {
+    use hscm_tier::{Durability, TierConfig, DEFAULT_SEQUENTIAL_CUTOFF};
+    use rand::{Rng, SeedableRng};
+    let scratch = crate::volume::scratch_dir(dir)?;
+    let note = |s: &str| {
+        if progress {
+            eprintln!("[tier] {s}");
+        }
+    };
+    const BLOCK: u64 = 4096;
+
+    // 1. DRAM hits against the flat volume's reads, at a working set the CPU caches
+    // hold and at one they do not.
+    note("DRAM hit cost against the flat volume");
+    let mut hit_costs = Vec::new();
+    for working in [1u64 << 20, 64 << 20] {
+        hit_costs.push(hit_cost(scratch.path(), working)?);
+    }
+    let headline = hit_costs.last().expect("two working sets").clone();
+    let mut buf = vec![0u8; BLOCK as usize];
+
+    // 2. A scan against the hot set.
+    let scan_bytes: u64 = 1 << 30;
+    let hot_blocks: u64 = 4096;
+    let mut kept = Vec::new();
+    let mut scan_mb_per_s = 0.0;
+    for cutoff in [DEFAULT_SEQUENTIAL_CUTOFF, 0] {
+        note(&format!(
+            "a {} scan past a hot set, sequential cutoff {}",
+            crate::units::human_bytes(scan_bytes),
+            crate::units::human_bytes(cutoff)
+        ));
+        let path = scratch.path().join(format!("scan-{cutoff}.tier"));
+        let mut cfg = TierConfig::new(scan_bytes + hot_blocks * BLOCK, 2 * hot_blocks * BLOCK);
+        cfg.sequential_cutoff = cutoff;
+        cfg.durability = Durability::OnFlush;
+        TieredVolume::create(&path, &cfg, false)?;
+        let vol = TieredVolume::open(&path)?;
+        // The hot set, read at random so the cutoff does not apply to it.
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(2);
+        let mut order: Vec<u64> = (0..hot_blocks).collect();
+        for _ in 0..2 {
+            for i in (1..order.len()).rev() {
+                order.swap(i, rng.gen_range(0..=i));
+            }
+            for &b in &order {
+                vol.read_at(b * BLOCK, &mut buf)?;
+            }
+        }
+        let mut chunk = vec![0u8; 1 << 20];
+        let t = std::time::Instant::now();
+        let mut at = hot_blocks * BLOCK;
+        while at < hot_blocks * BLOCK + scan_bytes {
+            vol.read_at(at, &mut chunk)?;
+            at += chunk.len() as u64;
+        }
+        if cutoff > 0 {
+            scan_mb_per_s = scan_bytes as f64 / 1e6 / t.elapsed().as_secs_f64();
+        }
+        let cached: std::collections::HashSet<u64> = vol.hot_list().into_iter().collect();
+        kept.push(
+            (0..hot_blocks).filter(|b| cached.contains(b)).count() as f64 / hot_blocks as f64,
+        );
+    }
+
+    // 3. A clean restart.
+    note("a clean restart");
+    let path = scratch.path().join("restart.tier");
+    let mut cfg = TierConfig::new(256 << 20, 32 << 20);
+    cfg.durability = Durability::OnFlush;
+    TieredVolume::create(&path, &cfg, false)?;
+    let all = cfg.size / BLOCK;
+    let hot = cfg.ram_blocks() * 3 / 4;
+    let skewed = |seed: u64, n: usize| -> Vec<u64> {
+        let mut rng = rand::rngs::SmallRng::seed_from_u64(seed);
+        (0..n)
+            .map(|_| {
+                if rng.gen_bool(0.9) {
+                    rng.gen_range(0..hot)
+                } else {
+                    rng.gen_range(0..all)
+                }
+            })
+            .collect()
+    };
+    let ratio = |vol: &TieredVolume, blocks: &[u64]| -> Result<f64> {
+        let before = vol.stats().tiers[0].clone();
+        let mut buf = vec![0u8; BLOCK as usize];
+        for &b in blocks {
+            vol.read_at(b * BLOCK, &mut buf)?;
+        }
+        let after = vol.stats().tiers[0].clone();
+        let (h, m) = (after.hits - before.hits, after.misses - before.misses);
+        Ok(h as f64 / (h + m).max(1) as f64)
+    };
+    let vol = TieredVolume::open(&path)?;
+    ratio(&vol, &skewed(1, 200_000))?;
+    let steady = ratio(&vol, &skewed(2, 10_000))?;
+    vol.close()?;
+    let t = std::time::Instant::now();
+    let mut vol = TieredVolume::open(&path)?;
+    let open_s = t.elapsed().as_secs_f64();
+    let restarted = ratio(&vol, &skewed(3, 10_000))?;
+    vol.wait_warm();
+    let warm_s = t.elapsed().as_secs_f64();
+    let restored = vol.stats().tiers[0].restored;
+    drop(vol);
+    let cold_path = scratch.path().join("cold.tier");
+    TieredVolume::create(&cold_path, &cfg, false)?;
+    let cold = ratio(&TieredVolume::open(&cold_path)?, &skewed(3, 10_000))?;
+
+    // 4. Recovery at scale: reopening a volume that held `recovery_blocks` blocks.
+    note(&format!(
+        "reopening a volume whose DRAM held {recovery_blocks} blocks"
+    ));
+    let path = scratch.path().join("recovery.tier");
+    let mut cfg = TierConfig::new(2 * recovery_blocks * BLOCK, recovery_blocks * BLOCK);
+    cfg.durability = Durability::OnFlush;
+    cfg.sequential_cutoff = 0;
+    TieredVolume::create(&path, &cfg, false)?;
+    let vol = TieredVolume::open(&path)?;
+    let mut chunk = vec![0u8; 1 << 20];
+    let mut at = 0;
+    while at < recovery_blocks * BLOCK {
+        vol.read_at(at, &mut chunk)?;
+        at += chunk.len() as u64;
+    }
+    vol.close()?;
+    let t = std::time::Instant::now();
+    let vol = TieredVolume::open(&path)?;
+    let recovery_s = t.elapsed().as_secs_f64();
+    let recovered = vol.stats().tiers[0].restored;
+    drop(vol);
+
+    Ok(TierBench {
+        recovery_blocks: recovered,
+        recovery_s,
+        recovery_s_per_million_blocks: recovery_s / recovered.max(1) as f64 * 1e6,
+        hit_read_ns: headline.hit_read_ns,
+        flat_read_ns: headline.flat_read_ns,
+        hit_over_flat: headline.hit_over_flat,
+        rounds: headline.rounds,
+        hit_costs,
+        scan_bytes,
+        hot_kept_with_cutoff: kept[0],
+        hot_kept_without_cutoff: kept[1],
+        scan_mb_per_s,
+        steady_hit_ratio: steady,
+        restart_hit_ratio: restarted,
+        cold_hit_ratio: cold,
+        restart_over_steady: restarted / steady,
+        restored_blocks: restored,
+        open_ms: open_s * 1e3,
+        open_s_per_million_blocks: open_s / restored.max(1) as f64 * 1e6,
+        warm_s,
+        dir: scratch.path().display().to_string(),
+    })
+}

@@ -123,7 +123,7 @@ fn warm(
         };
         let at = HEADER_LEN + block * u64::from(cfg.block);
         if home.read_at(at, inner.dram.slot_mut(slot)).is_ok() {
-            inner.dram.set_valid(slot, true);
+            inner.dram.set_filled(block);
             inner.dram.stats.warmed += 1;
             inner.counters.home_reads += 1;
         }
@@ -195,7 +195,12 @@ impl TieredVolume {
                 ),
             });
         }
-        let mut dram = Dram::new(&cfg);
+        let mut dram = Dram::new(&cfg).map_err(|e| {
+            Error::io(
+                format!("cannot map {} bytes of DRAM for the tier", cfg.ram),
+                e,
+            )
+        })?;
         let hot = read_hot_list(home.as_ref(), &cfg);
         dram.restore(hot.iter().rev().copied());
         let inner = Arc::new(Mutex::new(Inner {
@@ -302,7 +307,10 @@ impl TieredVolume {
             let n = ((bs - at % bs).min(end - at)) as usize;
             let pos = (at - offset) as usize;
             blocks += 1;
-            match inner.dram.place(block, false, sequential) {
+            match inner
+                .dram
+                .place_reading(block, false, sequential, Some((within, n)))
+            {
                 Place::Slot { slot, fresh } => {
                     if let Some(r) = run.take() {
                         self.read_run(inner, r, at, offset, sink)?;
@@ -374,7 +382,7 @@ impl TieredVolume {
         self.home
             .read_at(self.home_offset(block), dram.slot_mut(slot))
             .map_err(|e| self.read_error(block, e))?;
-        dram.set_valid(slot, true);
+        dram.set_filled(block);
         Ok(())
     }
 
@@ -440,7 +448,7 @@ impl TieredVolume {
                         }
                         let bytes = inner.dram.slot_mut(slot);
                         fill(pos, &mut bytes[within..within + n]);
-                        inner.dram.set_valid(slot, true);
+                        inner.dram.set_filled(block);
                         inner.counters.home_writes += 1;
                         self.home.write_at(home_at, inner.dram.slot(slot))
                     }
