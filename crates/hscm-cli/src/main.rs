@@ -527,7 +527,7 @@ struct ReproduceArgs {
     /// minutes on a 2-core VM; the key-value and volume sections take most of it).
     #[arg(long)]
     quick: bool,
-    /// Run only these sections, comma-separated (default: all): volume, memsim, vmsim, ring, kv, nbd, fs.
+    /// Run only these sections, comma-separated (default: all): volume, memsim, vmsim, ring, kv, nbd, fs, tier.
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<report::SectionName>,
     /// Directory of the memory traces the memsim section runs (shipped in the repo).

@@ -10,6 +10,7 @@ pub mod nbd;
 pub mod plot;
 pub mod ring;
 pub mod targets;
+pub mod tier;
 pub mod vmsim;
 
 pub use check::{named_checks_json, targets_table, Check};
@@ -191,6 +192,7 @@ pub enum SectionName {
     Kv,
     Nbd,
     Fs,
+    Tier,
 }
 
 /// What `hscm reproduce` runs. `Default` is the only place its defaults are written;
@@ -279,7 +281,7 @@ pub fn reproduce(p: &ReproduceParams) -> Result<()> {
     let mut sections = serde_json::Map::new();
     let (mut passed, mut total) = (0, 0);
     // Report order; each section runs only when chosen.
-    let runs: [(SectionName, &str, &SectionRun); 7] = [
+    let runs: [(SectionName, &str, &SectionRun); 8] = [
         (SectionName::Memsim, "memsim", &|| {
             memsim::section(out, quick, traces)
         }),
@@ -292,6 +294,7 @@ pub fn reproduce(p: &ReproduceParams) -> Result<()> {
         }),
         (SectionName::Nbd, "nbd", &|| nbd::section(out, quick)),
         (SectionName::Fs, "fs", &|| fs::section(out, quick)),
+        (SectionName::Tier, "tier", &|| tier::section(quick)),
         (SectionName::Volume, "volume", &|| {
             volume_section(out, seconds, restart_size, quick)
         }),
