@@ -1,7 +1,8 @@
 //! The command scheduler under arbitrary request streams: every device preset, queues
 //! down to one entry, both orders among ready commands, bursts and pauses. Whatever
-//! arrives is served exactly once, no request beats the device's own latency, the data
-//! bus is never used twice at once, and the same input gives the same schedule.
+//! arrives is served exactly once, reads take at least CL plus a burst on average, the
+//! run takes at least one burst per request on the one data bus, and the same input
+//! gives the same schedule.
 
 use hscm_memsim::{run, ControllerConfig, Placement, PolicyKind, ReadyOrder, RunResult, SimConfig};
 use hscm_model::MemPreset;
