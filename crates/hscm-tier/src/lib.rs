@@ -29,6 +29,8 @@ mod error;
 mod header;
 mod hotlist;
 mod target;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 mod volume;
 
 pub use dram::TierStats;

@@ -509,8 +509,11 @@ impl TieredVolume {
             })
     }
 
-    /// Makes every write completed before the call durable.
+    /// Makes every write completed before the call durable. After a failure it fails
+    /// too, even with nothing left to sync: what the failed request left behind may not
+    /// be durable, and a flush that succeeded would say it is.
     pub fn flush(&self) -> Result<()> {
+        self.poison.check()?;
         let ticket = self.issued.load(Ordering::SeqCst);
         self.sync_through(ticket)
     }

@@ -11,7 +11,9 @@
 //! from its RAM copy, so every block on the device holds one of those versions.
 //!
 //! The same function backs the `volume_ops` cargo-fuzz target and a bounded run in the
-//! crate's tests (`tests/volume_ops.rs`), so the test command fuzzes too.
+//! crate's tests (`tests/volume_ops.rs`), so the test command fuzzes too. The driver is
+//! generic over the [`Engine`] it runs ([`run_engine`]): the tiered volume
+//! (`hscm-tier`) runs the same sequences and model through it.
 
 use hscm_block::{BlockTarget, WriteFlags, ZeroFlags};
 use rustix::io::Errno;
@@ -83,9 +85,85 @@ pub struct Outcome {
     pub refused: usize,
 }
 
+/// An engine the driver runs: a block target over a [`FaultyBackend`] that closes
+/// cleanly; the volume's loader step and checkpoint are its own extra steps.
+pub trait Engine: Sized {
+    fn target(&self) -> &dyn BlockTarget;
+    /// One step of background work, if the engine has any (the volume's loader).
+    fn load_step(&self) -> Result<(), String> {
+        Ok(())
+    }
+    /// Writes what it holds back home, if it defers that (the volume's checkpoint).
+    fn checkpoint(&self) -> Result<(), String> {
+        Ok(())
+    }
+    /// A clean close: afterwards everything acknowledged is durable.
+    fn close(self) -> Result<(), String>;
+}
+
+impl Engine for Volume {
+    fn target(&self) -> &dyn BlockTarget {
+        self
+    }
+    fn load_step(&self) -> Result<(), String> {
+        Volume::load_step(self)
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+    fn checkpoint(&self) -> Result<(), String> {
+        Volume::checkpoint(self).map_err(|e| e.to_string())
+    }
+    fn close(self) -> Result<(), String> {
+        Volume::close(self).map_err(|e| e.to_string())
+    }
+}
+
+/// What an engine's runner sets up from the input's first byte.
+pub struct Setup<E> {
+    pub durability: Durability,
+    /// The formatted device (the engine's on-media layout already on it).
+    pub device: FaultyBackend,
+    /// Opens the engine on a device (`true`: let background work run by itself).
+    #[allow(clippy::type_complexity)]
+    pub open: Box<dyn Fn(&FaultyBackend, bool) -> Result<E, String>>,
+    /// Names the layout in failure messages.
+    pub describe: String,
+}
+
 /// Runs the sequence `input` decodes to. `Err` describes the first broken promise
 /// (the step, the request and what was read); anything else is a pass.
 pub fn run(input: &[u8]) -> Result<Outcome, String> {
+    run_engine(input, |layout| {
+        let durability = if layout & 1 == 0 {
+            Durability::Immediate
+        } else {
+            Durability::OnFlush
+        };
+        let journaled = layout & 2 != 0;
+        let opts = CreateOptions {
+            chunk_size: CHUNK,
+            durability,
+            overwrite: false,
+            journal_size: if journaled { MIN_JOURNAL } else { 0 },
+        };
+        let device = FaultyBackend::new(opts.backing_len(VOLUME_SIZE) as usize, "fuzzed device");
+        Volume::format(&device, VOLUME_SIZE, &opts).map_err(|e| format!("format: {e}"))?;
+        Ok(Setup {
+            durability,
+            device,
+            open: Box::new(open),
+            describe: format!("{durability:?}, journaled {journaled}"),
+        })
+    })
+}
+
+/// [`run`] for any engine: `setup` turns the input's first byte into a formatted
+/// device and the way to open the engine on it. Every engine is driven over a
+/// [`VOLUME_SIZE`]-byte target.
+pub fn run_engine<E: Engine>(
+    input: &[u8],
+    setup: impl FnOnce(u8) -> Result<Setup<E>, String>,
+) -> Result<Outcome, String> {
     let mut input = Input {
         bytes: input,
         at: 0,
@@ -93,29 +171,19 @@ pub fn run(input: &[u8]) -> Result<Outcome, String> {
     let Some(layout) = input.byte() else {
         return Ok(Outcome::default());
     };
-    let durability = if layout & 1 == 0 {
-        Durability::Immediate
-    } else {
-        Durability::OnFlush
-    };
-    let journaled = layout & 2 != 0;
-    let opts = CreateOptions {
-        chunk_size: CHUNK,
+    let Setup {
         durability,
-        overwrite: false,
-        journal_size: if journaled { MIN_JOURNAL } else { 0 },
-    };
-    let mut device = FaultyBackend::new(opts.backing_len(VOLUME_SIZE) as usize, "fuzzed device");
-    Volume::format(&device, VOLUME_SIZE, &opts).map_err(|e| format!("format: {e}"))?;
+        mut device,
+        open,
+        describe,
+    } = setup(layout)?;
     let mut volume = open(&device, layout & 4 != 0)?;
     let mut model = Model::new(durability);
     let mut outcome = Outcome::default();
     let mut step = 0;
     while let Some(op) = input.op() {
         step += 1;
-        let context = |what: String| {
-            format!("step {step} ({op:?}), {durability:?}, journaled {journaled}: {what}")
-        };
+        let context = |what: String| format!("step {step} ({op:?}), {describe}: {what}");
         let restart = match op {
             Op::FailWrite { after, errno } => {
                 model.armed = true;
@@ -148,7 +216,7 @@ pub fn run(input: &[u8]) -> Result<Outcome, String> {
             }
             device = device.power_cut(seed);
             volume = open(&device, background_load).map_err(context)?;
-            model.restarted(&volume).map_err(context)?;
+            model.restarted(volume.target()).map_err(context)?;
             outcome.restarts += 1;
         }
         outcome.ops += 1;
@@ -162,7 +230,7 @@ pub fn run(input: &[u8]) -> Result<Outcome, String> {
         let survivor = device.power_cut(1);
         let volume = open(&survivor, false).map_err(|e| format!("final reopen: {e}"))?;
         model
-            .restarted(&volume)
+            .restarted(volume.target())
             .map_err(|e| format!("after the final close: {e}"))?;
     }
     Ok(outcome)
@@ -223,8 +291,8 @@ impl Model {
         }
     }
 
-    fn apply(&mut self, volume: &Volume, op: &Op) -> Result<Applied, String> {
-        let target: &dyn BlockTarget = volume;
+    fn apply<E: Engine>(&mut self, volume: &E, op: &Op) -> Result<Applied, String> {
+        let target = volume.target();
         match *op {
             Op::Write {
                 offset,
@@ -294,7 +362,7 @@ impl Model {
                     .map_err(|e| format!("a loader step failed: {e}"))?;
                 Ok(Applied::Done)
             }
-            Op::Checkpoint => self.outcome(volume.checkpoint().map_err(|e| e.to_string())),
+            Op::Checkpoint => self.outcome(volume.checkpoint()),
             Op::FailWrite { .. }
             | Op::FailSync { .. }
             | Op::PowerCut { .. }
@@ -395,7 +463,7 @@ impl Model {
 
     /// After a restart: every block holds a version that may have survived; from here
     /// on it is the one known value.
-    fn restarted(&mut self, volume: &Volume) -> Result<(), String> {
+    fn restarted(&mut self, volume: &dyn BlockTarget) -> Result<(), String> {
         let mut image = vec![0u8; VOLUME_SIZE as usize];
         volume
             .read_at(0, &mut image)
