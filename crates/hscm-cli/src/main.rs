@@ -163,6 +163,21 @@ enum VolumeCmd {
         #[arg(long, value_parser = units::parse_size, allow_hyphen_values = true, requires = "ram")]
         sequential_cutoff: Option<u64>,
     },
+    /// A tiered volume's counters, as it saved them: while a server runs it (every few
+    /// seconds, `state: open`) and at every clean close (`closed`). Hits, partial hits
+    /// and misses per tier and operation, bypasses by reason, promotions, evictions,
+    /// occupancy, device reads, writes and syncs; this session's and the volume's
+    /// lifetime. Reads the file without opening the volume, so it works while the volume
+    /// is served.
+    ///
+    /// Example: hscm volume stats /srv/big.hscm --json
+    Stats {
+        /// The tiered volume's file or device.
+        path: PathBuf,
+        /// Print JSON (a stable contract) instead of text; a failure prints {"ok": false, "error": ...}.
+        #[arg(long)]
+        json: bool,
+    },
     /// Replay a block trace through a tiered volume, reading and writing its blocks
     /// (each write rewrites the block's own bytes, so the data is unchanged), and count
     /// DRAM hits and misses: for the same policy and size they equal what `hscm sim
@@ -691,12 +706,13 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Volume(VolumeCmd::Info { path, load, json }) => {
             if tier_cmd::is_tiered(&path) {
-                let cfg = hscm_tier::TieredVolume::inspect(&path)?;
+                let cfg = hscm_tier::TieredVolume::inspect_unlocked(&path)?;
                 return tier_cmd::info(&path, &cfg, json);
             }
             volume_cmd::info(&path, json, load)
         }
         Command::Volume(VolumeCmd::Check { path, json }) => volume_cmd::check(&path, json),
+        Command::Volume(VolumeCmd::Stats { path, json }) => tier_cmd::stats(&path, json),
         Command::Volume(VolumeCmd::Replay {
             path,
             trace,

@@ -187,9 +187,27 @@ fn serve_tiered(
     if !activated {
         outln!("{}", listener.uri(&a.export))?;
     }
-    listener.serve(server, stop)?;
+    // The counters, saved every few seconds for `hscm volume stats`.
+    let saver = {
+        let (volume, stop) = (volume.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut ticks = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                std::thread::sleep(std::time::Duration::from_millis(100));
+                ticks += 1;
+                if ticks % 20 == 1 {
+                    let _ = volume.save_stats("open");
+                }
+            }
+        })
+    };
+    listener.serve(server, stop.clone())?;
     drop(listener);
-    volume.flush().context("flushing the volume at shutdown")?;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let _ = saver.join();
+    let volume =
+        Arc::try_unwrap(volume).map_err(|_| anyhow::anyhow!("volume still in use at shutdown"))?;
+    volume.close().context("closing the volume at shutdown")?;
     Ok(())
 }
 

@@ -78,10 +78,66 @@ pub fn is_tiered(path: &Path) -> bool {
         .is_ok_and(|()| &magic == hscm_tier::MAGIC)
 }
 
-/// `hscm volume info` of a tiered volume: its header, as text or JSON.
-pub fn info(path: &Path, cfg: &TierConfig, json: bool) -> Result<()> {
+/// `hscm volume stats`: the counters the volume saved.
+pub fn stats(path: &Path, json: bool) -> Result<()> {
+    if !is_tiered(path) {
+        bail!(
+            "{}: not a tiered volume (`hscm volume stats` reads the counters tiered volumes save)",
+            path.display()
+        );
+    }
+    let cfg = TieredVolume::inspect_unlocked(path)?;
+    let snap = hscm_tier::snapshot::read_saved(path, &cfg)
+        .with_context(|| format!("reading the counters of {}", path.display()))?;
     if json {
-        let v = serde_json::json!({ "path": path.display().to_string(), "kind": "tiered", "tier": cfg });
+        let v =
+            serde_json::json!({"path": path.display().to_string(), "config": cfg, "saved": snap});
+        outln!("{v}")?;
+        return Ok(());
+    }
+    let Some(s) = snap else {
+        outln!(
+            "{}: no counters saved yet (they are saved while it is served and when it closes)",
+            path.display()
+        )?;
+        return Ok(());
+    };
+    print_snapshot(&s)
+}
+
+fn print_snapshot(s: &hscm_tier::snapshot::Snapshot) -> Result<()> {
+    let age = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+        .saturating_sub(s.saved_at);
+    outln!(
+        "counters      saved {age} s ago by pid {} ({}); {}, {} dirty",
+        s.pid,
+        s.state,
+        s.mode,
+        human_bytes(s.dirty_bytes)
+    )?;
+    for (name, c) in [("session", &s.session), ("lifetime", &s.lifetime)] {
+        outln!(
+            "{name:<13} {} requests: {} all hits, {} partial, {} misses; home {} reads, {} writes, {} syncs",
+            c.requests, c.request_hits, c.request_partial_hits, c.request_misses, c.home_reads, c.home_writes, c.syncs
+        )?;
+        for t in &c.tiers {
+            outln!(
+                "  {:<11} reads {} hits / {} misses, writes {} / {}; bypassed {} (admission) {} (sequential); promoted {}, evicted {}; {} of {} used",
+                t.tier, t.read_hits, t.read_misses, t.write_hits, t.write_misses, t.bypassed_admission,
+                t.bypassed_sequential, t.promotions, t.evictions, human_bytes(t.occupancy_bytes), human_bytes(t.capacity_bytes)
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// `hscm volume info` of a tiered volume: its header and saved counters, as text or JSON.
+pub fn info(path: &Path, cfg: &TierConfig, json: bool) -> Result<()> {
+    let snap = hscm_tier::snapshot::read_saved(path, cfg).ok().flatten();
+    if json {
+        let v = serde_json::json!({ "path": path.display().to_string(), "kind": "tiered", "tier": cfg, "stats": snap });
         outln!("{v}")?;
         return Ok(());
     }
@@ -108,6 +164,9 @@ pub fn info(path: &Path, cfg: &TierConfig, json: bool) -> Result<()> {
         }
     )?;
     outln!("durability    {}", durability_name(cfg.durability))?;
+    if let Some(s) = snap {
+        print_snapshot(&s)?;
+    }
     Ok(())
 }
 
@@ -122,7 +181,7 @@ pub fn replay(path: &Path, trace: &Path, format: Option<RequestFormat>, json: bo
     if let Some(b) = bar {
         b.finish_and_clear();
     }
-    vol.flush()?;
+    vol.close()?;
     if json {
         outln!("{}", serde_json::to_string(&r)?)?;
         return Ok(());

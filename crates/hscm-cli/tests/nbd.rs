@@ -558,7 +558,26 @@ fn a_tiered_volume_is_served_over_nbd_and_survives_kill_9() {
     }
     let out = ok(&mut c);
     assert!(!out.contains("fail"), "{out}");
+    // While it serves, `hscm volume stats` reads the counters the server saves.
+    let mut saved = serde_json::Value::Null;
+    for _ in 0..50 {
+        let o = run(&["volume", "stats", v.to_str().unwrap(), "--json"]);
+        assert!(o.status.success(), "{}", text(&o));
+        saved = serde_json::from_slice::<serde_json::Value>(&o.stdout).unwrap()["saved"].clone();
+        if saved["session"]["requests"].as_u64().unwrap_or(0) > 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(200));
+    }
+    assert_eq!(saved["state"], "open", "{saved}");
+    assert!(
+        saved["session"]["requests"].as_u64().unwrap() > 0,
+        "{saved}"
+    );
     stop(server);
+    let o = run(&["volume", "stats", v.to_str().unwrap(), "--json"]);
+    let after: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(after["saved"]["state"], "closed", "{after}");
     let (server, uri) = serve(&v, &sock, &[]);
     let mut c = tool("qemu-io");
     c.args(["-f", "raw", "-r", &uri]);

@@ -81,6 +81,23 @@ fn a_replay_through_the_volume_hits_as_the_simulator_predicts() {
     assert_eq!(dram["hits"], sim[0]["hits"], "{replay}\n{sim}");
     let misses = sim[0]["requests"].as_u64().unwrap() - sim[0]["hits"].as_u64().unwrap();
     assert_eq!(dram["misses"].as_u64().unwrap(), misses);
+
+    // The replay closed the volume cleanly: its counters are saved, and a second replay
+    // adds to the lifetime ones.
+    let stats = ok_json(&["volume", "stats", v, "--json"]);
+    let saved = &stats["saved"];
+    assert_eq!(saved["state"], "closed", "{stats}");
+    assert_eq!(saved["session"]["requests"], replay["requests"]);
+    assert_eq!(saved["session"]["tiers"][0]["hits"], dram["hits"]);
+    assert_eq!(saved["dirty_bytes"], 0);
+    ok_json(&["volume", "replay", v, "--trace", t, "--json"]);
+    let again = ok_json(&["volume", "stats", v, "--json"]);
+    assert_eq!(
+        again["saved"]["lifetime"]["requests"].as_u64().unwrap(),
+        2 * replay["requests"].as_u64().unwrap()
+    );
+    let text = util::text(&hscm(&["volume", "stats", v]));
+    assert!(text.contains("lifetime"), "{text}");
 }
 
 #[test]
@@ -117,9 +134,19 @@ fn tiered_volume_bad_input_gets_a_clear_error() {
         );
         assert!(!std::path::Path::new(v).exists(), "{args:?} left a file");
     }
+    // Stats of something that is not a tiered volume, or of a fresh one.
+    let o = hscm(&["volume", "stats", "/etc/hostname"]);
+    assert!(!o.status.success());
+    assert!(
+        util::stderr(&o).contains("not a tiered volume"),
+        "{}",
+        util::stderr(&o)
+    );
     // A replay onto a volume too small for the trace's blocks says so.
     let o = hscm(&["volume", "create", v, "--size", "64k", "--ram", "16k"]);
     assert!(o.status.success(), "{}", util::stderr(&o));
+    let fresh = ok_json(&["volume", "stats", v, "--json"]);
+    assert!(fresh["saved"].is_null(), "{fresh}");
     let trace = dir.path().join("t.msr.csv");
     msr_trace(&trace);
     let o = hscm(&["volume", "replay", v, "--trace", trace.to_str().unwrap()]);

@@ -9,9 +9,14 @@ const MAGIC: &[u8; 8] = b"HSCMHOT1";
 const PAGE: u64 = 4096;
 
 impl TierConfig {
-    /// Where the hot list starts on home.
-    pub fn hot_list_offset(&self) -> u64 {
+    /// Where the saved counters are on home: one page after the data.
+    pub fn stats_offset(&self) -> u64 {
         HEADER_LEN + self.size
+    }
+
+    /// Where the hot list starts on home, after the counters' page.
+    pub fn hot_list_offset(&self) -> u64 {
+        self.stats_offset() + PAGE
     }
 
     /// Bytes reserved for the hot list: a page of header, then 8 bytes per DRAM block.
@@ -19,7 +24,7 @@ impl TierConfig {
         PAGE + (8 * self.ram_blocks()).next_multiple_of(PAGE)
     }
 
-    /// Bytes home needs: header, data, hot list.
+    /// Bytes home needs: header, data, counters, hot list.
     pub fn home_len(&self) -> u64 {
         self.hot_list_offset() + self.hot_list_len()
     }

@@ -28,6 +28,7 @@ mod dram;
 mod error;
 mod header;
 mod hotlist;
+pub mod snapshot;
 mod target;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;

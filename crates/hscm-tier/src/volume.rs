@@ -71,6 +71,8 @@ pub struct TieredVolume {
     issued: AtomicU64,
     syncs: AtomicU64,
     poison: Poison,
+    /// The lifetime counters saved before this session (see `snapshot`).
+    base: crate::snapshot::Counters,
 }
 
 /// Writes the hot list region and syncs it.
@@ -80,6 +82,13 @@ fn write_hot_list(home: &dyn Backend, cfg: &TierConfig, blocks: &[u64]) -> std::
     buf[..bytes.len()].copy_from_slice(&bytes);
     home.write_at(cfg.hot_list_offset(), &buf[..bytes.len()])?;
     home.sync()
+}
+
+/// The counters saved on home, if any.
+fn read_snapshot(home: &dyn Backend, cfg: &TierConfig) -> Option<crate::snapshot::Snapshot> {
+    let mut page = AlignedBuf::zeroed(4096);
+    home.read_at(cfg.stats_offset(), &mut page).ok()?;
+    crate::snapshot::decode(&page)
 }
 
 /// The saved hot list, hottest first; empty when there is none or it is damaged.
@@ -180,6 +189,19 @@ impl TieredVolume {
         read_header(&home)
     }
 
+    /// [`TieredVolume::inspect`] without taking the volume's lock, so it works while
+    /// another process serves the volume: the header never changes after creation.
+    pub fn inspect_unlocked(path: &Path) -> Result<TierConfig> {
+        use std::os::unix::fs::FileExt;
+        let name = path.display().to_string();
+        let f =
+            std::fs::File::open(path).map_err(|e| Error::io(format!("cannot open {name}"), e))?;
+        let mut h = vec![0u8; HEADER_LEN as usize];
+        f.read_exact_at(&mut h, 0)
+            .map_err(|e| Error::io(format!("cannot read the header of {name}"), e))?;
+        TierConfig::decode(&h, &name)
+    }
+
     /// Opens the volume formatted on `home` (a file, a device, a test backend). It
     /// serves at once; the blocks DRAM held at the last clean close are back in the
     /// policy already, and a background thread refills them from home hottest first.
@@ -217,7 +239,11 @@ impl TieredVolume {
                 .spawn(move || warm(home.as_ref(), &inner, &cfg, &hot, &stop))
                 .expect("spawn the warm-up thread")
         });
+        let base = read_snapshot(home.as_ref(), &cfg)
+            .map(|s| s.lifetime)
+            .unwrap_or_default();
         Ok(TieredVolume {
+            base,
             inner,
             cfg,
             home,
@@ -237,10 +263,12 @@ impl TieredVolume {
         }
     }
 
-    /// Flushes, saves the hot list (so the next open starts warm) and closes.
+    /// Flushes, saves the counters and the hot list (so the next open starts warm) and
+    /// closes.
     pub fn close(mut self) -> Result<()> {
         self.stop_loader();
         self.flush()?;
+        self.save_stats("closed")?;
         let hot = self.hot_list();
         write_hot_list(self.home.as_ref(), &self.cfg, &hot).map_err(|e| {
             Error::io(
@@ -549,6 +577,54 @@ impl TieredVolume {
         let n = buf.len().min(bs as usize);
         buf[..n].copy_from_slice(&b[..n]);
         Ok(())
+    }
+
+    /// This session's counters in their saved form.
+    pub fn counters(&self) -> crate::snapshot::Counters {
+        let s = self.stats();
+        crate::snapshot::Counters {
+            requests: s.requests,
+            request_hits: s.request_hits,
+            request_partial_hits: s.request_partial_hits,
+            request_misses: s.request_misses,
+            home_reads: s.home_reads,
+            home_writes: s.home_writes,
+            syncs: s.syncs,
+            tiers: s.tiers.iter().map(Into::into).collect(),
+        }
+    }
+
+    /// The counters as `hscm volume stats` shows them: this session's, and the volume's
+    /// lifetime ones (earlier sessions plus this one).
+    pub fn snapshot(&self, state: &str) -> crate::snapshot::Snapshot {
+        let session = self.counters();
+        crate::snapshot::Snapshot {
+            state: state.to_string(),
+            pid: std::process::id(),
+            saved_at: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            mode: "write-through".into(),
+            dirty_bytes: 0,
+            lifetime: self.base.plus(&session),
+            session,
+        }
+    }
+
+    /// Saves the counters on home (not synced: a report, not data), for `hscm volume
+    /// stats` to read from another process; `state` is `open` while serving.
+    pub fn save_stats(&self, state: &str) -> Result<()> {
+        let page = crate::snapshot::encode(&self.snapshot(state));
+        let mut buf = AlignedBuf::zeroed(page.len());
+        buf[..page.len()].copy_from_slice(&page);
+        self.home
+            .write_at(self.cfg.stats_offset(), &buf[..page.len()])
+            .map_err(|e| {
+                Error::io(
+                    format!("cannot save the counters on {}", self.home.describe()),
+                    e,
+                )
+            })
     }
 
     /// Cached blocks, hottest first.

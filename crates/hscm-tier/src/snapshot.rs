@@ -1,0 +1,199 @@
+//! The counters a volume saves on home: at every clean close and, while a server runs
+//! it, every few seconds, so `hscm volume stats` can read them from another process
+//! without opening the volume. One page after the data: a length, a CRC-32C, then the
+//! JSON. Like the hot list, it is a report, never trusted for data.
+
+use serde::{Deserialize, Serialize};
+
+use crate::dram::TierStats;
+use crate::header::TierConfig;
+
+const PAGE: usize = 4096;
+
+/// What `hscm volume stats` prints.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Snapshot {
+    /// `open` while a process serves the volume (saved periodically), `closed` after a
+    /// clean close.
+    pub state: String,
+    pub pid: u32,
+    /// Seconds since the Unix epoch when it was saved.
+    pub saved_at: u64,
+    /// Every write reaches home before it is acknowledged, so nothing is dirty.
+    pub mode: String,
+    pub dirty_bytes: u64,
+    /// Counters since this process opened the volume, and over the volume's life
+    /// (every earlier session that closed cleanly, plus this one).
+    pub session: Counters,
+    pub lifetime: Counters,
+}
+
+/// Requests and per-tier counters.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Counters {
+    pub requests: u64,
+    pub request_hits: u64,
+    pub request_partial_hits: u64,
+    pub request_misses: u64,
+    pub home_reads: u64,
+    pub home_writes: u64,
+    pub syncs: u64,
+    pub tiers: Vec<TierCounters>,
+}
+
+/// [`TierStats`] in a form that reads back (its `tier` is a name, not a `&'static str`).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct TierCounters {
+    pub tier: String,
+    pub hits: u64,
+    pub misses: u64,
+    pub read_hits: u64,
+    pub read_misses: u64,
+    pub write_hits: u64,
+    pub write_misses: u64,
+    pub bypassed_admission: u64,
+    pub bypassed_sequential: u64,
+    pub promotions: u64,
+    pub evictions: u64,
+    pub occupancy_bytes: u64,
+    pub capacity_bytes: u64,
+}
+
+impl From<&TierStats> for TierCounters {
+    fn from(t: &TierStats) -> Self {
+        TierCounters {
+            tier: t.tier.to_string(),
+            hits: t.hits,
+            misses: t.misses,
+            read_hits: t.read_hits,
+            read_misses: t.read_misses,
+            write_hits: t.write_hits,
+            write_misses: t.write_misses,
+            bypassed_admission: t.bypassed_admission,
+            bypassed_sequential: t.bypassed_sequential,
+            promotions: t.promotions,
+            evictions: t.evictions,
+            occupancy_bytes: t.occupancy_bytes,
+            capacity_bytes: t.capacity_bytes,
+        }
+    }
+}
+
+impl Counters {
+    /// `self + other`, tier by tier; occupancy and capacity are `other`'s (the later).
+    pub fn plus(&self, other: &Counters) -> Counters {
+        let tiers = other
+            .tiers
+            .iter()
+            .map(|o| {
+                let mut t = o.clone();
+                if let Some(s) = self.tiers.iter().find(|s| s.tier == o.tier) {
+                    t.hits += s.hits;
+                    t.misses += s.misses;
+                    t.read_hits += s.read_hits;
+                    t.read_misses += s.read_misses;
+                    t.write_hits += s.write_hits;
+                    t.write_misses += s.write_misses;
+                    t.bypassed_admission += s.bypassed_admission;
+                    t.bypassed_sequential += s.bypassed_sequential;
+                    t.promotions += s.promotions;
+                    t.evictions += s.evictions;
+                }
+                t
+            })
+            .collect();
+        Counters {
+            requests: self.requests + other.requests,
+            request_hits: self.request_hits + other.request_hits,
+            request_partial_hits: self.request_partial_hits + other.request_partial_hits,
+            request_misses: self.request_misses + other.request_misses,
+            home_reads: self.home_reads + other.home_reads,
+            home_writes: self.home_writes + other.home_writes,
+            syncs: self.syncs + other.syncs,
+            tiers,
+        }
+    }
+}
+
+/// The page for `snap` (a snapshot too large for it is cut to an empty one).
+pub(crate) fn encode(snap: &Snapshot) -> Vec<u8> {
+    let json = serde_json::to_vec(snap).unwrap_or_default();
+    let mut page = vec![0u8; PAGE];
+    if json.len() + 8 <= PAGE {
+        page[..4].copy_from_slice(&(json.len() as u32).to_le_bytes());
+        page[4..8].copy_from_slice(&crc32c::crc32c(&json).to_le_bytes());
+        page[8..8 + json.len()].copy_from_slice(&json);
+    }
+    page
+}
+
+/// The snapshot a page holds, if it is intact.
+pub fn decode(page: &[u8]) -> Option<Snapshot> {
+    let n = u32::from_le_bytes(page.get(..4)?.try_into().ok()?) as usize;
+    let crc = u32::from_le_bytes(page.get(4..8)?.try_into().ok()?);
+    let json = page.get(8..8 + n)?;
+    if n == 0 || crc32c::crc32c(json) != crc {
+        return None;
+    }
+    serde_json::from_slice(json).ok()
+}
+
+/// Reads the snapshot saved in the tiered volume at `path` without opening it (no lock:
+/// a server may hold it), or None when none was saved.
+pub fn read_saved(path: &std::path::Path, cfg: &TierConfig) -> std::io::Result<Option<Snapshot>> {
+    use std::os::unix::fs::FileExt;
+    let f = std::fs::File::open(path)?;
+    let mut page = vec![0u8; PAGE];
+    f.read_exact_at(&mut page, cfg.stats_offset())?;
+    Ok(decode(&page))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_snapshot_reads_back_and_damage_reads_as_none() {
+        let snap = Snapshot {
+            state: "closed".into(),
+            pid: 7,
+            saved_at: 1,
+            mode: "write-through".into(),
+            dirty_bytes: 0,
+            session: Counters {
+                requests: 3,
+                ..Counters::default()
+            },
+            lifetime: Counters::default(),
+        };
+        let page = encode(&snap);
+        assert_eq!(decode(&page).unwrap().session.requests, 3);
+        let mut torn = page.clone();
+        torn[20] ^= 1;
+        assert!(decode(&torn).is_none());
+        assert!(decode(&[0u8; PAGE]).is_none());
+    }
+
+    #[test]
+    fn lifetime_counters_add_tier_by_tier() {
+        let t = |hits| TierCounters {
+            tier: "dram".into(),
+            hits,
+            occupancy_bytes: hits,
+            ..TierCounters::default()
+        };
+        let a = Counters {
+            requests: 2,
+            tiers: vec![t(5)],
+            ..Counters::default()
+        };
+        let b = Counters {
+            requests: 3,
+            tiers: vec![t(7)],
+            ..Counters::default()
+        };
+        let sum = a.plus(&b);
+        assert_eq!((sum.requests, sum.tiers[0].hits), (5, 12));
+        assert_eq!(sum.tiers[0].occupancy_bytes, 7);
+    }
+}
