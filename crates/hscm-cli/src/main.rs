@@ -378,6 +378,9 @@ enum BenchCmd {
         /// of memory and of scratch space.
         #[arg(long, default_value = "1M", value_parser = units::parse_count)]
         recovery_blocks: u64,
+        /// Seconds per configuration and workload in the DRAM-share comparison.
+        #[arg(long, default_value_t = 2.0)]
+        seconds: f64,
         /// Print JSON (a stable contract) instead of text; a failure prints {"ok": false, "error": ...}.
         #[arg(long)]
         json: bool,
@@ -919,9 +922,10 @@ fn run(cli: Cli) -> Result<()> {
         Command::Bench(BenchCmd::Tier {
             dir,
             recovery_blocks,
+            seconds,
             json,
         }) => {
-            let r = hscm_lab::tier::bench_tier(dir.as_deref(), recovery_blocks, !json)?;
+            let r = hscm_lab::tier::bench_tier(dir.as_deref(), recovery_blocks, seconds, !json)?;
             if json {
                 outln!("{}", serde_json::to_string_pretty(&r)?)?;
                 return Ok(());
@@ -955,6 +959,16 @@ fn run(cli: Cli) -> Result<()> {
                 r.restored_blocks,
                 r.warm_s
             )?;
+            for row in &r.shares {
+                outln!(
+                    "{:<11} {:<6} {:>9.0} ops/s{}",
+                    row.config,
+                    row.workload,
+                    row.ops_per_s,
+                    row.dram_hit_ratio
+                        .map_or(String::new(), |h| format!("  (DRAM hit ratio {h:.3})"))
+                )?;
+            }
             outln!(
                 "recovery: reopening with {} cached blocks took {:.3} s ({:.3} s per million)",
                 r.recovery_blocks,

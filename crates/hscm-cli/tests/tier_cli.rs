@@ -160,7 +160,15 @@ fn tiered_volume_bad_input_gets_a_clear_error() {
 
 #[test]
 fn bench_tier_json_has_its_contract_fields() {
-    let v = ok_json(&["bench", "tier", "--recovery-blocks", "2000", "--json"]);
+    let v = ok_json(&[
+        "bench",
+        "tier",
+        "--recovery-blocks",
+        "2000",
+        "--seconds",
+        "0.1",
+        "--json",
+    ]);
     for f in [
         "hit_read_ns",
         "flat_read_ns",
@@ -178,6 +186,11 @@ fn bench_tier_json_has_its_contract_fields() {
     }
     assert_eq!(v["hit_costs"].as_array().unwrap().len(), 2);
     assert_eq!(v["recovery_blocks"], 2000);
+    let shares = v["shares"].as_array().unwrap();
+    assert_eq!(shares.len(), 10, "{v}");
+    for r in shares {
+        assert!(r["ops_per_s"].as_f64().unwrap() > 0.0, "{r}");
+    }
     // The cutoff keeps the hot set through the scan; without it the scan washes it out.
     assert!(v["hot_kept_with_cutoff"].as_f64().unwrap() > 0.9, "{v}");
     assert!(v["hot_kept_without_cutoff"].as_f64().unwrap() < 0.5, "{v}");

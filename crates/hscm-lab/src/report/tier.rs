@@ -54,7 +54,12 @@ pub fn section(quick: bool) -> Result<Section> {
     let differing = rows.iter().filter(|r| !r.equal).count();
 
     note!("[tier] hscm bench tier");
-    let b = tier::bench_tier(None, if quick { 20_000 } else { 1_000_000 }, true)?;
+    let b = tier::bench_tier(
+        None,
+        if quick { 20_000 } else { 1_000_000 },
+        if quick { 0.2 } else { 3.0 },
+        true,
+    )?;
     writeln!(md, "### Costs and restarts (`hscm bench tier`)\n")?;
     writeln!(md, "| measure | result |")?;
     writeln!(md, "|---|---|")?;
@@ -82,6 +87,20 @@ pub fn section(quick: bool) -> Result<Section> {
         "| reopening with {} cached blocks | {:.3} s |\n",
         b.recovery_blocks, b.recovery_s
     )?;
+    writeln!(md, "Skewed 4 KiB requests over a 256 MiB working set, one thread (`read`: all reads; `mixed`: 70% reads, 30% writes, every write durable before it returns):\n")?;
+    writeln!(md, "| configuration | workload | ops/s | DRAM hit ratio |")?;
+    writeln!(md, "|---|---|---:|---:|")?;
+    for r in &b.shares {
+        writeln!(
+            md,
+            "| {} | {} | {:.0} | {} |",
+            r.config,
+            r.workload,
+            r.ops_per_s,
+            r.dram_hit_ratio.map_or("".into(), |h| format!("{h:.3}"))
+        )?;
+    }
+    writeln!(md)?;
     writeln!(md, "A DRAM hit costs more than a flat-volume read because, besides the copy, it looks the block up in the \
         tier's map and records the hit in the policy; once the working set exceeds the CPU caches both are cache misses, \
         and the copy's address depends on the map (docs/tier.md, Measured).\n")?;
