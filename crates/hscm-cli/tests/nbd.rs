@@ -50,6 +50,22 @@ fn ok(cmd: &mut Command) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// qemu-io's commands `cmds` on the export at `uri` (read-only with `read_only`); any
+/// failed pattern check fails the test.
+fn qemu_io(uri: &str, read_only: bool, cmds: &[&str]) {
+    let mut c = tool("qemu-io");
+    c.args(["-f", "raw"]);
+    if read_only {
+        c.arg("-r");
+    }
+    c.arg(uri);
+    for cmd in cmds {
+        c.args(["-c", cmd]);
+    }
+    let out = ok(&mut c);
+    assert!(!out.contains("fail"), "{out}");
+}
+
 fn volume(dir: &Path, durability: &str) -> std::path::PathBuf {
     util::volume_with(dir, "32M", durability, &[])
 }
@@ -91,22 +107,17 @@ fn qemu_io_patterns_and_an_nbdcopy_round_trip_survive_a_restart() {
     let v = volume(dir.path(), "immediate");
     let sock = dir.path().join("s.sock");
     let (server, uri) = serve(&v, &sock, &[]);
-    let qemu_io = |cmds: &[&str]| {
-        let mut c = tool("qemu-io");
-        c.args(["-f", "raw", &uri]);
-        for cmd in cmds {
-            c.args(["-c", cmd]);
-        }
-        let out = ok(&mut c);
-        assert!(!out.contains("fail"), "{out}");
-    };
-    qemu_io(&[
-        "write -P 0xab 0 1M",
-        "write -P 0xcd 3M 64k",
-        "write -P 0x11 5000 3000", // unaligned
-        "write -z 8M 1M",
-        "discard 9M 64k",
-    ]);
+    qemu_io(
+        &uri,
+        false,
+        &[
+            "write -P 0xab 0 1M",
+            "write -P 0xcd 3M 64k",
+            "write -P 0x11 5000 3000", // unaligned
+            "write -z 8M 1M",
+            "discard 9M 64k",
+        ],
+    );
     let src = dir.path().join("src.bin");
     let data: Vec<u8> = (0..4u32 << 20)
         .map(|i| (i.wrapping_mul(2654435761) >> 24) as u8)
@@ -116,20 +127,18 @@ fn qemu_io_patterns_and_an_nbdcopy_round_trip_survive_a_restart() {
 
     // After a clean stop and a restart, everything acknowledged is there.
     let (server, uri) = serve(&v, &sock, &[]);
-    let mut c = tool("qemu-io");
-    c.args(["-f", "raw", "-r", &uri]);
-    for cmd in [
-        "read -P 0xab 0 4096",
-        "read -P 0x11 5000 3000",
-        "read -P 0xab 8000 1040384",
-        "read -P 0xcd 3M 64k",
-        "read -P 0 8M 1M",
-        "read -P 0 9M 64k",
-    ] {
-        c.args(["-c", cmd]);
-    }
-    let out = ok(&mut c);
-    assert!(!out.contains("fail"), "{out}");
+    qemu_io(
+        &uri,
+        true,
+        &[
+            "read -P 0xab 0 4096",
+            "read -P 0x11 5000 3000",
+            "read -P 0xab 8000 1040384",
+            "read -P 0xcd 3M 64k",
+            "read -P 0 8M 1M",
+            "read -P 0 9M 64k",
+        ],
+    );
 
     // nbdcopy both ways, compared byte for byte.
     let big = dir.path().join("big.hscm");
@@ -547,17 +556,15 @@ fn a_tiered_volume_is_served_over_nbd_and_survives_kill_9() {
     let info: serde_json::Value =
         serde_json::from_str(&ok(tool("nbdinfo").arg("--json").arg(&uri))).unwrap();
     assert_eq!(info["exports"][0]["export-size"], 32 << 20);
-    let mut c = tool("qemu-io");
-    c.args(["-f", "raw", &uri]);
-    for cmd in [
-        "write -P 0xab 0 12M",
-        "write -P 0x11 5000 3000",
-        "write -z 20M 1M",
-    ] {
-        c.args(["-c", cmd]);
-    }
-    let out = ok(&mut c);
-    assert!(!out.contains("fail"), "{out}");
+    qemu_io(
+        &uri,
+        false,
+        &[
+            "write -P 0xab 0 12M",
+            "write -P 0x11 5000 3000",
+            "write -z 20M 1M",
+        ],
+    );
     // While it serves, `hscm volume stats` reads the counters the server saves.
     let mut saved = serde_json::Value::Null;
     for _ in 0..50 {
@@ -579,18 +586,16 @@ fn a_tiered_volume_is_served_over_nbd_and_survives_kill_9() {
     let after: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(after["saved"]["state"], "closed", "{after}");
     let (server, uri) = serve(&v, &sock, &[]);
-    let mut c = tool("qemu-io");
-    c.args(["-f", "raw", "-r", &uri]);
-    for cmd in [
-        "read -P 0xab 0 4096",
-        "read -P 0x11 5000 3000",
-        "read -P 0xab 8000 12574720",
-        "read -P 0 20M 1M",
-    ] {
-        c.args(["-c", cmd]);
-    }
-    let out = ok(&mut c);
-    assert!(!out.contains("fail"), "{out}");
+    qemu_io(
+        &uri,
+        true,
+        &[
+            "read -P 0xab 0 4096",
+            "read -P 0x11 5000 3000",
+            "read -P 0xab 8000 12574720",
+            "read -P 0 20M 1M",
+        ],
+    );
     stop(server);
     kill_loop_on(dir.path(), &v, "immediate", 10);
 }

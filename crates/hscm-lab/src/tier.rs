@@ -441,14 +441,16 @@ pub fn write_msr_trace(
     Ok(())
 }
 
-/// Replays one trace through a real tiered volume for every online policy behind
-/// every admission filter (a file in `dir`, DRAM `ram_blocks` blocks, sequential
-/// cutoff off) and simulates it with `hscm sim cache`'s code.
+/// Replays one MSR trace through a real tiered volume for every online policy behind
+/// every admission filter (DRAM `ram_blocks` blocks of 4 KiB, sequential cutoff off,
+/// on-flush: durability does not change what is cached) and simulates it with `hscm
+/// sim cache`'s code. `make` creates and opens each volume (a file, or in tests an
+/// in-memory device).
 pub fn replay_agreement(
-    dir: &std::path::Path,
     trace: &std::path::Path,
     ram_blocks: u64,
     volume_blocks: u64,
+    make: &mut dyn FnMut(&hscm_tier::TierConfig) -> Result<TieredVolume>,
 ) -> Result<Vec<Agreement>> {
     use hscm_policy::cache::AdmissionName;
     use hscm_tier::{Durability, TierConfig};
@@ -490,12 +492,9 @@ pub fn replay_agreement(
             cfg.admission = admission.or(spec.admission);
             cfg.sequential_cutoff = 0;
             cfg.durability = Durability::OnFlush;
-            let path = dir.join(format!("agreement-{}.tier", rows.len()));
-            TieredVolume::create(&path, &cfg, false)?;
-            let vol = TieredVolume::open(&path)?;
+            let vol = make(&cfg)?;
             let replayed = replay(&vol, reader()?, &mut |_| {})?;
             drop(vol);
-            std::fs::remove_file(&path).ok();
             let dram = &replayed.tiers[0];
             let name = match (admission, spec.admission) {
                 (Some(a), _) => format!("{}+{}", policy.name(), a.name()),

@@ -5,7 +5,7 @@ use rustc_hash::FxHashMap as HashMap;
 
 use hscm_policy::cache::{CacheOutcome, CachePolicy, PolicySpec};
 use memmap2::MmapMut;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::header::TierConfig;
 
@@ -20,9 +20,10 @@ pub(crate) enum Place {
 }
 
 /// Counters of one tier, as `hscm volume stats` reports them.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct TierStats {
-    pub tier: &'static str,
+    pub tier: String,
     /// Block lookups that found the block in this tier (reads and writes).
     pub hits: u64,
     pub misses: u64,
@@ -147,7 +148,7 @@ impl Dram {
             cutoff: cfg.sequential_cutoff,
             clock: 0,
             stats: TierStats {
-                tier: "dram",
+                tier: "dram".into(),
                 capacity_bytes: cfg.ram,
                 ..TierStats::default()
             },

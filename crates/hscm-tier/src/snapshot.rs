@@ -38,45 +38,7 @@ pub struct Counters {
     pub home_reads: u64,
     pub home_writes: u64,
     pub syncs: u64,
-    pub tiers: Vec<TierCounters>,
-}
-
-/// [`TierStats`] in a form that reads back (its `tier` is a name, not a `&'static str`).
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct TierCounters {
-    pub tier: String,
-    pub hits: u64,
-    pub misses: u64,
-    pub read_hits: u64,
-    pub read_misses: u64,
-    pub write_hits: u64,
-    pub write_misses: u64,
-    pub bypassed_admission: u64,
-    pub bypassed_sequential: u64,
-    pub promotions: u64,
-    pub evictions: u64,
-    pub occupancy_bytes: u64,
-    pub capacity_bytes: u64,
-}
-
-impl From<&TierStats> for TierCounters {
-    fn from(t: &TierStats) -> Self {
-        TierCounters {
-            tier: t.tier.to_string(),
-            hits: t.hits,
-            misses: t.misses,
-            read_hits: t.read_hits,
-            read_misses: t.read_misses,
-            write_hits: t.write_hits,
-            write_misses: t.write_misses,
-            bypassed_admission: t.bypassed_admission,
-            bypassed_sequential: t.bypassed_sequential,
-            promotions: t.promotions,
-            evictions: t.evictions,
-            occupancy_bytes: t.occupancy_bytes,
-            capacity_bytes: t.capacity_bytes,
-        }
-    }
+    pub tiers: Vec<TierStats>,
 }
 
 impl Counters {
@@ -98,6 +60,8 @@ impl Counters {
                     t.bypassed_sequential += s.bypassed_sequential;
                     t.promotions += s.promotions;
                     t.evictions += s.evictions;
+                    t.restored += s.restored;
+                    t.warmed += s.warmed;
                 }
                 t
             })
@@ -176,11 +140,11 @@ mod tests {
 
     #[test]
     fn lifetime_counters_add_tier_by_tier() {
-        let t = |hits| TierCounters {
+        let t = |hits| TierStats {
             tier: "dram".into(),
             hits,
             occupancy_bytes: hits,
-            ..TierCounters::default()
+            ..TierStats::default()
         };
         let a = Counters {
             requests: 2,

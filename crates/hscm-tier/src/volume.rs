@@ -590,7 +590,7 @@ impl TieredVolume {
             home_reads: s.home_reads,
             home_writes: s.home_writes,
             syncs: s.syncs,
-            tiers: s.tiers.iter().map(Into::into).collect(),
+            tiers: s.tiers,
         }
     }
 

@@ -7,12 +7,8 @@
 //! `HSCM_FUZZ_CASES` raises the count; a failing case prints its input in hex.
 
 use hscm_tier::testing::tier_ops;
-use hscm_volume::testing::volume_ops::Outcome;
+use hscm_volume::testing::volume_ops::check_sequences;
 use rand::{Rng, SeedableRng};
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
 
 #[test]
 fn random_operation_sequences_keep_every_promise_across_failures_and_power_cuts() {
@@ -21,28 +17,11 @@ fn random_operation_sequences_keep_every_promise_across_failures_and_power_cuts(
         .and_then(|n| n.parse().ok())
         .unwrap_or(400);
     let mut rng = rand::rngs::SmallRng::seed_from_u64(0x7_1e25);
-    let mut total = Outcome::default();
-    for _ in 0..cases {
+    let inputs = (0..cases).map(|_| {
         let len = rng.gen_range(1..600);
-        let input: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
-        match tier_ops(&input) {
-            Ok(o) => {
-                total.ops += o.ops;
-                total.restarts += o.restarts;
-                total.refused += o.refused;
-            }
-            Err(broken) => panic!("{broken}\ninput (hex): {}", hex(&input)),
-        }
-    }
-    assert!(
-        total.restarts > cases,
-        "only {} restarts in {cases} sequences",
-        total.restarts
-    );
-    assert!(
-        total.refused > 0,
-        "no request was ever refused after a failure"
-    );
+        (0..len).map(|_| rng.gen()).collect::<Vec<u8>>()
+    });
+    let total = check_sequences(inputs, tier_ops);
     eprintln!("{cases} sequences: {total:?}");
 }
 

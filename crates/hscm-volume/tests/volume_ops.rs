@@ -10,17 +10,6 @@
 use hscm_volume::testing::volume_ops;
 use rand::{Rng, SeedableRng};
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-fn check(input: &[u8]) -> volume_ops::Outcome {
-    match volume_ops::run(input) {
-        Ok(outcome) => outcome,
-        Err(broken) => panic!("{broken}\ninput (hex): {}", hex(input)),
-    }
-}
-
 #[test]
 fn random_operation_sequences_keep_every_promise_across_failures_and_power_cuts() {
     let cases: usize = std::env::var("HSCM_FUZZ_CASES")
@@ -28,25 +17,11 @@ fn random_operation_sequences_keep_every_promise_across_failures_and_power_cuts(
         .and_then(|n| n.parse().ok())
         .unwrap_or(400);
     let mut rng = rand::rngs::SmallRng::seed_from_u64(0x5eed_f022);
-    let mut total = volume_ops::Outcome::default();
-    for _ in 0..cases {
+    let inputs = (0..cases).map(|_| {
         let len = rng.gen_range(1..600);
-        let input: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
-        let outcome = check(&input);
-        total.ops += outcome.ops;
-        total.restarts += outcome.restarts;
-        total.refused += outcome.refused;
-    }
-    // The generator must reach the interesting paths, or the test proves little.
-    assert!(
-        total.restarts > cases,
-        "only {} restarts in {cases} sequences",
-        total.restarts
-    );
-    assert!(
-        total.refused > 0,
-        "no request was ever refused after a failure"
-    );
+        (0..len).map(|_| rng.gen()).collect::<Vec<u8>>()
+    });
+    let total = volume_ops::check_sequences(inputs, volume_ops::run);
     eprintln!("{cases} sequences: {total:?}");
 }
 

@@ -30,7 +30,12 @@ pub fn section(quick: bool) -> Result<Section> {
     note!("[tier] replay against the simulator, every policy");
     let trace = scratch.path().join("agreement.msr.csv");
     tier::write_msr_trace(&trace, requests, blocks, 7)?;
-    let rows = tier::replay_agreement(scratch.path(), &trace, ram, 2 * blocks)?;
+    // One file, formatted afresh for each policy.
+    let path = scratch.path().join("agreement.tier");
+    let rows = tier::replay_agreement(&trace, ram, 2 * blocks, &mut |cfg| {
+        hscm_tier::TieredVolume::create(&path, cfg, true)?;
+        Ok(hscm_tier::TieredVolume::open(&path)?)
+    })?;
     writeln!(md, "### Replay against the simulator\n")?;
     writeln!(md, "An MSR Cambridge block trace of {requests} requests (1-8 blocks of 4 KiB, skewed over {blocks} blocks, a \
         third writes, a sequential scan in the middle) replayed through a real tiered volume with {ram} blocks of DRAM \

@@ -42,18 +42,7 @@ impl CachePolicy for FifoCache {
     fn lookup(&mut self, key: u64) -> bool {
         self.map.contains(&key)
     }
-    #[inline]
-    fn insert(&mut self, key: u64, size: u64) -> CacheOutcome {
-        self.insert_with(key, size, &mut |_| {})
-    }
-    fn insert_evicting(
-        &mut self,
-        key: u64,
-        size: u64,
-        evicted: &mut dyn FnMut(u64),
-    ) -> CacheOutcome {
-        self.insert_with(key, size, &mut |k| evicted(k))
-    }
+    inserts_through_insert_with!();
     fn used(&self) -> u64 {
         self.used
     }

@@ -89,18 +89,7 @@ impl CachePolicy for LruCache {
     fn lookup(&mut self, key: u64) -> bool {
         self.hit(key)
     }
-    #[inline]
-    fn insert(&mut self, key: u64, size: u64) -> CacheOutcome {
-        self.insert_with(key, size, &mut |_| {})
-    }
-    fn insert_evicting(
-        &mut self,
-        key: u64,
-        size: u64,
-        evicted: &mut dyn FnMut(u64),
-    ) -> CacheOutcome {
-        self.insert_with(key, size, &mut |k| evicted(k))
-    }
+    inserts_through_insert_with!();
     #[inline]
     fn prefetch(&self, key: u64) {
         self.map.prefetch(key);

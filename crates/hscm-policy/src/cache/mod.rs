@@ -11,6 +11,26 @@
 //! all, over any eviction policy ([`Admitted`]). AC-LRU (Park & Bahn's AC-cache) is LRU
 //! behind the second-miss filter. [`PolicySpec`] builds any of them from a name.
 
+/// The two insert methods of [`CachePolicy`] for a policy whose generic
+/// `insert_with(key, size, evicted)` does the work: `insert` passes a sink the compiler
+/// removes, so the simulators pay nothing for eviction reports.
+macro_rules! inserts_through_insert_with {
+    () => {
+        #[inline]
+        fn insert(&mut self, key: u64, size: u64) -> CacheOutcome {
+            self.insert_with(key, size, &mut |_| {})
+        }
+        fn insert_evicting(
+            &mut self,
+            key: u64,
+            size: u64,
+            evicted: &mut dyn FnMut(u64),
+        ) -> CacheOutcome {
+            self.insert_with(key, size, &mut |k| evicted(k))
+        }
+    };
+}
+
 mod admission;
 mod arc;
 mod clock;

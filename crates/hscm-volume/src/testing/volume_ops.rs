@@ -85,6 +85,42 @@ pub struct Outcome {
     pub refused: usize,
 }
 
+/// Runs every input through `run` (the driver for one engine), panicking at the first
+/// broken promise with the input in hex (to save and replay), and checks that the
+/// inputs reached the interesting paths: more restarts than sequences, and at least one
+/// request refused after a failure. Returns the totals.
+pub fn check_sequences(
+    inputs: impl IntoIterator<Item = Vec<u8>>,
+    run: impl Fn(&[u8]) -> Result<Outcome, String>,
+) -> Outcome {
+    let mut total = Outcome::default();
+    let mut cases = 0;
+    for input in inputs {
+        cases += 1;
+        match run(&input) {
+            Ok(o) => {
+                total.ops += o.ops;
+                total.restarts += o.restarts;
+                total.refused += o.refused;
+            }
+            Err(broken) => {
+                let hex: String = input.iter().map(|b| format!("{b:02x}")).collect();
+                panic!("{broken}\ninput (hex): {hex}");
+            }
+        }
+    }
+    assert!(
+        total.restarts > cases,
+        "only {} restarts in {cases} sequences",
+        total.restarts
+    );
+    assert!(
+        total.refused > 0,
+        "no request was ever refused after a failure"
+    );
+    total
+}
+
 /// An engine the driver runs: a block target over a [`FaultyBackend`] that closes
 /// cleanly; the volume's loader step and checkpoint are its own extra steps.
 pub trait Engine: Sized {
