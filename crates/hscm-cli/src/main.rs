@@ -969,6 +969,16 @@ fn run(cli: Cli) -> Result<()> {
                         .map_or(String::new(), |h| format!("  (DRAM hit ratio {h:.3})"))
                 )?;
             }
+            for row in &r.admission {
+                outln!(
+                    "home {:<4} {:<16} {:>9.0} ops/s  DRAM hit ratio {:.3}  gain over no cache {:+.1}%",
+                    row.home,
+                    row.policy,
+                    row.ops_per_s,
+                    row.dram_hit_ratio,
+                    100.0 * row.gain
+                )?;
+            }
             outln!(
                 "recovery: reopening with {} cached blocks took {:.3} s ({:.3} s per million)",
                 r.recovery_blocks,

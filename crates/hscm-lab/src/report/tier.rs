@@ -10,6 +10,13 @@ use serde_json::json;
 use crate::report::{named_checks_json, targets, targets_table, Check, Section};
 use crate::tier;
 
+fn gain(b: &tier::TierBench, home: &str, policy: &str) -> f64 {
+    b.admission
+        .iter()
+        .find(|r| r.home == home && r.policy == policy)
+        .map_or(f64::NAN, |r| r.gain)
+}
+
 pub fn section(quick: bool) -> Result<Section> {
     let mut md = String::new();
     writeln!(
@@ -18,8 +25,8 @@ pub fn section(quick: bool) -> Result<Section> {
     )?;
     writeln!(md, "A volume whose blocks live on a home file, with the hot ones in DRAM, chosen by the cache policies \
         `hscm sim cache` simulates; every write durable on home before it is acknowledged (docs/tier.md). The durable \
-        fast tier and the experiments of Baek & Park's Fig. 11 and Park & Bahn's admission-control claim on a real volume \
-        are not built yet.\n")?;
+        fast tier, and with it Baek & Park's Fig. 11 (a DRAM tier against an SSD-like one in front of a slow home), are not \
+        built yet.\n")?;
 
     let scratch = crate::volume::scratch_dir(None)?;
     let (requests, blocks, ram) = if quick {
@@ -106,6 +113,33 @@ pub fn section(quick: bool) -> Result<Section> {
         )?;
     }
     writeln!(md)?;
+    writeln!(md, "Park & Bahn's claim on the real volume: 4 KiB reads, 60% skewed over a hot region of 8,192 blocks \
+        (DRAM holds 2,048), 40% blocks asked for once. `none` is a one-block DRAM tier (every request goes home). The \
+        `scm` home is a file in tmpfs standing for SCM (memory behind a system call: emulated, not SCM); the `disk` home \
+        is this machine's virtio disk with O_DIRECT (full runs only). Each configuration warms up on 50,000 such reads, \
+        then serves 100,000 timed ones.\n")?;
+    writeln!(
+        md,
+        "| home | policy | ops/s | DRAM hit ratio | gain over no cache |"
+    )?;
+    writeln!(md, "|---|---|---:|---:|---:|")?;
+    for r in &b.admission {
+        writeln!(
+            md,
+            "| {} | {} | {:.0} | {:.3} | {:+.1}% |",
+            r.home,
+            r.policy,
+            r.ops_per_s,
+            r.dram_hit_ratio,
+            100.0 * r.gain
+        )?;
+    }
+    writeln!(md)?;
+    writeln!(md, "Plain LRU gains nothing on the SCM stand-in, as Park & Bahn find. Admission control gains less than \
+        their 20-40%: their gain comes from not copying one-time blocks into the cache (a miss that inserts costs Tm, more \
+        than a plain storage access T). Here a missed block is read from home straight into its DRAM slot, so admitting \
+        it costs hardly more than bypassing it, and what is left to gain is the higher hit ratio, worth little when home \
+        is nearly as fast as DRAM. With the disk home the hit ratio is what counts.\n")?;
     writeln!(md, "A DRAM hit costs more than a flat-volume read because, besides the copy, it looks the block up in the \
         tier's map and records the hit in the policy; once the working set exceeds the CPU caches both are cache misses, \
         and the copy's address depends on the map (docs/tier.md, Measured).\n")?;
@@ -131,6 +165,17 @@ pub fn section(quick: bool) -> Result<Section> {
             Check::new(
                 &targets::TIER_RESTART_HIT_RATIO,
                 100.0 * b.restart_over_steady,
+            ),
+        ),
+        (
+            "scm home, lru".to_string(),
+            Check::new(&targets::TIER_SCM_LRU_GAIN, 100.0 * gain(&b, "scm", "lru")),
+        ),
+        (
+            "scm home, lru+second-miss".to_string(),
+            Check::new(
+                &targets::TIER_SCM_ADMISSION_GAIN,
+                100.0 * gain(&b, "scm", "lru+second-miss"),
             ),
         ),
         (
