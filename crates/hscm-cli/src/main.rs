@@ -709,7 +709,7 @@ fn run(cli: Cli) -> Result<()> {
         }
         Command::Volume(VolumeCmd::Info { path, load, json }) => {
             if tier_cmd::is_tiered(&path) {
-                let cfg = hscm_tier::TieredVolume::inspect_unlocked(&path)?;
+                let cfg = hscm_tier::TieredVolume::inspect(&path)?;
                 return tier_cmd::info(&path, &cfg, json);
             }
             volume_cmd::info(&path, json, load)

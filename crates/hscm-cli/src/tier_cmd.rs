@@ -86,7 +86,7 @@ pub fn stats(path: &Path, json: bool) -> Result<()> {
             path.display()
         );
     }
-    let cfg = TieredVolume::inspect_unlocked(path)?;
+    let cfg = TieredVolume::inspect(path)?;
     let snap = hscm_tier::snapshot::read_saved(path, &cfg)
         .with_context(|| format!("reading the counters of {}", path.display()))?;
     if json {

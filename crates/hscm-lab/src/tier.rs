@@ -67,27 +67,7 @@ pub fn replay(
     }
     progress(n);
     let after = vol.stats().tiers;
-    let tiers = after
-        .into_iter()
-        .zip(before)
-        .map(|(a, b)| TierStats {
-            tier: a.tier,
-            hits: a.hits - b.hits,
-            misses: a.misses - b.misses,
-            read_hits: a.read_hits - b.read_hits,
-            read_misses: a.read_misses - b.read_misses,
-            write_hits: a.write_hits - b.write_hits,
-            write_misses: a.write_misses - b.write_misses,
-            bypassed_admission: a.bypassed_admission - b.bypassed_admission,
-            bypassed_sequential: a.bypassed_sequential - b.bypassed_sequential,
-            promotions: a.promotions - b.promotions,
-            evictions: a.evictions - b.evictions,
-            occupancy_bytes: a.occupancy_bytes,
-            capacity_bytes: a.capacity_bytes,
-            restored: a.restored,
-            warmed: a.warmed,
-        })
-        .collect();
+    let tiers = after.iter().zip(&before).map(|(a, b)| a.since(b)).collect();
     Ok(Replay {
         requests: n,
         reads,
@@ -324,9 +304,7 @@ pub fn bench_tier(
         for &b in blocks {
             vol.read_at(b * BLOCK, &mut buf)?;
         }
-        let after = vol.stats().tiers[0].clone();
-        let (h, m) = (after.hits - before.hits, after.misses - before.misses);
-        Ok(h as f64 / (h + m).max(1) as f64)
+        Ok(vol.stats().tiers[0].since(&before).hit_ratio())
     };
     let vol = TieredVolume::open(&path)?;
     ratio(&vol, &skewed(1, 200_000))?;
@@ -625,13 +603,11 @@ fn share_rows(dir: &std::path::Path, seconds: f64) -> Result<Vec<ShareRow>> {
                 },
                 mixed,
             )?;
-            let after = vol.stats().tiers[0].clone();
-            let (h, m) = (after.hits - before.hits, after.misses - before.misses);
             rows.push(ShareRow {
                 config: name.into(),
                 workload: workload.into(),
                 ops_per_s: ops,
-                dram_hit_ratio: Some(h as f64 / (h + m).max(1) as f64),
+                dram_hit_ratio: Some(vol.stats().tiers[0].since(&before).hit_ratio()),
             });
         }
         drop(vol);
@@ -808,8 +784,7 @@ pub fn bench_admission(
                 vol.read_at(b * BLOCK, &mut buf)?;
             }
             let ops = draws.len() as f64 / start.elapsed().as_secs_f64();
-            let after = vol.stats().tiers[0].clone();
-            let (hits, misses) = (after.hits - before.hits, after.misses - before.misses);
+            let dram_hit_ratio = vol.stats().tiers[0].since(&before).hit_ratio();
             drop(vol);
             if policy == "none" {
                 none_ops = ops;
@@ -818,7 +793,7 @@ pub fn bench_admission(
                 home: home.into(),
                 policy: policy.into(),
                 ops_per_s: ops,
-                dram_hit_ratio: hits as f64 / (hits + misses).max(1) as f64,
+                dram_hit_ratio,
                 gain: ops / none_ops - 1.0,
             });
         }

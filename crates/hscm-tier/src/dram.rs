@@ -46,6 +46,45 @@ pub struct TierStats {
     pub warmed: u64,
 }
 
+impl TierStats {
+    /// Each counter of `self` combined with `other`'s by `f`; occupancy and capacity
+    /// are `self`'s (the later state).
+    fn zip(&self, other: &TierStats, f: impl Fn(u64, u64) -> u64) -> TierStats {
+        TierStats {
+            tier: self.tier.clone(),
+            hits: f(self.hits, other.hits),
+            misses: f(self.misses, other.misses),
+            read_hits: f(self.read_hits, other.read_hits),
+            read_misses: f(self.read_misses, other.read_misses),
+            write_hits: f(self.write_hits, other.write_hits),
+            write_misses: f(self.write_misses, other.write_misses),
+            bypassed_admission: f(self.bypassed_admission, other.bypassed_admission),
+            bypassed_sequential: f(self.bypassed_sequential, other.bypassed_sequential),
+            promotions: f(self.promotions, other.promotions),
+            evictions: f(self.evictions, other.evictions),
+            restored: f(self.restored, other.restored),
+            warmed: f(self.warmed, other.warmed),
+            occupancy_bytes: self.occupancy_bytes,
+            capacity_bytes: self.capacity_bytes,
+        }
+    }
+
+    /// What happened since `before` (an earlier snapshot of the same tier).
+    pub fn since(&self, before: &TierStats) -> TierStats {
+        self.zip(before, u64::saturating_sub)
+    }
+
+    /// `self`'s counters added to `earlier`'s (a later session on top of earlier ones).
+    pub fn plus(&self, earlier: &TierStats) -> TierStats {
+        self.zip(earlier, u64::saturating_add)
+    }
+
+    /// Hits over lookups (0 with none).
+    pub fn hit_ratio(&self) -> f64 {
+        self.hits as f64 / (self.hits + self.misses).max(1) as f64
+    }
+}
+
 /// Recent sequential runs (bcache's sequential cutoff, simplified to the last few
 /// streams): a request that starts where a run ended extends it.
 struct Streams {

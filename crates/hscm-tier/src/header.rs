@@ -78,6 +78,11 @@ impl TierConfig {
         Ok(())
     }
 
+    /// Where block `block` lives on home.
+    pub fn home_offset(&self, block: u64) -> u64 {
+        HEADER_LEN + block * u64::from(self.block)
+    }
+
     /// Blocks of DRAM.
     pub fn ram_blocks(&self) -> u64 {
         self.ram / u64::from(self.block)
@@ -155,6 +160,30 @@ impl TierConfig {
         cfg.validate().map_err(|e| bad(e.to_string()))?;
         Ok(cfg)
     }
+}
+
+/// Writes `bytes` (a whole number of sectors) at `offset` of home from an aligned copy,
+/// as a device opened with O_DIRECT needs.
+pub(crate) fn write_region(
+    home: &dyn hscm_volume::Backend,
+    offset: u64,
+    bytes: &[u8],
+) -> std::io::Result<()> {
+    let mut buf = hscm_volume::AlignedBuf::zeroed(bytes.len());
+    buf[..bytes.len()].copy_from_slice(bytes);
+    home.write_at(offset, &buf[..bytes.len()])
+}
+
+/// Reads `len` bytes (a whole number of sectors) at `offset` of home into an aligned
+/// buffer.
+pub(crate) fn read_region(
+    home: &dyn hscm_volume::Backend,
+    offset: u64,
+    len: usize,
+) -> std::io::Result<hscm_volume::AlignedBuf> {
+    let mut buf = hscm_volume::AlignedBuf::zeroed(len);
+    home.read_at(offset, &mut buf[..len])?;
+    Ok(buf)
 }
 
 fn put_name(field: &mut [u8], name: &str) {

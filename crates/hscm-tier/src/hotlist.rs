@@ -3,7 +3,7 @@
 //! and every block is read from home when it is refilled), so a stale or missing list
 //! costs a cold start, never data; a damaged one is ignored.
 
-use crate::header::{TierConfig, HEADER_LEN};
+use crate::header::{read_region, write_region, TierConfig, HEADER_LEN};
 
 const MAGIC: &[u8; 8] = b"HSCMHOT1";
 const PAGE: u64 = 4096;
@@ -28,6 +28,31 @@ impl TierConfig {
     pub fn home_len(&self) -> u64 {
         self.hot_list_offset() + self.hot_list_len()
     }
+}
+
+/// Saves `blocks` (hottest first) on home and syncs.
+pub(crate) fn save(
+    home: &dyn hscm_volume::Backend,
+    cfg: &TierConfig,
+    blocks: &[u64],
+) -> std::io::Result<()> {
+    write_region(home, cfg.hot_list_offset(), &encode(cfg, blocks))?;
+    home.sync()
+}
+
+/// The saved hot list, hottest first; empty when there is none or it is damaged.
+pub(crate) fn load(home: &dyn hscm_volume::Backend, cfg: &TierConfig) -> Vec<u64> {
+    let Ok(page) = read_region(home, cfg.hot_list_offset(), PAGE as usize) else {
+        return Vec::new();
+    };
+    let Some(n) = count(cfg, &page) else {
+        return Vec::new();
+    };
+    let len = (PAGE as usize + 8 * n).next_multiple_of(PAGE as usize);
+    read_region(home, cfg.hot_list_offset(), len)
+        .ok()
+        .and_then(|region| decode(cfg, &region[..len]))
+        .unwrap_or_default()
 }
 
 /// The region's bytes for `blocks` (at most the DRAM's block count), sector-padded.

@@ -38,4 +38,5 @@ pub use dram::TierStats;
 pub use error::{Error, Result};
 pub use header::{TierConfig, DEFAULT_SEQUENTIAL_CUTOFF, HEADER_LEN, MAGIC};
 pub use hscm_volume::Durability;
-pub use volume::{TieredVolume, VolumeStats};
+pub use snapshot::Counters;
+pub use volume::TieredVolume;

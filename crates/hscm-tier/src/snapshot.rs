@@ -28,7 +28,8 @@ pub struct Snapshot {
     pub lifetime: Counters,
 }
 
-/// Requests and per-tier counters.
+/// Requests by what their blocks found in DRAM (reads and writes), device reads,
+/// writes and syncs, and each tier's counters.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Counters {
     pub requests: u64,
@@ -42,28 +43,26 @@ pub struct Counters {
 }
 
 impl Counters {
+    /// Counts one request of `blocks` blocks, `hits` of them found in DRAM.
+    pub(crate) fn count_request(&mut self, hits: u64, blocks: u64) {
+        self.requests += 1;
+        if hits == blocks {
+            self.request_hits += 1;
+        } else if hits == 0 {
+            self.request_misses += 1;
+        } else {
+            self.request_partial_hits += 1;
+        }
+    }
+
     /// `self + other`, tier by tier; occupancy and capacity are `other`'s (the later).
     pub fn plus(&self, other: &Counters) -> Counters {
         let tiers = other
             .tiers
             .iter()
-            .map(|o| {
-                let mut t = o.clone();
-                if let Some(s) = self.tiers.iter().find(|s| s.tier == o.tier) {
-                    t.hits += s.hits;
-                    t.misses += s.misses;
-                    t.read_hits += s.read_hits;
-                    t.read_misses += s.read_misses;
-                    t.write_hits += s.write_hits;
-                    t.write_misses += s.write_misses;
-                    t.bypassed_admission += s.bypassed_admission;
-                    t.bypassed_sequential += s.bypassed_sequential;
-                    t.promotions += s.promotions;
-                    t.evictions += s.evictions;
-                    t.restored += s.restored;
-                    t.warmed += s.warmed;
-                }
-                t
+            .map(|o| match self.tiers.iter().find(|s| s.tier == o.tier) {
+                Some(s) => o.plus(s),
+                None => o.clone(),
             })
             .collect();
         Counters {
@@ -100,6 +99,21 @@ pub fn decode(page: &[u8]) -> Option<Snapshot> {
         return None;
     }
     serde_json::from_slice(json).ok()
+}
+
+/// Writes `snap` on home (not synced: a report, not data).
+pub(crate) fn save(
+    home: &dyn hscm_volume::Backend,
+    cfg: &TierConfig,
+    snap: &Snapshot,
+) -> std::io::Result<()> {
+    crate::header::write_region(home, cfg.stats_offset(), &encode(snap))
+}
+
+/// The snapshot saved on home, if any.
+pub(crate) fn load(home: &dyn hscm_volume::Backend, cfg: &TierConfig) -> Option<Snapshot> {
+    let page = crate::header::read_region(home, cfg.stats_offset(), PAGE).ok()?;
+    decode(&page)
 }
 
 /// Reads the snapshot saved in the tiered volume at `path` without opening it (no lock:

@@ -18,37 +18,12 @@ use std::sync::Arc;
 use hscm_durable::{GroupCommit, Poison};
 use hscm_volume::{AlignedBuf, Backend, Durability, FileBackend};
 use parking_lot::Mutex;
-use serde::Serialize;
 
-use crate::dram::{Dram, Place, TierStats};
+use crate::dram::{Dram, Place};
 use crate::header::{TierConfig, HEADER_LEN};
 use crate::{Error, Result};
 
-/// A snapshot of the volume's counters.
-#[derive(Debug, Clone, Serialize)]
-pub struct VolumeStats {
-    pub config: TierConfig,
-    pub home: String,
-    /// Requests (reads and writes) by what their blocks found in DRAM.
-    pub requests: u64,
-    pub request_hits: u64,
-    pub request_partial_hits: u64,
-    pub request_misses: u64,
-    pub tiers: Vec<TierStats>,
-    pub home_reads: u64,
-    pub home_writes: u64,
-    pub syncs: u64,
-}
-
-#[derive(Default)]
-struct Counters {
-    requests: u64,
-    request_hits: u64,
-    request_partial_hits: u64,
-    request_misses: u64,
-    home_reads: u64,
-    home_writes: u64,
-}
+use crate::snapshot::Counters;
 
 struct Inner {
     dram: Dram,
@@ -72,43 +47,7 @@ pub struct TieredVolume {
     syncs: AtomicU64,
     poison: Poison,
     /// The lifetime counters saved before this session (see `snapshot`).
-    base: crate::snapshot::Counters,
-}
-
-/// Writes the hot list region and syncs it.
-fn write_hot_list(home: &dyn Backend, cfg: &TierConfig, blocks: &[u64]) -> std::io::Result<()> {
-    let bytes = crate::hotlist::encode(cfg, blocks);
-    let mut buf = AlignedBuf::zeroed(bytes.len());
-    buf[..bytes.len()].copy_from_slice(&bytes);
-    home.write_at(cfg.hot_list_offset(), &buf[..bytes.len()])?;
-    home.sync()
-}
-
-/// The counters saved on home, if any.
-fn read_snapshot(home: &dyn Backend, cfg: &TierConfig) -> Option<crate::snapshot::Snapshot> {
-    let mut page = AlignedBuf::zeroed(4096);
-    home.read_at(cfg.stats_offset(), &mut page).ok()?;
-    crate::snapshot::decode(&page)
-}
-
-/// The saved hot list, hottest first; empty when there is none or it is damaged.
-fn read_hot_list(home: &dyn Backend, cfg: &TierConfig) -> Vec<u64> {
-    let mut page = AlignedBuf::zeroed(4096);
-    if home.read_at(cfg.hot_list_offset(), &mut page).is_err() {
-        return Vec::new();
-    }
-    let Some(n) = crate::hotlist::count(cfg, &page) else {
-        return Vec::new();
-    };
-    let len = (4096 + 8 * n).next_multiple_of(4096);
-    let mut region = AlignedBuf::zeroed(len);
-    if home
-        .read_at(cfg.hot_list_offset(), &mut region[..len])
-        .is_err()
-    {
-        return Vec::new();
-    }
-    crate::hotlist::decode(cfg, &region[..len]).unwrap_or_default()
+    base: Counters,
 }
 
 /// The warm-up: fills the restored blocks' slots from home, hottest first, one block
@@ -130,7 +69,7 @@ fn warm(
         let Some(slot) = inner.dram.unfilled(block) else {
             continue;
         };
-        let at = HEADER_LEN + block * u64::from(cfg.block);
+        let at = cfg.home_offset(block);
         if home.read_at(at, inner.dram.slot_mut(slot)).is_ok() {
             inner.dram.set_filled(block);
             inner.dram.stats.warmed += 1;
@@ -140,8 +79,7 @@ fn warm(
 }
 
 fn read_header(home: &dyn Backend) -> Result<TierConfig> {
-    let mut h = AlignedBuf::zeroed(HEADER_LEN as usize);
-    home.read_at(0, &mut h)
+    let h = crate::header::read_region(home, 0, HEADER_LEN as usize)
         .map_err(|e| Error::io(format!("cannot read the header of {}", home.describe()), e))?;
     TierConfig::decode(&h, &home.describe())
 }
@@ -168,11 +106,9 @@ impl TieredVolume {
                 cfg.home_len()
             )));
         }
-        let mut h = AlignedBuf::zeroed(HEADER_LEN as usize);
-        h.copy_from_slice(&cfg.encode());
         let what = || format!("cannot write the header of {}", home.describe());
-        home.write_at(0, &h).map_err(|e| Error::io(what(), e))?;
-        write_hot_list(home, cfg, &[]).map_err(|e| Error::io(what(), e))?;
+        crate::header::write_region(home, 0, &cfg.encode()).map_err(|e| Error::io(what(), e))?;
+        crate::hotlist::save(home, cfg, &[]).map_err(|e| Error::io(what(), e))?;
         home.sync().map_err(|e| Error::io(what(), e))?;
         Ok(())
     }
@@ -183,15 +119,10 @@ impl TieredVolume {
         Self::open_on(Arc::new(home))
     }
 
-    /// The configuration written in `path`'s header, without opening the volume.
+    /// The configuration written in `path`'s header, without opening the volume or
+    /// taking its lock, so it works while another process serves the volume: the header
+    /// never changes after creation.
     pub fn inspect(path: &Path) -> Result<TierConfig> {
-        let home = FileBackend::open(path, false)?;
-        read_header(&home)
-    }
-
-    /// [`TieredVolume::inspect`] without taking the volume's lock, so it works while
-    /// another process serves the volume: the header never changes after creation.
-    pub fn inspect_unlocked(path: &Path) -> Result<TierConfig> {
         use std::os::unix::fs::FileExt;
         let name = path.display().to_string();
         let f =
@@ -223,7 +154,7 @@ impl TieredVolume {
                 e,
             )
         })?;
-        let hot = read_hot_list(home.as_ref(), &cfg);
+        let hot = crate::hotlist::load(home.as_ref(), &cfg);
         dram.restore(hot.iter().rev().copied());
         let inner = Arc::new(Mutex::new(Inner {
             dram,
@@ -239,7 +170,7 @@ impl TieredVolume {
                 .spawn(move || warm(home.as_ref(), &inner, &cfg, &hot, &stop))
                 .expect("spawn the warm-up thread")
         });
-        let base = read_snapshot(home.as_ref(), &cfg)
+        let base = crate::snapshot::load(home.as_ref(), &cfg)
             .map(|s| s.lifetime)
             .unwrap_or_default();
         Ok(TieredVolume {
@@ -270,7 +201,7 @@ impl TieredVolume {
         self.flush()?;
         self.save_stats("closed")?;
         let hot = self.hot_list();
-        write_hot_list(self.home.as_ref(), &self.cfg, &hot).map_err(|e| {
+        crate::hotlist::save(self.home.as_ref(), &self.cfg, &hot).map_err(|e| {
             Error::io(
                 format!("cannot save the hot list on {}", self.home.describe()),
                 e,
@@ -302,7 +233,7 @@ impl TieredVolume {
     }
 
     fn home_offset(&self, block: u64) -> u64 {
-        HEADER_LEN + block * u64::from(self.cfg.block)
+        self.cfg.home_offset(block)
     }
 
     /// Hands `[offset, offset + len)` to `sink` block by block, as
@@ -546,20 +477,14 @@ impl TieredVolume {
         self.sync_through(ticket)
     }
 
-    pub fn stats(&self) -> VolumeStats {
+    /// This session's counters: requests by outcome, device reads, writes and syncs,
+    /// and each tier's.
+    pub fn stats(&self) -> Counters {
         let inner = self.inner.lock();
-        let c = &inner.counters;
-        VolumeStats {
-            config: self.cfg,
-            home: self.home.describe(),
-            requests: c.requests,
-            request_hits: c.request_hits,
-            request_partial_hits: c.request_partial_hits,
-            request_misses: c.request_misses,
+        Counters {
             tiers: vec![inner.dram.snapshot()],
-            home_reads: c.home_reads,
-            home_writes: c.home_writes,
             syncs: self.syncs.load(Ordering::Relaxed),
+            ..inner.counters.clone()
         }
     }
 
@@ -569,35 +494,19 @@ impl TieredVolume {
     pub fn peek_block(&self, block: u64, buf: &mut [u8]) -> Result<()> {
         let bs = u64::from(self.cfg.block);
         self.check(block.saturating_mul(bs), buf.len() as u64)?;
-        let _order = self.inner.lock();
-        let mut b = AlignedBuf::zeroed(bs as usize);
+        let mut inner = self.inner.lock();
         self.home
-            .read_at(self.home_offset(block), &mut b)
+            .read_at(self.home_offset(block), &mut inner.scratch)
             .map_err(|e| self.read_error(block, e))?;
         let n = buf.len().min(bs as usize);
-        buf[..n].copy_from_slice(&b[..n]);
+        buf[..n].copy_from_slice(&inner.scratch[..n]);
         Ok(())
-    }
-
-    /// This session's counters in their saved form.
-    pub fn counters(&self) -> crate::snapshot::Counters {
-        let s = self.stats();
-        crate::snapshot::Counters {
-            requests: s.requests,
-            request_hits: s.request_hits,
-            request_partial_hits: s.request_partial_hits,
-            request_misses: s.request_misses,
-            home_reads: s.home_reads,
-            home_writes: s.home_writes,
-            syncs: s.syncs,
-            tiers: s.tiers,
-        }
     }
 
     /// The counters as `hscm volume stats` shows them: this session's, and the volume's
     /// lifetime ones (earlier sessions plus this one).
     pub fn snapshot(&self, state: &str) -> crate::snapshot::Snapshot {
-        let session = self.counters();
+        let session = self.stats();
         crate::snapshot::Snapshot {
             state: state.to_string(),
             pid: std::process::id(),
@@ -614,17 +523,12 @@ impl TieredVolume {
     /// Saves the counters on home (not synced: a report, not data), for `hscm volume
     /// stats` to read from another process; `state` is `open` while serving.
     pub fn save_stats(&self, state: &str) -> Result<()> {
-        let page = crate::snapshot::encode(&self.snapshot(state));
-        let mut buf = AlignedBuf::zeroed(page.len());
-        buf[..page.len()].copy_from_slice(&page);
-        self.home
-            .write_at(self.cfg.stats_offset(), &buf[..page.len()])
-            .map_err(|e| {
-                Error::io(
-                    format!("cannot save the counters on {}", self.home.describe()),
-                    e,
-                )
-            })
+        crate::snapshot::save(self.home.as_ref(), &self.cfg, &self.snapshot(state)).map_err(|e| {
+            Error::io(
+                format!("cannot save the counters on {}", self.home.describe()),
+                e,
+            )
+        })
     }
 
     /// Cached blocks, hottest first.
@@ -641,18 +545,5 @@ impl TieredVolume {
 impl Drop for TieredVolume {
     fn drop(&mut self) {
         self.stop_loader();
-    }
-}
-
-impl Counters {
-    fn count_request(&mut self, hits: u64, blocks: u64) {
-        self.requests += 1;
-        if hits == blocks {
-            self.request_hits += 1;
-        } else if hits == 0 {
-            self.request_misses += 1;
-        } else {
-            self.request_partial_hits += 1;
-        }
     }
 }
