@@ -199,3 +199,44 @@ fn bench_tier_json_has_its_contract_fields() {
         "{v}"
     );
 }
+
+#[test]
+fn a_malformed_trace_is_refused_with_its_line_and_the_volume_keeps_its_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = dir.path().join("v.tier");
+    let v = v.to_str().unwrap();
+    let o = hscm(&["volume", "create", v, "--size", "1M", "--ram", "64k"]);
+    assert!(o.status.success(), "{}", util::stderr(&o));
+    // Data that must survive the failed replay, written through a good one.
+    let good = dir.path().join("good.msr.csv");
+    std::fs::write(&good, "0,h,0,Write,0,4096,0\n1,h,0,Read,4096,4096,0\n").unwrap();
+    ok_json(&[
+        "volume",
+        "replay",
+        v,
+        "--trace",
+        good.to_str().unwrap(),
+        "--json",
+    ]);
+    let before = std::fs::read(v).unwrap();
+    let bad = dir.path().join("bad.msr.csv");
+    std::fs::write(&bad, "0,h,0,Read,0,4096,0\n1,h,0,Erase,4096,4096,0\n").unwrap();
+    let o = hscm(&[
+        "volume",
+        "replay",
+        v,
+        "--trace",
+        bad.to_str().unwrap(),
+        "--format",
+        "msr",
+    ]);
+    assert!(!o.status.success());
+    let err = util::stderr(&o);
+    assert!(err.contains("bad.msr.csv:2"), "{err}");
+    assert!(err.contains("Erase"), "{err}");
+    let data = |img: &[u8]| img[4096..4096 + (1 << 20)].to_vec();
+    assert!(
+        data(&std::fs::read(v).unwrap()) == data(&before),
+        "the data changed"
+    );
+}
