@@ -162,6 +162,29 @@ enum VolumeCmd {
         /// wash out the hot set (0: off) [default: 4M].
         #[arg(long, value_parser = units::parse_size, allow_hyphen_values = true, requires = "ram")]
         sequential_cutoff: Option<u64>,
+        /// Tiered: a durable fast tier between DRAM and home, on this file (created) or
+        /// device (standing for SCM, Optane or NVMe); needs --fast-size. A relative path
+        /// is kept relative to the volume's directory.
+        #[arg(long, requires_all = ["ram", "fast_size"])]
+        fast_tier: Option<PathBuf>,
+        /// Tiered: bytes of blocks the fast tier caches (e.g. 16G); the device also
+        /// holds a reserve of 1/16 more slots and 32 bytes of record per slot.
+        #[arg(long, value_parser = units::parse_size, allow_hyphen_values = true, requires = "fast_tier")]
+        fast_size: Option<u64>,
+        /// Tiered with a fast tier: where a write is durable before it is acknowledged.
+        /// write-back: on the fast tier, copied home later in block order (a failed
+        /// fast tier holding dirty blocks makes the volume read-only); write-through: on
+        /// home, the fast tier keeps clean copies (a failed one is dropped, the volume
+        /// goes on pass-through) [default: write-back].
+        #[arg(long, value_parser = parse_write_mode, requires = "fast_tier")]
+        write_mode: Option<hscm_tier::WriteMode>,
+        /// Tiered with a fast tier: its eviction policy, named as --policy [default: lru].
+        #[arg(long, value_parser = vmsim::parse_policy, requires = "fast_tier")]
+        fast_policy: Option<hscm_vmsim::cache::PolicyName>,
+        /// Tiered with a fast tier: its admission filter for read misses, named as
+        /// --admission (writes in write-back mode are always admitted) [default: always].
+        #[arg(long, value_parser = parse_tier_admission, requires = "fast_tier")]
+        fast_admission: Option<TierAdmission>,
     },
     /// A tiered volume's counters, as it saved them: while a server runs it (every few
     /// seconds, `state: open`) and at every clean close (`closed`). Hits, partial hits
@@ -657,6 +680,11 @@ fn main() -> std::process::ExitCode {
 #[derive(Clone, Copy)]
 struct TierAdmission(Option<hscm_policy::cache::AdmissionName>);
 
+fn parse_write_mode(s: &str) -> Result<hscm_tier::WriteMode, String> {
+    hscm_tier::WriteMode::from_name(s)
+        .ok_or_else(|| format!("unknown write mode {s:?}: write-through or write-back"))
+}
+
 /// `always` (no filter) or an admission filter's name.
 fn parse_tier_admission(s: &str) -> Result<TierAdmission, String> {
     if s == "always" {
@@ -683,6 +711,11 @@ fn run(cli: Cli) -> Result<()> {
             policy,
             admission,
             sequential_cutoff,
+            fast_tier,
+            fast_size,
+            write_mode,
+            fast_policy,
+            fast_admission,
         }) => {
             if let Some(ram) = ram {
                 let args = tier_cmd::TierArgs {
@@ -694,6 +727,13 @@ fn run(cli: Cli) -> Result<()> {
                     sequential_cutoff: sequential_cutoff
                         .unwrap_or(hscm_tier::DEFAULT_SEQUENTIAL_CUTOFF),
                     durability,
+                    fast: fast_tier.map(|path| tier_cmd::FastArgs {
+                        path,
+                        size: fast_size.unwrap_or(0),
+                        mode: write_mode.unwrap_or(hscm_tier::WriteMode::WriteBack),
+                        policy: fast_policy.unwrap_or(hscm_vmsim::cache::PolicyName::Lru),
+                        admission: fast_admission.and_then(|a| a.0),
+                    }),
                 };
                 return tier_cmd::create(&path, &args, force);
             }

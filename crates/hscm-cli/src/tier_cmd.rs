@@ -6,7 +6,7 @@ use std::path::Path;
 use anyhow::{bail, Context, Result};
 use hscm_lab::units::human_bytes;
 use hscm_policy::cache::AdmissionName;
-use hscm_tier::{Durability, TierConfig, TieredVolume};
+use hscm_tier::{Durability, FastConfig, TierConfig, TieredVolume, WriteMode};
 use hscm_trace::{RequestFormat, RequestReader};
 use hscm_vmsim::cache::PolicyName;
 
@@ -19,34 +19,73 @@ pub struct TierArgs {
     pub admission: Option<AdmissionName>,
     pub sequential_cutoff: u64,
     pub durability: Durability,
+    pub fast: Option<FastArgs>,
+}
+
+/// The fast tier's settings.
+pub struct FastArgs {
+    pub path: std::path::PathBuf,
+    pub size: u64,
+    pub mode: WriteMode,
+    pub policy: PolicyName,
+    pub admission: Option<AdmissionName>,
+}
+
+/// The online policy `policy` names, with `admission` on top unless it has its own.
+fn online_policy(
+    flag: &str,
+    policy: PolicyName,
+    admission: Option<AdmissionName>,
+) -> Result<hscm_policy::cache::PolicySpec> {
+    let Some(spec) = policy.spec(None) else {
+        bail!(
+            "{flag} {}: a volume needs an online policy (belady needs the future)",
+            policy.name()
+        );
+    };
+    if spec.admission.is_some() && admission.is_some() {
+        bail!(
+            "{flag} {} has its own admission filter; use lru with an admission flag instead",
+            policy.name()
+        );
+    }
+    Ok(hscm_policy::cache::PolicySpec {
+        admission: admission.or(spec.admission),
+        ..spec
+    })
 }
 
 pub fn create(path: &Path, a: &TierArgs, force: bool) -> Result<()> {
-    let Some(spec) = a.policy.spec(None) else {
-        bail!(
-            "--policy {}: a volume needs an online policy (belady needs the future)",
-            a.policy.name()
-        );
+    let spec = online_policy("--policy", a.policy, a.admission)?;
+    let fast = match &a.fast {
+        None => None,
+        Some(f) => {
+            let fspec = online_policy("--fast-policy", f.policy, f.admission)?;
+            Some(FastConfig {
+                mode: f.mode,
+                eviction: fspec.eviction,
+                admission: fspec.admission,
+                ..FastConfig::new(f.size)
+            })
+        }
     };
-    if spec.admission.is_some() && a.admission.is_some() {
-        bail!(
-            "--policy {} has its own admission filter; use --policy lru with --admission instead",
-            a.policy.name()
-        );
-    }
     let cfg = TierConfig {
+        fast,
         size: a.size,
         block: u32::try_from(a.block).context("--block must be below 4 GiB")?,
         ram: a.ram,
         eviction: spec.eviction,
-        admission: a.admission.or(spec.admission),
+        admission: spec.admission,
         sequential_cutoff: a.sequential_cutoff,
         durability: a.durability,
     };
     cfg.validate()?;
     hscm_volume::check_fits_in_memory(&path.display().to_string(), cfg.ram)
         .context("refusing a DRAM tier larger than this machine's memory")?;
-    TieredVolume::create(path, &cfg, force)?;
+    match &a.fast {
+        Some(f) => TieredVolume::create_with_fast(path, &cfg, &f.path, force)?,
+        None => TieredVolume::create(path, &cfg, force)?,
+    }
     outln!(
         "created {}: tiered volume of {}, {} of it in DRAM ({} blocks of {}), {}{}, sequential cutoff {}, durability {}",
         path.display(),
@@ -59,6 +98,18 @@ pub fn create(path: &Path, a: &TierArgs, force: bool) -> Result<()> {
         if cfg.sequential_cutoff == 0 { "off".into() } else { human_bytes(cfg.sequential_cutoff) },
         durability_name(cfg.durability),
     )?;
+    if let (Some(f), Some(fc)) = (&a.fast, &cfg.fast) {
+        outln!(
+            "fast tier on {}: {} ({} of device), {}{}, {}",
+            f.path.display(),
+            human_bytes(fc.size),
+            human_bytes(fc.device_len(cfg.block)),
+            fc.eviction.name(),
+            fc.admission
+                .map_or(String::new(), |a| format!(" + {}", a.name())),
+            fc.mode.name()
+        )?;
+    }
     Ok(())
 }
 
@@ -117,6 +168,9 @@ fn print_snapshot(s: &hscm_tier::snapshot::Snapshot) -> Result<()> {
         s.mode,
         human_bytes(s.dirty_bytes)
     )?;
+    if let Some(why) = &s.fast_failure {
+        outln!("fast tier     OUT OF SERVICE: {why}")?;
+    }
     for (name, c) in [("session", &s.session), ("lifetime", &s.lifetime)] {
         outln!(
             "{name:<13} {} requests: {} all hits, {} partial, {} misses; home {} reads, {} writes, {} syncs",
@@ -128,6 +182,12 @@ fn print_snapshot(s: &hscm_tier::snapshot::Snapshot) -> Result<()> {
                 t.tier, t.read_hits, t.read_misses, t.write_hits, t.write_misses, t.bypassed_admission,
                 t.bypassed_sequential, t.promotions, t.evictions, human_bytes(t.occupancy_bytes), human_bytes(t.capacity_bytes)
             )?;
+            if t.written_back > 0 || t.dirty_bytes > 0 || t.demotions > 0 {
+                outln!(
+                    "  {:<11} written back {} blocks in {} runs, {} on eviction; {} dirty, oldest {} ms",
+                    "", t.written_back, t.writeback_runs, t.demotions, human_bytes(t.dirty_bytes), t.dirty_age_ms
+                )?;
+            }
         }
     }
     Ok(())
@@ -164,6 +224,18 @@ pub fn info(path: &Path, cfg: &TierConfig, json: bool) -> Result<()> {
         }
     )?;
     outln!("durability    {}", durability_name(cfg.durability))?;
+    if let Some(f) = &cfg.fast {
+        let (_, fast_path) = TieredVolume::inspect_with_fast_path(path)?;
+        outln!(
+            "fast tier     {} on {} ({}{}), {}",
+            human_bytes(f.size),
+            fast_path.map_or("?".into(), |p| p.display().to_string()),
+            f.eviction.name(),
+            f.admission
+                .map_or(String::new(), |a| format!(" + {}", a.name())),
+            f.mode.name()
+        )?;
+    }
     if let Some(s) = snap {
         print_snapshot(&s)?;
     }

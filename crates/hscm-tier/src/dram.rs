@@ -37,6 +37,15 @@ pub struct TierStats {
     /// Blocks that entered the tier, and that left it to make room.
     pub promotions: u64,
     pub evictions: u64,
+    /// Dirty blocks that left the fast tier to make room, written home first.
+    pub demotions: u64,
+    /// Blocks the fast tier wrote home (write-back), and in how many runs.
+    pub written_back: u64,
+    pub writeback_runs: u64,
+    /// Bytes whose only durable copy is in this tier, and how long the oldest of them
+    /// has waited (milliseconds).
+    pub dirty_bytes: u64,
+    pub dirty_age_ms: u64,
     pub occupancy_bytes: u64,
     pub capacity_bytes: u64,
     /// Blocks put back from the saved hot list when the volume opened.
@@ -47,8 +56,8 @@ pub struct TierStats {
 }
 
 impl TierStats {
-    /// Each counter of `self` combined with `other`'s by `f`; occupancy and capacity
-    /// are `self`'s (the later state).
+    /// Each counter of `self` combined with `other`'s by `f`; occupancy, capacity and
+    /// the dirty state are `self`'s (the later state).
     fn zip(&self, other: &TierStats, f: impl Fn(u64, u64) -> u64) -> TierStats {
         TierStats {
             tier: self.tier.clone(),
@@ -62,6 +71,11 @@ impl TierStats {
             bypassed_sequential: f(self.bypassed_sequential, other.bypassed_sequential),
             promotions: f(self.promotions, other.promotions),
             evictions: f(self.evictions, other.evictions),
+            demotions: f(self.demotions, other.demotions),
+            written_back: f(self.written_back, other.written_back),
+            writeback_runs: f(self.writeback_runs, other.writeback_runs),
+            dirty_bytes: self.dirty_bytes,
+            dirty_age_ms: self.dirty_age_ms,
             restored: f(self.restored, other.restored),
             warmed: f(self.warmed, other.warmed),
             occupancy_bytes: self.occupancy_bytes,

@@ -21,6 +21,8 @@ pub enum Error {
     NotTiered { path: String, why: String },
     #[error("{path}: tiered volume header is damaged: {why}")]
     BadHeader { path: String, why: String },
+    #[error("fast tier {path}: {why}")]
+    FastTier { path: String, why: String },
     #[error("invalid tier configuration: {0}")]
     Config(String),
     #[error(transparent)]

@@ -29,7 +29,79 @@ pub struct TierConfig {
     pub sequential_cutoff: u64,
     #[serde(serialize_with = "durability_name")]
     pub durability: Durability,
+    /// The durable fast tier between DRAM and home, if the volume has one (its path is
+    /// in the header too: [`read_fast_path`]).
+    pub fast: Option<FastConfig>,
 }
+
+/// Where a write is durable before it is acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum WriteMode {
+    /// On home (the fast tier, if any, holds clean copies only).
+    WriteThrough,
+    /// On the fast tier; a background thread copies dirty blocks home later, in block
+    /// order.
+    WriteBack,
+}
+
+impl WriteMode {
+    pub const ALL: [WriteMode; 2] = [WriteMode::WriteThrough, WriteMode::WriteBack];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            WriteMode::WriteThrough => "write-through",
+            WriteMode::WriteBack => "write-back",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<WriteMode> {
+        Self::ALL.into_iter().find(|m| m.name() == s)
+    }
+}
+
+/// The fast tier's geometry and policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct FastConfig {
+    /// Bytes of blocks it caches (a multiple of the block); the device holds a reserve
+    /// of slots and the records besides.
+    pub size: u64,
+    pub mode: WriteMode,
+    pub eviction: EvictionName,
+    pub admission: Option<AdmissionName>,
+    /// Pairs the fast device with this volume (also in the fast device's header).
+    pub id: u64,
+}
+
+impl FastConfig {
+    /// A write-back tier of `size` bytes under LRU, admitting every miss.
+    pub fn new(size: u64) -> FastConfig {
+        let id = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_nanos() as u64)
+            ^ u64::from(std::process::id()).rotate_left(48);
+        FastConfig {
+            size,
+            mode: WriteMode::WriteBack,
+            eviction: EvictionName::Lru,
+            admission: None,
+            id: id | 1,
+        }
+    }
+
+    /// The device's geometry for blocks of `block` bytes.
+    pub(crate) fn layout(&self, block: u32) -> crate::fast::Layout {
+        crate::fast::Layout::for_capacity(block, self.size / u64::from(block), self.id)
+    }
+
+    /// Bytes the fast device needs for blocks of `block` bytes.
+    pub fn device_len(&self, block: u32) -> u64 {
+        self.layout(block).device_len()
+    }
+}
+
+/// Longest fast-tier path the header holds, in bytes.
+pub const MAX_FAST_PATH: usize = 1024;
 
 fn durability_name<S: serde::Serializer>(d: &Durability, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_str(match d {
@@ -53,6 +125,7 @@ impl TierConfig {
             admission: None,
             sequential_cutoff: DEFAULT_SEQUENTIAL_CUTOFF,
             durability: Durability::Immediate,
+            fast: None,
         }
     }
 
@@ -75,6 +148,20 @@ impl TierConfig {
                 self.ram
             )));
         }
+        if let Some(f) = &self.fast {
+            if f.size < b || f.size % b != 0 {
+                return Err(Error::Config(format!(
+                    "fast tier {} must be a positive multiple of the {b}-byte block",
+                    f.size
+                )));
+            }
+            if f.size / b > u64::from(u32::MAX / 2) {
+                return Err(Error::Config(format!(
+                    "fast tier {} holds more than 2^31 blocks of {b} bytes",
+                    f.size
+                )));
+            }
+        }
         Ok(())
     }
 
@@ -88,7 +175,8 @@ impl TierConfig {
         self.ram / u64::from(self.block)
     }
 
-    pub(crate) fn encode(&self) -> Vec<u8> {
+    /// The header's bytes; `fast_path` names the fast device (empty without one).
+    pub(crate) fn encode(&self, fast_path: &str) -> Vec<u8> {
         let mut h = vec![0u8; HEADER_LEN as usize];
         h[..8].copy_from_slice(MAGIC);
         h[8..12].copy_from_slice(&VERSION.to_le_bytes());
@@ -102,6 +190,19 @@ impl TierConfig {
         };
         put_name(&mut h[48..80], self.eviction.name());
         put_name(&mut h[80..112], self.admission.map_or("", |a| a.name()));
+        if let Some(f) = &self.fast {
+            h[112..120].copy_from_slice(&f.size.to_le_bytes());
+            h[120] = match f.mode {
+                WriteMode::WriteThrough => 0,
+                WriteMode::WriteBack => 1,
+            };
+            h[128..136].copy_from_slice(&f.id.to_le_bytes());
+            put_name(&mut h[136..168], f.eviction.name());
+            put_name(&mut h[168..200], f.admission.map_or("", |a| a.name()));
+            let p = &fast_path.as_bytes()[..fast_path.len().min(MAX_FAST_PATH)];
+            h[200..202].copy_from_slice(&(p.len() as u16).to_le_bytes());
+            h[202..202 + p.len()].copy_from_slice(p);
+        }
         let crc = crc32c::crc32c(&h[..HEADER_LEN as usize - 4]);
         h[HEADER_LEN as usize - 4..].copy_from_slice(&crc.to_le_bytes());
         h
@@ -148,7 +249,36 @@ impl TierConfig {
                     .ok_or_else(|| bad(format!("unknown admission filter {admission:?}")))?,
             )
         };
+        let fast_size = u64_at(112);
+        let fast = if fast_size == 0 {
+            None
+        } else {
+            let mode = match h[120] {
+                0 => WriteMode::WriteThrough,
+                1 => WriteMode::WriteBack,
+                m => return Err(bad(format!("unknown fast-tier write mode code {m}"))),
+            };
+            let eviction = get_name(&h[136..168]);
+            let eviction = EvictionName::from_name(&eviction)
+                .ok_or_else(|| bad(format!("unknown fast-tier eviction policy {eviction:?}")))?;
+            let admission = get_name(&h[168..200]);
+            let admission = if admission.is_empty() {
+                None
+            } else {
+                Some(AdmissionName::from_name(&admission).ok_or_else(|| {
+                    bad(format!("unknown fast-tier admission filter {admission:?}"))
+                })?)
+            };
+            Some(FastConfig {
+                size: fast_size,
+                mode,
+                eviction,
+                admission,
+                id: u64_at(128),
+            })
+        };
         let cfg = TierConfig {
+            fast,
             block: u32::from_le_bytes(h[12..16].try_into().expect("4 bytes")),
             size: u64_at(16),
             ram: u64_at(24),
@@ -160,6 +290,13 @@ impl TierConfig {
         cfg.validate().map_err(|e| bad(e.to_string()))?;
         Ok(cfg)
     }
+}
+
+/// The fast device's path as the header names it (empty without a fast tier). A
+/// relative path is relative to the directory of home.
+pub(crate) fn read_fast_path(h: &[u8]) -> String {
+    let n = usize::from(u16::from_le_bytes([h[200], h[201]])).min(MAX_FAST_PATH);
+    String::from_utf8_lossy(&h[202..202 + n]).into_owned()
 }
 
 /// Writes `bytes` (a whole number of sectors) at `offset` of home from an aligned copy,
@@ -207,8 +344,19 @@ mod tests {
         cfg.admission = Some(AdmissionName::SecondMiss);
         cfg.eviction = EvictionName::S3fifo;
         cfg.durability = Durability::OnFlush;
-        let h = cfg.encode();
+        let h = cfg.encode("");
         assert_eq!(TierConfig::decode(&h, "v").unwrap(), cfg);
+        let mut fast = FastConfig::new(1 << 24);
+        fast.admission = Some(AdmissionName::SeenBefore);
+        fast.mode = WriteMode::WriteThrough;
+        let with_fast = TierConfig {
+            fast: Some(fast),
+            ..cfg
+        };
+        let h2 = with_fast.encode("/dev/pmem0");
+        assert_eq!(TierConfig::decode(&h2, "v").unwrap(), with_fast);
+        assert_eq!(read_fast_path(&h2), "/dev/pmem0");
+        assert_eq!(read_fast_path(&h), "");
         let mut torn = h.clone();
         torn[20] ^= 1;
         let e = TierConfig::decode(&torn, "v").unwrap_err().to_string();

@@ -24,8 +24,10 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod device;
 mod dram;
 mod error;
+mod fast;
 mod header;
 mod hotlist;
 pub mod snapshot;
@@ -36,7 +38,10 @@ mod volume;
 
 pub use dram::TierStats;
 pub use error::{Error, Result};
-pub use header::{TierConfig, DEFAULT_SEQUENTIAL_CUTOFF, HEADER_LEN, MAGIC};
+pub use fast::{Recovery, WRITEBACK_AGE, WRITEBACK_HIGH, WRITEBACK_LOW};
+pub use header::{
+    FastConfig, TierConfig, WriteMode, DEFAULT_SEQUENTIAL_CUTOFF, HEADER_LEN, MAGIC, MAX_FAST_PATH,
+};
 pub use hscm_volume::Durability;
 pub use snapshot::Counters;
 pub use volume::TieredVolume;

@@ -19,9 +19,13 @@ pub struct Snapshot {
     pub pid: u32,
     /// Seconds since the Unix epoch when it was saved.
     pub saved_at: u64,
-    /// Every write reaches home before it is acknowledged, so nothing is dirty.
+    /// `write-through` (every write reaches home before it is acknowledged, so nothing
+    /// is dirty) or `write-back` (the fast tier holds writes home lacks: `dirty_bytes`).
     pub mode: String,
     pub dirty_bytes: u64,
+    /// Why the fast tier is out of service, if it is.
+    #[serde(default)]
+    pub fast_failure: Option<String>,
     /// Counters since this process opened the volume, and over the volume's life
     /// (every earlier session that closed cleanly, plus this one).
     pub session: Counters,
@@ -138,6 +142,7 @@ mod tests {
             saved_at: 1,
             mode: "write-through".into(),
             dirty_bytes: 0,
+            fast_failure: None,
             session: Counters {
                 requests: 3,
                 ..Counters::default()

@@ -1,0 +1,627 @@
+//! The durable fast tier: a file or device standing for SCM, Optane or NVMe between
+//! DRAM and home. It caches blocks (inclusive of nothing: DRAM copies whatever is
+//! authoritative) under its own policy from `hscm-policy`, and in write-back mode it
+//! holds writes durably before home has them.
+//!
+//! The rules that keep every acknowledged write and never serve a stale one:
+//!
+//! 1. A write never overwrites the only durable copy of a block: a dirty write goes to
+//!    a free slot with a record carrying a higher sequence number; recovery takes the
+//!    highest valid sequence per block.
+//! 2. The replaced slot is not reused at once. It waits until the write that replaced
+//!    it is durable, then gets a free record, and is reused only once that record is
+//!    durable too (the retirement queue, drained in order). Otherwise a later reuse of
+//!    the newest slot could leave an older dirty record as the block's "newest", and
+//!    recovery would write that old version over home.
+//! 3. Write-back copies dirty blocks home in block order (long runs), syncs home, then
+//!    writes clean records and syncs the fast device. A crash in between leaves them
+//!    dirty, and writing them home again is idempotent, so after recovery the dirty
+//!    count is at most what was dirty plus what was in flight.
+//! 4. After a crash only dirty records are trusted (clean ones may describe blocks home
+//!    has since rewritten); after a clean close the whole table was written exactly, so
+//!    clean ones are trusted too and the tier comes back warm.
+
+mod layout;
+mod recover;
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::time::Instant;
+
+use hscm_policy::cache::{CacheOutcome, CachePolicy, PolicySpec};
+use hscm_volume::AlignedBuf;
+use rustc_hash::FxHashMap as HashMap;
+
+use crate::device::Device;
+use crate::dram::TierStats;
+use crate::header::{FastConfig, WriteMode, HEADER_LEN};
+
+pub(crate) use layout::Layout;
+use layout::{Record, SlotState, State, RECORD};
+pub use recover::Recovery;
+pub(crate) use recover::{format, read_layout};
+
+/// What went wrong, and on which device: the volume treats a failed home as fatal for
+/// writes, and a failed fast tier by its write mode.
+#[derive(Debug)]
+pub(crate) enum Failure {
+    Fast(String, std::io::Error),
+    Home(String, std::io::Error),
+}
+
+type Outcome<T> = Result<T, Failure>;
+
+/// A cached block.
+#[derive(Debug, Clone, Copy)]
+struct Live {
+    slot: u32,
+    seq: u64,
+    data_crc: u32,
+    /// Home lacks this version.
+    dirty: bool,
+    /// When it became dirty (for the dirty age and the age-triggered write-back).
+    dirty_since: Option<Instant>,
+}
+
+/// A slot on its way back to the free list (rule 2).
+#[derive(Debug)]
+struct Retired {
+    slot: u32,
+    block: u64,
+    /// The fast-device write that must be durable before the free record is written
+    /// (0: none, home already holds the block).
+    after: u64,
+    /// The free record's write, once written.
+    freed: Option<u64>,
+}
+
+pub(crate) struct FastTier {
+    pub(crate) dev: Arc<Device>,
+    layout: Layout,
+    pub(crate) mode: WriteMode,
+    policy: Box<dyn CachePolicy>,
+    map: HashMap<u64, Live>,
+    free: Vec<u32>,
+    retired: VecDeque<Retired>,
+    /// Blocks with slots in the retirement queue (their old records may still say dirty).
+    lagging: HashMap<u64, u32>,
+    /// The record table as the device should hold it; written a sector at a time.
+    table: AlignedBuf,
+    seq: u64,
+    dirty: u64,
+    /// Home's block size and where its data starts.
+    block: u64,
+    /// A run of dirty blocks on its way home (1 MiB or one block).
+    bulk: AlignedBuf,
+    evicted: Vec<u64>,
+    pub(crate) stats: TierStats,
+}
+
+/// Dirty share above which the background write-back starts, and where it stops.
+pub const WRITEBACK_HIGH: f64 = 0.5;
+pub const WRITEBACK_LOW: f64 = 0.25;
+/// Dirty blocks older than this are written back whatever the share.
+pub const WRITEBACK_AGE: std::time::Duration = std::time::Duration::from_secs(5);
+
+impl FastTier {
+    fn empty(dev: Arc<Device>, layout: Layout, cfg: &FastConfig, block: u32) -> FastTier {
+        let spec = PolicySpec {
+            eviction: cfg.eviction,
+            admission: cfg.admission,
+            history: None,
+        };
+        FastTier {
+            dev,
+            layout,
+            mode: cfg.mode,
+            policy: spec.build(cfg.size),
+            map: HashMap::default(),
+            free: (0..layout.slots).rev().collect(),
+            retired: VecDeque::new(),
+            lagging: HashMap::default(),
+            table: AlignedBuf::zeroed(layout.records_len() as usize),
+            seq: 0,
+            dirty: 0,
+            block: u64::from(block),
+            bulk: AlignedBuf::zeroed((block as usize).max(1 << 20)),
+            evicted: Vec::new(),
+            stats: TierStats {
+                tier: "fast".into(),
+                capacity_bytes: cfg.size,
+                ..TierStats::default()
+            },
+        }
+    }
+
+    fn fast_err(&self, what: String) -> impl FnOnce(std::io::Error) -> Failure {
+        let what = format!("{what} on the fast tier {}", self.dev.describe());
+        move |e| Failure::Fast(what, e)
+    }
+
+    fn home_offset(&self, block: u64) -> u64 {
+        HEADER_LEN + block * self.block
+    }
+
+    /// True when `block` is in the tier.
+    pub(crate) fn contains(&self, block: u64) -> bool {
+        self.map.contains_key(&block)
+    }
+
+    /// The block's slot if cached, recording the hit or the miss.
+    pub(crate) fn find(&mut self, block: u64, write: bool) -> Option<u32> {
+        self.policy.prefetch(block);
+        let s = &mut self.stats;
+        match self.map.get(&block) {
+            Some(live) => {
+                let held = self.policy.lookup(block);
+                debug_assert!(held, "the policy holds every block the tier maps");
+                s.hits += 1;
+                if write {
+                    s.write_hits += 1;
+                } else {
+                    s.read_hits += 1;
+                }
+                Some(live.slot)
+            }
+            None => {
+                s.misses += 1;
+                if write {
+                    s.write_misses += 1;
+                } else {
+                    s.read_misses += 1;
+                }
+                None
+            }
+        }
+    }
+
+    pub(crate) fn read_slot(&self, slot: u32, buf: &mut [u8]) -> Outcome<()> {
+        self.dev
+            .read_at(self.layout.slot_offset(slot), buf)
+            .map_err(self.fast_err(format!("cannot read slot {slot}")))
+    }
+
+    /// Reads the tier's copy of `block` if it has one (no counters, no policy): the
+    /// authoritative copy when it is dirty.
+    pub(crate) fn peek(&self, block: u64, buf: &mut [u8]) -> Outcome<bool> {
+        match self.map.get(&block) {
+            Some(live) => self.read_slot(live.slot, buf).map(|()| true),
+            None => Ok(false),
+        }
+    }
+
+    /// After a read miss fetched `data` from home: admits the block (clean) if the
+    /// policy takes it, or counts why not.
+    pub(crate) fn offer_clean(
+        &mut self,
+        home: &Device,
+        block: u64,
+        data: &[u8],
+        sequential: bool,
+    ) -> Outcome<()> {
+        if sequential {
+            self.stats.bypassed_sequential += 1;
+            return Ok(());
+        }
+        match self.insert(home, block, false)? {
+            CacheOutcome::Inserted => {}
+            _ => {
+                self.stats.bypassed_admission += 1;
+                return Ok(());
+            }
+        }
+        let slot = self.alloc()?;
+        self.dev
+            .write_at(self.layout.slot_offset(slot), data)
+            .map_err(self.fast_err(format!("cannot write block {block} to slot {slot}")))?;
+        // No record: a clean copy is only trusted after a clean close, which writes
+        // the whole table; after a crash it is dropped (home has the block).
+        self.map.insert(
+            block,
+            Live {
+                slot,
+                seq: 0,
+                data_crc: crc32c::crc32c(data),
+                dirty: false,
+                dirty_since: None,
+            },
+        );
+        self.stats.promotions += 1;
+        Ok(())
+    }
+
+    /// Write-through: home already holds `data`; refreshes the tier's copy in place if
+    /// it has one (a clean copy may be overwritten: home has the bytes).
+    pub(crate) fn refresh_clean(&mut self, block: u64, data: &[u8]) -> Outcome<()> {
+        let Some(live) = self.map.get_mut(&block) else {
+            return Ok(());
+        };
+        live.data_crc = crc32c::crc32c(data);
+        let slot = live.slot;
+        self.dev
+            .write_at(self.layout.slot_offset(slot), data)
+            .map(|_| ())
+            .map_err(self.fast_err(format!("cannot write block {block} to slot {slot}")))
+    }
+
+    /// Write-back: puts a new version of `block` in a fresh slot with a dirty record
+    /// (rule 1) and returns the device write that makes it durable once synced. Writes
+    /// pass any admission filter (they must land somewhere durable); a policy that
+    /// cannot hold the block at all (S3-FIFO whose small queue is under a block) gets
+    /// None, and the caller writes the block home, after any old record of it on the
+    /// tier is durably free.
+    pub(crate) fn write_dirty(
+        &mut self,
+        home: &Device,
+        block: u64,
+        data: &[u8],
+    ) -> Outcome<Option<u64>> {
+        if !self.map.contains_key(&block)
+            && self.insert(home, block, true)? != CacheOutcome::Inserted
+        {
+            self.stats.bypassed_admission += 1;
+            if self.lagging.contains_key(&block) {
+                self.settle()?;
+            }
+            return Ok(None);
+        }
+        let slot = self.alloc()?;
+        self.seq += 1;
+        let live = Live {
+            slot,
+            seq: self.seq,
+            data_crc: crc32c::crc32c(data),
+            dirty: true,
+            dirty_since: None,
+        };
+        self.dev
+            .write_at(self.layout.slot_offset(slot), data)
+            .map_err(self.fast_err(format!("cannot write block {block} to slot {slot}")))?;
+        let written = self.write_record(
+            slot,
+            Record {
+                block,
+                seq: live.seq,
+                state: SlotState::Dirty,
+                data_crc: live.data_crc,
+            },
+        )?;
+        let since = match self.map.insert(block, live) {
+            Some(old) => {
+                self.retire(old.slot, block, written);
+                if old.dirty {
+                    old.dirty_since
+                } else {
+                    self.dirty += 1;
+                    Some(Instant::now())
+                }
+            }
+            None => {
+                self.dirty += 1;
+                Some(Instant::now())
+            }
+        };
+        self.map.get_mut(&block).expect("just inserted").dirty_since = since;
+        Ok(Some(written))
+    }
+
+    /// Inserts `block` into the policy (forced past an admission filter when `force`)
+    /// and handles what it evicts.
+    fn insert(&mut self, home: &Device, block: u64, force: bool) -> Outcome<CacheOutcome> {
+        let mut evicted = std::mem::take(&mut self.evicted);
+        evicted.clear();
+        let mut outcome = CacheOutcome::Bypassed;
+        for _ in 0..if force { 2 } else { 1 } {
+            outcome = self
+                .policy
+                .insert_evicting(block, self.block, &mut |k| evicted.push(k));
+            if outcome == CacheOutcome::Inserted {
+                break;
+            }
+        }
+        let result = evicted.iter().try_for_each(|&k| self.evict(home, k));
+        self.evicted = evicted;
+        result.map(|()| outcome)
+    }
+
+    /// A block leaves the tier: a dirty one is written home first (a demotion).
+    fn evict(&mut self, home: &Device, block: u64) -> Outcome<()> {
+        let live = *self.map.get(&block).expect("an evicted block held a slot");
+        self.stats.evictions += 1;
+        if live.dirty {
+            self.write_home(home, &[block])?;
+            self.stats.demotions += 1;
+        }
+        let live = self.map.remove(&block).expect("still cached");
+        if live.seq > 0 || self.lagging.contains_key(&block) {
+            // Its record may say dirty, or an older record of the block is still on
+            // its way out: rule 2.
+            self.retire(live.slot, block, 0);
+        } else {
+            self.free.push(live.slot);
+        }
+        Ok(())
+    }
+
+    fn retire(&mut self, slot: u32, block: u64, after: u64) {
+        *self.lagging.entry(block).or_default() += 1;
+        self.retired.push_back(Retired {
+            slot,
+            block,
+            after,
+            freed: None,
+        });
+    }
+
+    /// Moves retired slots along: a free record once what replaced them is durable,
+    /// the free list once that record is, in order (rule 2). Of one block's retired
+    /// slots, a free record is written only once the earlier ones' are durable: unsynced
+    /// writes persist in any subset, and a newer record freed before an older dirty
+    /// one would leave the older as the block's newest.
+    fn reclaim(&mut self) -> Outcome<()> {
+        let mut waiting: Vec<u64> = Vec::new();
+        for i in 0..self.retired.len() {
+            let r = &self.retired[i];
+            if r.freed.is_some_and(|w| self.dev.is_durable(w)) {
+                continue;
+            }
+            let block = r.block;
+            if r.freed.is_none()
+                && (r.after == 0 || self.dev.is_durable(r.after))
+                && !waiting.contains(&block)
+            {
+                let slot = r.slot;
+                let written = self.write_record(slot, Record::FREE)?;
+                self.retired[i].freed = Some(written);
+            }
+            waiting.push(block);
+        }
+        while let Some(r) = self.retired.front() {
+            match r.freed {
+                Some(w) if self.dev.is_durable(w) => {
+                    let r = self.retired.pop_front().expect("front");
+                    self.free.push(r.slot);
+                    let n = self.lagging.get_mut(&r.block).expect("counted");
+                    *n -= 1;
+                    if *n == 0 {
+                        self.lagging.remove(&r.block);
+                    }
+                }
+                _ => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// Syncs and reclaims until no retired slot is left: every superseded record on
+    /// the device is then durably free.
+    fn settle(&mut self) -> Outcome<()> {
+        let mut rounds = 0;
+        while !self.retired.is_empty() {
+            self.sync_fast()?;
+            self.reclaim()?;
+            rounds += 1;
+            // Each round frees at least the oldest retired slot of every block.
+            assert!(
+                rounds <= self.layout.slots as usize + 2,
+                "retirement stalled"
+            );
+        }
+        Ok(())
+    }
+
+    /// A free slot; syncs the fast device (twice at most) when every free one is still
+    /// waiting on a sync.
+    fn alloc(&mut self) -> Outcome<u32> {
+        if self.free.is_empty() {
+            self.reclaim()?;
+        }
+        for _ in 0..2 {
+            if !self.free.is_empty() {
+                break;
+            }
+            self.sync_fast()?;
+            self.reclaim()?;
+        }
+        Ok(self
+            .free
+            .pop()
+            .expect("the reserve outnumbers what waits for two syncs"))
+    }
+
+    fn sync_fast(&self) -> Outcome<()> {
+        self.dev.sync().map_err(self.fast_err("sync failed".into()))
+    }
+
+    /// Writes `record` for `slot` (its whole sector, from the table mirror).
+    fn write_record(&mut self, slot: u32, record: Record) -> Outcome<u64> {
+        let (at, sector) = self.layout.record_sector(slot);
+        let i = slot as usize * RECORD;
+        record.encode(&mut self.table[i..i + RECORD]);
+        self.dev
+            .write_at(at, &self.table[sector..sector + layout::SECTOR])
+            .map_err(self.fast_err(format!("cannot write the record of slot {slot}")))
+    }
+
+    /// Copies `blocks` (dirty, sorted) home in runs of consecutive blocks, syncs home,
+    /// then marks them clean and syncs the fast device (rule 3).
+    fn write_home(&mut self, home: &Device, blocks: &[u64]) -> Outcome<()> {
+        let bs = self.block as usize;
+        let max_run = self.bulk.len() / bs;
+        let mut i = 0;
+        while i < blocks.len() {
+            let first = blocks[i];
+            let mut n = 1;
+            while i + n < blocks.len() && n < max_run && blocks[i + n] == first + n as u64 {
+                n += 1;
+            }
+            for (k, &b) in blocks[i..i + n].iter().enumerate() {
+                let slot = self.map[&b].slot;
+                let at = self.layout.slot_offset(slot);
+                self.dev
+                    .read_at(at, &mut self.bulk[k * bs..(k + 1) * bs])
+                    .map_err(self.fast_err(format!("cannot read slot {slot}")))?;
+            }
+            home.write_at(self.home_offset(first), &self.bulk[..n * bs])
+                .map_err(|e| {
+                    Failure::Home(
+                        format!("cannot write blocks {first}.. back to {}", home.describe()),
+                        e,
+                    )
+                })?;
+            self.stats.writeback_runs += 1;
+            i += n;
+        }
+        home.sync()
+            .map_err(|e| Failure::Home(format!("sync of {} failed", home.describe()), e))?;
+        for &b in blocks {
+            let live = self.map[&b];
+            self.write_record(
+                live.slot,
+                Record {
+                    block: b,
+                    seq: live.seq,
+                    state: SlotState::Clean,
+                    data_crc: live.data_crc,
+                },
+            )?;
+        }
+        let durable_seq = self.seq;
+        self.sync_fast()?;
+        for &b in blocks {
+            let live = self.map.get_mut(&b).expect("cached");
+            live.dirty = false;
+            live.dirty_since = None;
+        }
+        self.dirty -= blocks.len() as u64;
+        self.stats.written_back += blocks.len() as u64;
+        // Everything up to `durable_seq` was durable before this write: recovery need
+        // not check those slots' data (the sector becomes durable at a later sync).
+        State {
+            clean: false,
+            durable_seq,
+        }
+        .write(self.dev.dev.as_ref())
+        .map_err(self.fast_err("cannot write the state sector".into()))?;
+        Ok(())
+    }
+
+    /// The background write-back's step: when the dirty share passes the high mark,
+    /// writes back (in block order) down to the low mark; otherwise writes back blocks
+    /// dirty for longer than [`WRITEBACK_AGE`]. `all` writes back everything. Returns
+    /// how many blocks went home.
+    pub(crate) fn write_back(&mut self, home: &Device, all: bool) -> Outcome<u64> {
+        self.reclaim()?;
+        let capacity = (self.stats.capacity_bytes / self.block).max(1);
+        let share = self.dirty as f64 / capacity as f64;
+        let now = Instant::now();
+        let mut dirty: Vec<(u64, Instant)> = self
+            .map
+            .iter()
+            .filter(|(_, l)| l.dirty)
+            .map(|(&b, l)| (b, l.dirty_since.unwrap_or(now)))
+            .collect();
+        let mut chosen: Vec<u64> = if all {
+            dirty.iter().map(|d| d.0).collect()
+        } else if share > WRITEBACK_HIGH {
+            dirty.sort_unstable_by_key(|d| d.1);
+            let keep = (WRITEBACK_LOW * capacity as f64) as usize;
+            let n = dirty.len().saturating_sub(keep);
+            dirty[..n].iter().map(|d| d.0).collect()
+        } else {
+            dirty
+                .iter()
+                .filter(|d| now.duration_since(d.1) >= WRITEBACK_AGE)
+                .map(|d| d.0)
+                .collect()
+        };
+        if chosen.is_empty() {
+            return Ok(0);
+        }
+        chosen.sort_unstable();
+        self.write_home(home, &chosen)?;
+        self.reclaim()?;
+        Ok(chosen.len() as u64)
+    }
+
+    /// Blocks whose only durable copy is here.
+    pub(crate) fn dirty_blocks(&self) -> u64 {
+        self.dirty
+    }
+
+    /// Dirty blocks, sorted (for the error when the tier fails with dirty data).
+    pub(crate) fn dirty_list(&self) -> Vec<u64> {
+        let mut v: Vec<u64> = self
+            .map
+            .iter()
+            .filter(|(_, l)| l.dirty)
+            .map(|(&b, _)| b)
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    pub(crate) fn snapshot(&self) -> TierStats {
+        let now = Instant::now();
+        let oldest = self
+            .map
+            .values()
+            .filter_map(|l| l.dirty_since)
+            .min()
+            .map_or(0, |t| now.duration_since(t).as_millis() as u64);
+        TierStats {
+            occupancy_bytes: self.policy.used(),
+            dirty_bytes: self.dirty * self.block,
+            dirty_age_ms: oldest,
+            ..self.stats.clone()
+        }
+    }
+
+    /// A clean close: writes the table exactly as it stands (free slots free) and syncs,
+    /// then marks the state sector clean and syncs, so the next open trusts clean
+    /// records too and comes back warm.
+    pub(crate) fn close(&mut self) -> Outcome<()> {
+        // First every superseded record durably free, so no half-written table can
+        // leave one as a block's newest.
+        self.settle()?;
+        self.table.fill(0);
+        let mut t = std::mem::replace(&mut self.table, AlignedBuf::zeroed(0));
+        for slot in 0..self.layout.slots {
+            let i = slot as usize * RECORD;
+            Record::FREE.encode(&mut t[i..i + RECORD]);
+        }
+        for (&block, live) in &self.map {
+            let i = live.slot as usize * RECORD;
+            Record {
+                block,
+                seq: if live.seq == 0 {
+                    self.seq + 1
+                } else {
+                    live.seq
+                },
+                state: if live.dirty {
+                    SlotState::Dirty
+                } else {
+                    SlotState::Clean
+                },
+                data_crc: live.data_crc,
+            }
+            .encode(&mut t[i..i + RECORD]);
+        }
+        self.table = t;
+        let dev = self.dev.dev.as_ref();
+        let err = |what: &str| {
+            let what = format!("{what} on the fast tier {}", self.dev.describe());
+            move |e| Failure::Fast(what, e)
+        };
+        layout::write_table(dev, &self.table).map_err(err("cannot write the records"))?;
+        self.dev.dev.sync().map_err(err("sync failed"))?;
+        State {
+            clean: true,
+            durable_seq: self.seq,
+        }
+        .write(dev)
+        .map_err(err("cannot write the state sector"))?;
+        self.dev.dev.sync().map_err(err("sync failed"))
+    }
+}

@@ -1,0 +1,340 @@
+//! The request paths: reads (DRAM, then the fast tier, then home) and writes (through
+//! to home, or back through the fast tier).
+
+use std::sync::atomic::Ordering;
+
+use crate::header::WriteMode;
+use crate::snapshot::Counters;
+use crate::volume::{Inner, Lower, Shared, TieredVolume};
+use crate::{Error, Result};
+
+impl Shared {
+    fn read_error(&self, block: u64, e: std::io::Error) -> Error {
+        Error::io(
+            format!("cannot read block {block} from {}", self.home.describe()),
+            e,
+        )
+    }
+
+    fn read_home(&self, counters: &mut Counters, block: u64, buf: &mut [u8]) -> Result<()> {
+        counters.home_reads += 1;
+        self.home
+            .read_at(self.cfg.home_offset(block), buf)
+            .map_err(|e| self.read_error(block, e))
+    }
+
+    /// Reads `block` into `buf` for a read that missed DRAM: from the fast tier on a
+    /// hit there, else from home, then offered to the fast tier (its counters and
+    /// policy see the lookup).
+    fn fetch(
+        &self,
+        lower: &mut Lower,
+        counters: &mut Counters,
+        block: u64,
+        buf: &mut [u8],
+        sequential: bool,
+    ) -> Result<()> {
+        if let Some(fast) = lower.fast.as_mut() {
+            let fetched = match fast.find(block, false) {
+                Some(slot) => fast.read_slot(slot, buf),
+                None => {
+                    self.read_home(counters, block, buf)?;
+                    fast.offer_clean(&self.home, block, buf, sequential)
+                }
+            };
+            match fetched {
+                Ok(()) => return Ok(()),
+                // Pass-through now: home holds the block.
+                Err(f) => self.fail(lower, f)?,
+            }
+        }
+        self.read_home(counters, block, buf)
+    }
+
+    /// Reads the authoritative copy of `block` (the fast tier's, else home's) without
+    /// touching any policy or tier counter: what a partial write starts from.
+    fn peek(
+        &self,
+        lower: &mut Lower,
+        counters: &mut Counters,
+        block: u64,
+        buf: &mut [u8],
+    ) -> Result<()> {
+        if let Some(fast) = lower.fast.as_ref() {
+            match fast.peek(block, buf) {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(f) => self.fail(lower, f)?,
+            }
+        }
+        self.read_home(counters, block, buf)
+    }
+}
+
+impl TieredVolume {
+    fn check(&self, offset: u64, len: u64) -> Result<()> {
+        let size = self.shared.cfg.size;
+        hscm_block::check_range(size, offset, len).map_err(|_| Error::OutOfRange {
+            offset,
+            len,
+            size,
+        })
+    }
+
+    /// Hands `[offset, offset + len)` to `sink` block by block, as
+    /// `(position within the request, bytes)`.
+    pub fn read_with(
+        &self,
+        offset: u64,
+        len: usize,
+        sink: &mut dyn FnMut(usize, &[u8]),
+    ) -> Result<()> {
+        self.check(offset, len as u64)?;
+        if len == 0 {
+            return Ok(());
+        }
+        let shared = &*self.shared;
+        let bs = u64::from(shared.cfg.block);
+        let mut guard = shared.inner.lock();
+        let Inner {
+            dram,
+            lower,
+            counters,
+            scratch,
+            bulk,
+        } = &mut *guard;
+        let sequential = dram.sequential(offset, len as u64);
+        let (mut hits, mut blocks) = (0, 0);
+        // Consecutive blocks that bypass DRAM and have no fast-tier copy are read from
+        // home in one request (a scan reads at the device's sequential speed):
+        // (first block, blocks, first byte of the request they cover).
+        let mut run: Option<(u64, u64, u64)> = None;
+        let max_run = bulk.len() as u64 / bs;
+        let mut flush_run = |run: &mut Option<(u64, u64, u64)>,
+                             counters: &mut Counters,
+                             to: u64,
+                             sink: &mut dyn FnMut(usize, &[u8])|
+         -> Result<()> {
+            let Some((first, count, from)) = run.take() else {
+                return Ok(());
+            };
+            let bytes = (count * bs) as usize;
+            counters.home_reads += 1;
+            shared
+                .home
+                .read_at(shared.cfg.home_offset(first), &mut bulk[..bytes])
+                .map_err(|e| shared.read_error(first, e))?;
+            let skip = (from - first * bs) as usize;
+            sink(
+                (from - offset) as usize,
+                &bulk[skip..skip + (to - from) as usize],
+            );
+            Ok(())
+        };
+        let mut at = offset;
+        let end = offset + len as u64;
+        while at < end {
+            let block = at / bs;
+            let within = (at % bs) as usize;
+            let n = ((bs - at % bs).min(end - at)) as usize;
+            let pos = (at - offset) as usize;
+            blocks += 1;
+            match dram.place_reading(block, false, sequential, Some((within, n))) {
+                crate::dram::Place::Slot { slot, fresh } => {
+                    flush_run(&mut run, counters, at, sink)?;
+                    if fresh {
+                        shared.fetch(lower, counters, block, dram.slot_mut(slot), sequential)?;
+                        dram.set_filled(block);
+                    } else {
+                        hits += 1;
+                    }
+                    sink(pos, &dram.slot(slot)[within..within + n]);
+                }
+                crate::dram::Place::Bypassed => {
+                    let via_fast = match lower.fast.as_mut() {
+                        Some(f) if !sequential || f.contains(block) => true,
+                        Some(f) => {
+                            // A scan past the cutoff skips the fast tier too.
+                            f.find(block, false);
+                            f.stats.bypassed_sequential += 1;
+                            false
+                        }
+                        None => false,
+                    };
+                    if via_fast {
+                        flush_run(&mut run, counters, at, sink)?;
+                        shared.fetch(lower, counters, block, scratch, sequential)?;
+                        sink(pos, &scratch[within..within + n]);
+                    } else {
+                        run = match run {
+                            Some((first, count, from)) if count < max_run => {
+                                Some((first, count + 1, from))
+                            }
+                            Some(r) => {
+                                let mut full = Some(r);
+                                flush_run(&mut full, counters, at, sink)?;
+                                Some((block, 1, at))
+                            }
+                            None => Some((block, 1, at)),
+                        };
+                    }
+                }
+            }
+            at += n as u64;
+        }
+        flush_run(&mut run, counters, end, sink)?;
+        counters.count_request(hits, blocks);
+        Ok(())
+    }
+
+    /// Reads `buf.len()` bytes at `offset`.
+    pub fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let len = buf.len();
+        self.read_with(offset, len, &mut |at, piece| {
+            buf[at..at + piece.len()].copy_from_slice(piece)
+        })
+    }
+
+    /// Writes `data` at `offset`; durable on return when the volume's durability is
+    /// `Immediate` or `fua` is set, else after the next flush.
+    pub fn write_at(&self, offset: u64, data: &[u8], fua: bool) -> Result<()> {
+        self.write_range(offset, data.len() as u64, fua, &mut |pos, dst| {
+            dst.copy_from_slice(&data[pos..pos + dst.len()])
+        })
+    }
+
+    /// Writes zeroes over `[offset, offset + len)` (also what a discard does).
+    pub fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> Result<()> {
+        self.write_range(offset, len, fua, &mut |_, dst| dst.fill(0))
+    }
+
+    /// The write path: `fill(position in the request, destination)` supplies the bytes.
+    fn write_range(
+        &self,
+        offset: u64,
+        len: u64,
+        fua: bool,
+        fill: &mut dyn FnMut(usize, &mut [u8]),
+    ) -> Result<()> {
+        self.check(offset, len)?;
+        let shared = &*self.shared;
+        shared.poison.check()?;
+        if len == 0 {
+            return Ok(());
+        }
+        let bs = u64::from(shared.cfg.block);
+        let ticket;
+        {
+            let mut guard = shared.inner.lock();
+            // Checked again under the lock: a write that failed meanwhile poisoned it.
+            shared.poison.check()?;
+            let Inner {
+                dram,
+                lower,
+                counters,
+                scratch,
+                ..
+            } = &mut *guard;
+            let sequential = dram.sequential(offset, len);
+            let (mut hits, mut blocks) = (0, 0);
+            let mut at = offset;
+            let end = offset + len;
+            while at < end {
+                let block = at / bs;
+                let within = (at % bs) as usize;
+                let n = ((bs - at % bs).min(end - at)) as usize;
+                let pos = (at - offset) as usize;
+                let whole = n as u64 == bs;
+                blocks += 1;
+                let buf: &mut [u8] = match dram.place(block, true, sequential) {
+                    crate::dram::Place::Slot { slot, fresh } => {
+                        if !fresh {
+                            hits += 1;
+                        }
+                        if fresh && !whole {
+                            shared.peek(lower, counters, block, dram.slot_mut(slot))?;
+                        }
+                        dram.set_filled(block);
+                        dram.slot_mut(slot)
+                    }
+                    crate::dram::Place::Bypassed => {
+                        if !whole {
+                            shared.peek(lower, counters, block, scratch)?;
+                        }
+                        scratch
+                    }
+                };
+                fill(pos, &mut buf[within..within + n]);
+                self.store(lower, counters, block, buf)?;
+                at += n as u64;
+            }
+            counters.count_request(hits, blocks);
+            ticket = self.issued.fetch_add(1, Ordering::SeqCst) + 1;
+        }
+        if fua || shared.cfg.durability == hscm_volume::Durability::Immediate {
+            self.sync_through(ticket)?;
+        }
+        Ok(())
+    }
+
+    /// Puts a block's new bytes where the write mode says: a fresh fast-tier slot
+    /// (write-back), or home and the fast tier's clean copy (write-through).
+    fn store(
+        &self,
+        lower: &mut Lower,
+        counters: &mut Counters,
+        block: u64,
+        bytes: &[u8],
+    ) -> Result<()> {
+        let shared = &*self.shared;
+        if let Some(fast) = lower
+            .fast
+            .as_mut()
+            .filter(|f| f.mode == WriteMode::WriteBack)
+        {
+            fast.find(block, true);
+            match fast.write_dirty(&shared.home, block, bytes) {
+                Ok(Some(_)) => return Ok(()),
+                // The tier's policy cannot hold the block: it goes home.
+                Ok(None) => {}
+                // The tier held nothing dirty: pass-through, the write goes home.
+                Err(f) => shared.fail(lower, f)?,
+            }
+        }
+        counters.home_writes += 1;
+        if let Err(e) = shared.home.write_at(shared.cfg.home_offset(block), bytes) {
+            let reason = format!(
+                "write of block {block} to {} failed: {e}",
+                shared.home.describe()
+            );
+            shared.poison.set(reason, e.raw_os_error());
+            self.commit.wake_all();
+            return Err(Error::io(
+                format!("cannot write block {block} to {}", shared.home.describe()),
+                e,
+            ));
+        }
+        if let Some(fast) = lower.fast.as_mut() {
+            fast.find(block, true);
+            if let Err(f) = fast.refresh_clean(block, bytes) {
+                shared.fail(lower, f)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads block `block` (its authoritative copy: the fast tier's, else home's)
+    /// without touching any tier, policy or counter: what a replay rewrites so that
+    /// replaying a trace leaves the volume's data as it was.
+    pub fn peek_block(&self, block: u64, buf: &mut [u8]) -> Result<()> {
+        let shared = &*self.shared;
+        let bs = u64::from(shared.cfg.block);
+        self.check(block.saturating_mul(bs), buf.len() as u64)?;
+        let mut guard = shared.inner.lock();
+        let Inner { lower, scratch, .. } = &mut *guard;
+        shared.peek(lower, &mut Counters::default(), block, scratch)?;
+        let n = buf.len().min(bs as usize);
+        buf[..n].copy_from_slice(&scratch[..n]);
+        Ok(())
+    }
+}
