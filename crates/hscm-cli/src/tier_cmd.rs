@@ -197,7 +197,8 @@ fn print_snapshot(s: &hscm_tier::snapshot::Snapshot) -> Result<()> {
 pub fn info(path: &Path, cfg: &TierConfig, json: bool) -> Result<()> {
     let snap = hscm_tier::snapshot::read_saved(path, cfg).ok().flatten();
     if json {
-        let v = serde_json::json!({ "path": path.display().to_string(), "kind": "tiered", "tier": cfg, "stats": snap });
+        let (_, fast_path) = TieredVolume::inspect_with_fast_path(path)?;
+        let v = serde_json::json!({ "path": path.display().to_string(), "kind": "tiered", "tier": cfg, "fast_tier_path": fast_path, "stats": snap });
         outln!("{v}")?;
         return Ok(());
     }

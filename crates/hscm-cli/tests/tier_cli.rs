@@ -240,3 +240,105 @@ fn a_malformed_trace_is_refused_with_its_line_and_the_volume_keeps_its_data() {
         "the data changed"
     );
 }
+
+#[test]
+fn a_volume_with_a_fast_tier_is_created_replayed_and_reports_both_tiers() {
+    let dir = tempfile::tempdir().unwrap();
+    let vol = dir.path().join("v.tier");
+    let v = vol.to_str().unwrap();
+    let o = hscm(&[
+        "volume",
+        "create",
+        v,
+        "--size",
+        "16M",
+        "--ram",
+        "256K",
+        "--fast-tier",
+        "v.fast",
+        "--fast-size",
+        "2M",
+        "--fast-policy",
+        "s3fifo",
+        "--fast-admission",
+        "second-miss",
+    ]);
+    assert!(o.status.success(), "{}", util::stderr(&o));
+    assert!(
+        dir.path().join("v.fast").exists(),
+        "the fast tier sits beside the volume"
+    );
+    let info = ok_json(&["volume", "info", v, "--json"]);
+    assert_eq!(info["tier"]["fast"]["mode"], "write-back");
+    assert_eq!(info["tier"]["fast"]["eviction"], "s3fifo");
+    assert_eq!(info["tier"]["fast"]["admission"], "second-miss");
+    assert_eq!(info["tier"]["fast"]["size"], 2 << 20);
+    assert!(info["fast_tier_path"].as_str().unwrap().ends_with("v.fast"));
+
+    let trace = dir.path().join("t.msr.csv");
+    msr_trace(&trace);
+    let r = ok_json(&[
+        "volume",
+        "replay",
+        v,
+        "--trace",
+        trace.to_str().unwrap(),
+        "--json",
+    ]);
+    let tiers = r["tiers"].as_array().unwrap();
+    assert_eq!(tiers.len(), 2, "{r}");
+    assert_eq!(tiers[1]["tier"], "fast");
+    let fast_lookups = tiers[1]["hits"].as_u64().unwrap() + tiers[1]["misses"].as_u64().unwrap();
+    // Reads that miss DRAM look in the fast tier; every write lands there (write-back).
+    assert_eq!(
+        fast_lookups,
+        tiers[0]["read_misses"].as_u64().unwrap() + r["writes"].as_u64().unwrap(),
+        "{r}"
+    );
+    assert!(tiers[1]["hits"].as_u64().unwrap() > 0, "{r}");
+    let stats = ok_json(&["volume", "stats", v, "--json"]);
+    assert_eq!(stats["saved"]["mode"], "write-back");
+    assert_eq!(stats["saved"]["state"], "closed");
+    assert!(
+        stats["saved"]["session"]["tiers"][1]["promotions"]
+            .as_u64()
+            .unwrap()
+            > 0
+    );
+}
+
+#[test]
+fn fast_tier_flags_without_their_companions_are_refused_with_the_flag_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = dir.path().join("v.tier");
+    let v = v.to_str().unwrap();
+    for (args, expect) in [
+        (vec!["--ram", "1M", "--fast-tier", "f"], "--fast-size"),
+        (vec!["--fast-tier", "f", "--fast-size", "1M"], "--ram"),
+        (vec!["--ram", "1M", "--fast-size", "1M"], "--fast-tier"),
+        (
+            vec![
+                "--ram",
+                "1M",
+                "--fast-tier",
+                "f",
+                "--fast-size",
+                "1M",
+                "--write-mode",
+                "later",
+            ],
+            "write-through or write-back",
+        ),
+        (
+            vec!["--ram", "1M", "--fast-tier", "f", "--fast-size", "5000"],
+            "fast tier 5000",
+        ),
+    ] {
+        let mut all = vec!["volume", "create", v, "--size", "16M"];
+        all.extend(args.iter().copied());
+        let o = hscm(&all);
+        assert!(!o.status.success(), "{all:?}");
+        let err = util::stderr(&o);
+        assert!(err.contains(expect), "{all:?}: {err}");
+    }
+}

@@ -2,7 +2,7 @@
 //! write mode of random writes of self-describing blocks, reads, flushes and
 //! write-backs, cut at a random moment (each device keeps what a sync covered plus any
 //! subset of the rest, whole or torn at 512 bytes), sometimes after a failed sync on
-//! either device, then reopened. No acknowledged write may be lost, no block may hold
+//! either device or failed writes on the fast one, then reopened. No acknowledged write may be lost, no block may hold
 //! anything older than its last acknowledged version or newer than its last attempted
 //! one, and the fast tier may come back with at most the blocks that were dirty plus
 //! the one write in flight dirty (never "everything").
@@ -96,6 +96,7 @@ fn rounds(mode: WriteMode) {
         match rng.gen_range(0..10) {
             0 | 1 => home.fail_sync_after(rng.gen_range(0..20)),
             2 | 3 => fast.fail_sync_after(rng.gen_range(0..20)),
+            4 => fast.fail_write_after(rng.gen_range(0..60), 5),
             _ => {}
         }
         let mut in_flight = 0;

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use hscm_block::{conformance, BlockTarget, WriteFlags, ZeroFlags};
 use hscm_policy::cache::{AdmissionName, EvictionName};
-use hscm_tier::{Durability, TierConfig, TieredVolume};
+use hscm_tier::{Durability, FastConfig, TierConfig, TieredVolume, WriteMode};
 use hscm_volume::testing::FaultyBackend;
 use proptest::prelude::*;
 use rand::rngs::SmallRng;
@@ -18,16 +18,49 @@ const ADMISSIONS: [Option<AdmissionName>; 3] = [
     Some(AdmissionName::SeenBefore),
 ];
 
+/// A volume's devices, to open (and reopen) it.
+struct Rig {
+    home: FaultyBackend,
+    fast: Option<FaultyBackend>,
+}
+
+impl Rig {
+    fn new(cfg: &TierConfig) -> Rig {
+        let home = FaultyBackend::new(cfg.home_len() as usize, "home");
+        let fast = cfg
+            .fast
+            .map(|f| FaultyBackend::new(f.device_len(cfg.block) as usize, "fast tier"));
+        TieredVolume::format_with(
+            &home,
+            fast.as_ref().map(|f| f as &dyn hscm_volume::Backend),
+            cfg,
+            "fast",
+        )
+        .unwrap();
+        Rig { home, fast }
+    }
+
+    fn open(&self) -> TieredVolume {
+        TieredVolume::open_with(
+            Arc::new(self.home.clone()),
+            self.fast
+                .clone()
+                .map(|f| Arc::new(f) as Arc<dyn hscm_volume::Backend>),
+        )
+        .unwrap()
+    }
+}
+
 fn volume(cfg: &TierConfig) -> TieredVolume {
-    let home = FaultyBackend::new(cfg.home_len() as usize, "home");
-    TieredVolume::format(&home, cfg).unwrap();
-    TieredVolume::open_on(Arc::new(home)).unwrap()
+    Rig::new(cfg).open()
 }
 
 /// Runs `ops` random requests on a volume of `cfg` and on a flat array; the first
-/// difference fails with the request that exposed it.
+/// difference fails with the request that exposed it. With a fast tier, some flushes
+/// are write-backs of everything dirty, or a clean close and reopen.
 fn drive(cfg: &TierConfig, ops: usize, seed: u64) -> Result<(), String> {
-    let vol = volume(cfg);
+    let rig = Rig::new(cfg);
+    let mut vol = rig.open();
     let size = cfg.size as usize;
     let block = cfg.block as usize;
     let mut model = vec![0u8; size];
@@ -96,6 +129,14 @@ fn drive(cfg: &TierConfig, ops: usize, seed: u64) -> Result<(), String> {
                 .map_err(|e| format!("op {i}: zeroes: {e}"))?;
                 model[offset..offset + len].fill(0);
             }
+            _ if cfg.fast.is_some() && rng.gen_bool(0.3) => {
+                vol.write_back_all()
+                    .map_err(|e| format!("op {i}: write-back: {e}"))?;
+            }
+            _ if cfg.fast.is_some() && rng.gen_bool(0.1) => {
+                vol.close().map_err(|e| format!("op {i}: close: {e}"))?;
+                vol = rig.open();
+            }
             _ => vol.flush().map_err(|e| format!("op {i}: flush: {e}"))?,
         }
     }
@@ -105,12 +146,13 @@ fn drive(cfg: &TierConfig, ops: usize, seed: u64) -> Result<(), String> {
     if all != model {
         return Err("the final image differs".into());
     }
-    let ram = vol.stats().tiers[0].clone();
-    if ram.occupancy_bytes > ram.capacity_bytes {
-        return Err(format!(
-            "DRAM holds {} of {}",
-            ram.occupancy_bytes, ram.capacity_bytes
-        ));
+    for tier in vol.stats().tiers {
+        if tier.occupancy_bytes > tier.capacity_bytes {
+            return Err(format!(
+                "{} holds {} of {}",
+                tier.tier, tier.occupancy_bytes, tier.capacity_bytes
+            ));
+        }
     }
     Ok(())
 }
@@ -153,6 +195,49 @@ fn a_million_random_requests_read_what_a_flat_array_holds_at_every_dram_share() 
                 });
                 total += ops;
                 seed += 1;
+            }
+        }
+    }
+    assert!(total >= 1_000_000, "{total} requests");
+}
+
+/// A million requests with a fast tier between DRAM and home: both write modes, every
+/// eviction policy for each tier, DRAM 1:2 to 1:64 of the volume and the fast tier
+/// twice DRAM (or, at 1:2, the whole volume), with write-backs and clean restarts.
+#[test]
+fn a_million_random_requests_with_a_fast_tier_read_what_a_flat_array_holds() {
+    let ratios = [2u64, 4, 8, 16, 32, 64];
+    let mut total = 0;
+    let mut seed = 1000;
+    for mode in WriteMode::ALL {
+        for eviction in EvictionName::ALL {
+            for admission in [None, Some(AdmissionName::SecondMiss)] {
+                for ratio in ratios {
+                    let mut cfg = config(128, 4096, ratio, EvictionName::ALL[seed as usize % 6]);
+                    let fast_blocks = (2 * 128 / ratio).min(128);
+                    let mut fast = FastConfig::new(fast_blocks * 4096);
+                    fast.mode = mode;
+                    fast.eviction = eviction;
+                    fast.admission = admission;
+                    cfg.fast = Some(fast);
+                    cfg.sequential_cutoff = if seed % 2 == 0 { 0 } else { 3 * 4096 };
+                    cfg.durability = if seed % 3 == 0 {
+                        Durability::OnFlush
+                    } else {
+                        Durability::Immediate
+                    };
+                    let ops = 7_000;
+                    drive(&cfg, ops, seed).unwrap_or_else(|e| {
+                        panic!(
+                            "{}, fast {} + {:?}, DRAM 1:{ratio}, seed {seed}: {e}",
+                            mode.name(),
+                            eviction.name(),
+                            admission
+                        )
+                    });
+                    total += ops;
+                    seed += 1;
+                }
             }
         }
     }

@@ -94,6 +94,9 @@ pub(crate) struct FastTier {
     /// A run of dirty blocks on its way home (1 MiB or one block).
     bulk: AlignedBuf,
     evicted: Vec<u64>,
+    /// The device failed while holding dirty blocks: the tier still answers for them
+    /// (reads may work) but admits nothing more.
+    pub(crate) failed: bool,
     pub(crate) stats: TierStats,
 }
 
@@ -125,6 +128,7 @@ impl FastTier {
             block: u64::from(block),
             bulk: AlignedBuf::zeroed((block as usize).max(1 << 20)),
             evicted: Vec::new(),
+            failed: false,
             stats: TierStats {
                 tier: "fast".into(),
                 capacity_bytes: cfg.size,
@@ -201,6 +205,9 @@ impl FastTier {
     ) -> Outcome<()> {
         if sequential {
             self.stats.bypassed_sequential += 1;
+            return Ok(());
+        }
+        if self.failed {
             return Ok(());
         }
         match self.insert(home, block, false)? {
@@ -298,6 +305,7 @@ impl FastTier {
             }
             None => {
                 self.dirty += 1;
+                self.stats.promotions += 1;
                 Some(Instant::now())
             }
         };

@@ -35,17 +35,20 @@ impl Shared {
         sequential: bool,
     ) -> Result<()> {
         if let Some(fast) = lower.fast.as_mut() {
-            let fetched = match fast.find(block, false) {
-                Some(slot) => fast.read_slot(slot, buf),
+            match fast.find(block, false) {
+                Some(slot) => match fast.read_slot(slot, buf) {
+                    Ok(()) => return Ok(()),
+                    // Pass-through now (the tier held nothing dirty): home has it.
+                    Err(f) => self.fail(lower, f)?,
+                },
                 None => {
                     self.read_home(counters, block, buf)?;
-                    fast.offer_clean(&self.home, block, buf, sequential)
+                    if let Err(f) = fast.offer_clean(&self.home, block, buf, sequential) {
+                        // The bytes are home's and right; the tier is out either way.
+                        let _ = self.fail(lower, f);
+                    }
+                    return Ok(());
                 }
-            };
-            match fetched {
-                Ok(()) => return Ok(()),
-                // Pass-through now: home holds the block.
-                Err(f) => self.fail(lower, f)?,
             }
         }
         self.read_home(counters, block, buf)

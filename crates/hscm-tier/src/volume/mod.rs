@@ -561,7 +561,10 @@ impl TieredVolume {
         let inner = self.shared.inner.lock();
         let mut tiers = vec![inner.dram.snapshot()];
         tiers.extend(inner.lower.fast.as_ref().map(|f| f.snapshot()));
+        // Write-back's runs are home writes too.
+        let written_back: u64 = tiers.iter().map(|t| t.writeback_runs).sum();
         Counters {
+            home_writes: inner.counters.home_writes + written_back,
             tiers,
             syncs: self.shared.home.syncs()
                 + self.shared.fast_dev.as_ref().map_or(0, |f| f.syncs()),
@@ -645,6 +648,9 @@ impl Shared {
                         if dirty.len() > 8 { ", …" } else { "" }
                     );
                     lower.failure = Some(reason.clone());
+                    if let Some(f) = lower.fast.as_mut() {
+                        f.failed = true;
+                    }
                     self.poison.set(reason, e.raw_os_error());
                     Err(Error::io(what, e))
                 }
