@@ -1019,11 +1019,30 @@ fn run(cli: Cli) -> Result<()> {
                     100.0 * row.gain
                 )?;
             }
+            for row in &r.fig11.rows {
+                outln!(
+                    "Fig. 11 {:>3.0}% hot, {:<10} misses, {:>2.0}% writes: {:<12} {:>9.0} ops/s  hit ratio {:.3}  {:.2}x (bound {:.2}x; emulated devices)",
+                    100.0 * row.hit_target,
+                    row.misses,
+                    100.0 * row.hot_write_share,
+                    row.config,
+                    row.ops_per_s,
+                    row.hit_ratio,
+                    row.speedup,
+                    row.bound
+                )?;
+            }
             outln!(
                 "recovery: reopening with {} cached blocks took {:.3} s ({:.3} s per million)",
                 r.recovery_blocks,
                 r.recovery_s,
                 r.recovery_s_per_million_blocks
+            )?;
+            outln!(
+                "fast tier: reopening after a crash with {} dirty blocks took {:.3} s ({:.3} s per million)",
+                r.fast_recovery_blocks,
+                r.fast_recovery_s,
+                r.fast_recovery_s_per_million_blocks
             )?;
             Ok(())
         }

@@ -94,6 +94,9 @@ pub(crate) struct FastTier {
     /// A run of dirty blocks on its way home (1 MiB or one block).
     bulk: AlignedBuf,
     evicted: Vec<u64>,
+    /// A record (its sequence number and its write) whose durability lets the state
+    /// page's watermark move up to it, so recovery checks the data of fewer slots.
+    mark: (u64, u64),
     /// The device failed while holding dirty blocks: the tier still answers for them
     /// (reads may work) but admits nothing more.
     pub(crate) failed: bool,
@@ -103,6 +106,12 @@ pub(crate) struct FastTier {
 /// Dirty share above which the background write-back starts, and where it stops.
 pub const WRITEBACK_HIGH: f64 = 0.5;
 pub const WRITEBACK_LOW: f64 = 0.25;
+/// Records between two moves of the durable watermark: a sixteenth of the slots,
+/// from 8 to 4096 (so recovery checks the data of at most a few thousand slots past
+/// the last mark, and small tiers move it often).
+fn mark_every(slots: u32) -> u64 {
+    (u64::from(slots) / 16).clamp(8, 4096)
+}
 /// Dirty blocks older than this are written back whatever the share.
 pub const WRITEBACK_AGE: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -128,6 +137,7 @@ impl FastTier {
             block: u64::from(block),
             bulk: AlignedBuf::zeroed((block as usize).max(1 << 20)),
             evicted: Vec::new(),
+            mark: (0, 0),
             failed: false,
             stats: TierStats {
                 tier: "fast".into(),
@@ -310,7 +320,32 @@ impl FastTier {
             }
         };
         self.map.get_mut(&block).expect("just inserted").dirty_since = since;
+        self.advance_watermark(written)?;
         Ok(Some(written))
+    }
+
+    /// Every [`mark_every`] records: once the marked record is durable (every earlier
+    /// one is too: a sync covers every write before it), writes the state page's
+    /// watermark up to it (unsynced: durable at a later sync, and true already) and
+    /// marks the newest record.
+    fn advance_watermark(&mut self, newest: u64) -> Outcome<()> {
+        let (seq, write) = self.mark;
+        if self.seq < seq + mark_every(self.layout.slots) {
+            return Ok(());
+        }
+        if write > 0 {
+            if !self.dev.is_durable(write) {
+                return Ok(());
+            }
+            State {
+                clean: false,
+                durable_seq: seq,
+            }
+            .write(self.dev.dev.as_ref())
+            .map_err(self.fast_err("cannot write the state page".into()))?;
+        }
+        self.mark = (self.seq, newest);
+        Ok(())
     }
 
     /// Inserts `block` into the policy (forced past an admission filter when `force`)

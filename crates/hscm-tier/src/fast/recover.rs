@@ -90,26 +90,51 @@ impl FastTier {
             clean_close: state.clean,
             ..Recovery::default()
         };
-        let mut data = AlignedBuf::zeroed(layout.block as usize);
+        let mut candidates: Vec<(u32, Record)> = Vec::new();
+        for slot in 0..layout.slots {
+            let i = slot as usize * RECORD;
+            if let Some(r) = Record::decode(&table[i..i + RECORD]) {
+                if r.state != SlotState::Free {
+                    candidates.push((slot, r));
+                }
+            }
+        }
+        // Records newer than the durable watermark: their slots' data is checked (a
+        // write the cut tore fails), read in runs of consecutive slots up to 1 MiB.
+        let block = layout.block as usize;
+        let mut bulk = AlignedBuf::zeroed(block.max(1 << 20));
+        let per_read = bulk.len() / block;
+        let mut torn = vec![false; candidates.len()];
+        let unchecked: Vec<usize> = (0..candidates.len())
+            .filter(|&k| candidates[k].1.seq > state.durable_seq)
+            .collect();
+        let mut k = 0;
+        while k < unchecked.len() {
+            let first = candidates[unchecked[k]].0;
+            let mut n = 1;
+            while k + n < unchecked.len()
+                && n < per_read
+                && candidates[unchecked[k + n]].0 == first + n as u32
+            {
+                n += 1;
+            }
+            raw.read_at(layout.slot_offset(first), &mut bulk[..n * block])
+                .map_err(fail(&format!("cannot read slots {first}..")))?;
+            for j in 0..n {
+                let c = unchecked[k + j];
+                torn[c] =
+                    crc32c::crc32c(&bulk[j * block..(j + 1) * block]) != candidates[c].1.data_crc;
+            }
+            k += n;
+        }
         let mut newest: HashMap<u64, (u32, Record)> = HashMap::default();
         let mut valid: Vec<(u32, Record)> = Vec::new();
         let mut dirty_records = 0u64;
         let mut max_seq = 0;
-        for slot in 0..layout.slots {
-            let i = slot as usize * RECORD;
-            let Some(r) = Record::decode(&table[i..i + RECORD]) else {
+        for (c, &(slot, r)) in candidates.iter().enumerate() {
+            if torn[c] {
+                report.torn += 1;
                 continue;
-            };
-            if r.state == SlotState::Free {
-                continue;
-            }
-            if r.seq > state.durable_seq {
-                raw.read_at(layout.slot_offset(slot), &mut data)
-                    .map_err(fail(&format!("cannot read slot {slot}")))?;
-                if crc32c::crc32c(&data) != r.data_crc {
-                    report.torn += 1;
-                    continue;
-                }
             }
             max_seq = max_seq.max(r.seq);
             valid.push((slot, r));
