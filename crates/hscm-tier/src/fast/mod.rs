@@ -13,8 +13,10 @@
 //!    durable too (the retirement queue, drained in order). Otherwise a later reuse of
 //!    the newest slot could leave an older dirty record as the block's "newest", and
 //!    recovery would write that old version over home.
-//! 3. Write-back copies dirty blocks home in block order (long runs), syncs home, then
-//!    writes clean records and syncs the fast device. A crash in between leaves them
+//! 3. Write-back first syncs the fast device (home's copy is overwritten in place and
+//!    may tear, so what replaces it must be durable here), copies dirty blocks home in
+//!    block order (long runs), syncs home, then writes clean records and syncs the
+//!    fast device. A crash in between leaves them
 //!    dirty, and writing them home again is idempotent, so after recovery the dirty
 //!    count is at most what was dirty plus what was in flight.
 //! 4. After a crash only dirty records are trusted (clean ones may describe blocks home
@@ -489,6 +491,10 @@ impl FastTier {
     /// Copies `blocks` (dirty, sorted) home in runs of consecutive blocks, syncs home,
     /// then marks them clean and syncs the fast device (rule 3).
     fn write_home(&mut self, home: &Device, blocks: &[u64]) -> Outcome<()> {
+        // Home's copy is overwritten in place, and a cut can tear it: the version
+        // replacing it must be durable here first, or a torn home block could be all
+        // that is left of an acknowledged write.
+        self.sync_fast()?;
         let bs = self.block as usize;
         let max_run = self.bulk.len() / bs;
         let mut i = 0;
