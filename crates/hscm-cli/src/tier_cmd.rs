@@ -168,6 +168,13 @@ fn print_snapshot(s: &hscm_tier::snapshot::Snapshot) -> Result<()> {
         s.mode,
         human_bytes(s.dirty_bytes)
     )?;
+    if s.writeback_blocks_per_s > 0.0 {
+        outln!(
+            "write-back    {:.1} blocks/s over this session's {:.0} s",
+            s.writeback_blocks_per_s,
+            s.session_s
+        )?;
+    }
     if let Some(why) = &s.fast_failure {
         outln!("fast tier     OUT OF SERVICE: {why}")?;
     }

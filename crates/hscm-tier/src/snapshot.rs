@@ -26,6 +26,12 @@ pub struct Snapshot {
     /// Why the fast tier is out of service, if it is.
     #[serde(default)]
     pub fast_failure: Option<String>,
+    /// Seconds since this process opened the volume (the session's counters cover
+    /// them), and the fast tier's write-back rate over them, blocks per second.
+    #[serde(default)]
+    pub session_s: f64,
+    #[serde(default)]
+    pub writeback_blocks_per_s: f64,
     /// Counters since this process opened the volume, and over the volume's life
     /// (every earlier session that closed cleanly, plus this one).
     pub session: Counters,
@@ -143,6 +149,8 @@ mod tests {
             mode: "write-through".into(),
             dirty_bytes: 0,
             fast_failure: None,
+            session_s: 0.0,
+            writeback_blocks_per_s: 0.0,
             session: Counters {
                 requests: 3,
                 ..Counters::default()

@@ -74,6 +74,7 @@ pub struct TieredVolume {
     /// The lifetime counters saved before this session (see `snapshot`).
     base: Counters,
     recovery: Option<Recovery>,
+    opened: std::time::Instant,
 }
 
 /// The warm-up: fills the restored blocks' slots, hottest first, one block per lock
@@ -418,6 +419,7 @@ impl TieredVolume {
             commit: GroupCommit::new(0),
             issued: AtomicU64::new(0),
             recovery,
+            opened: std::time::Instant::now(),
         })
     }
 
@@ -576,6 +578,7 @@ impl TieredVolume {
     /// lifetime ones (earlier sessions plus this one).
     pub fn snapshot(&self, state: &str) -> crate::snapshot::Snapshot {
         let session = self.stats();
+        let session_s = self.opened.elapsed().as_secs_f64();
         let cfg = &self.shared.cfg;
         let dirty_bytes = self.dirty_blocks() * u64::from(cfg.block);
         crate::snapshot::Snapshot {
@@ -591,6 +594,10 @@ impl TieredVolume {
                 .into(),
             dirty_bytes,
             fast_failure: self.fast_failure(),
+            session_s,
+            writeback_blocks_per_s: session.tiers.iter().map(|t| t.written_back).sum::<u64>()
+                as f64
+                / session_s.max(1e-9),
             lifetime: self.base.plus(&session),
             session,
         }
@@ -630,6 +637,11 @@ impl Shared {
         match failure {
             crate::fast::Failure::Home(what, e) => {
                 self.poison.set(format!("{what}: {e}"), e.raw_os_error());
+                // Reads go on; the fast tier admits nothing more (its policy and map
+                // may disagree about the block whose write-back failed).
+                if let Some(f) = lower.fast.as_mut() {
+                    f.failed = true;
+                }
                 Err(Error::io(what, e))
             }
             crate::fast::Failure::Fast(what, e) => {

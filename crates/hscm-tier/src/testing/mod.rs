@@ -71,3 +71,6 @@ pub fn tier_ops(input: &[u8]) -> Result<Outcome, String> {
         })
     })
 }
+
+mod fast_ops;
+pub use fast_ops::{fast_tier_ops, FastOutcome};
