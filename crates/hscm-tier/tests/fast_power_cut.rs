@@ -7,9 +7,11 @@
 //! one, and the fast tier may come back with at most the blocks that were dirty plus
 //! the one write in flight dirty (never "everything").
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+mod common;
+
+use common::Writers;
 use hscm_policy::cache::{AdmissionName, EvictionName};
 use hscm_tier::{Durability, FastConfig, TierConfig, TieredVolume, WriteMode};
 use hscm_volume::testing::{check_restarted_block, stamped_block, stamped_version, FaultyBackend};
@@ -221,42 +223,12 @@ fn power_cut_under_concurrent_writers_and_background_write_back_loses_no_acknowl
         cfg.durability = Durability::Immediate;
         let (home, fast) = devices(&cfg);
         let vol = Arc::new(open(&home, &fast));
-        let stop = Arc::new(AtomicBool::new(false));
-        let writers: Vec<_> = (0..2u64)
-            .map(|t| {
-                let (vol, stop) = (vol.clone(), stop.clone());
-                std::thread::spawn(move || {
-                    let mut rng = SmallRng::seed_from_u64(round * 2 + t);
-                    let mut acked = vec![0u64; BLOCKS as usize];
-                    let mut attempted = vec![0u64; BLOCKS as usize];
-                    while !stop.load(Ordering::Relaxed) {
-                        let b = (rng.gen_range(0..BLOCKS / 2) * 2 + t) as usize;
-                        let v = attempted[b] + 1;
-                        attempted[b] = v;
-                        let data = stamped_block(b as u64, v, BLOCK);
-                        if vol.write_at(b as u64 * BLOCK as u64, &data, false).is_err() {
-                            break;
-                        }
-                        acked[b] = v;
-                    }
-                    (acked, attempted)
-                })
-            })
-            .collect();
+        let writers = Writers::start(&vol, round, BLOCKS, BLOCK);
         // Long enough for the write-back thread (every 50 ms) to run now and then.
         std::thread::sleep(std::time::Duration::from_millis(20 + round * 7 % 90));
         let dirty_before = vol.dirty_blocks();
         let (home_cut, fast_cut) = (home.power_cut(round), fast.power_cut(round + 1));
-        stop.store(true, Ordering::Relaxed);
-        let mut acked = vec![0u64; BLOCKS as usize];
-        let mut attempted = vec![0u64; BLOCKS as usize];
-        for w in writers {
-            let (a, t) = w.join().unwrap();
-            for b in 0..BLOCKS as usize {
-                acked[b] = acked[b].max(a[b]);
-                attempted[b] = attempted[b].max(t[b]);
-            }
-        }
+        let (acked, attempted) = writers.stop();
         drop(vol);
         // Two writes in flight, and the write-back may have been between its home sync
         // and its clean marks' sync (those blocks count as dirty until then).

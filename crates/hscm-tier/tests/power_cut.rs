@@ -4,9 +4,11 @@
 //! reopened. No acknowledged write may be lost and no block may hold anything older
 //! than its last acknowledged version or newer than its last attempted one.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+mod common;
+
+use common::Writers;
 use hscm_policy::cache::{AdmissionName, EvictionName};
 use hscm_tier::{Durability, TierConfig, TieredVolume};
 use hscm_volume::testing::{check_restarted_block, stamped_block, FaultyBackend};
@@ -123,41 +125,10 @@ fn power_cut_under_concurrent_writers_loses_no_acknowledged_write() {
         let home = FaultyBackend::new(cfg.home_len() as usize, "home");
         TieredVolume::format(&home, &cfg).unwrap();
         let vol = Arc::new(TieredVolume::open_on(Arc::new(home.clone())).unwrap());
-        let stop = Arc::new(AtomicBool::new(false));
-        let writers: Vec<_> = (0..2u64)
-            .map(|t| {
-                let (vol, stop) = (vol.clone(), stop.clone());
-                std::thread::spawn(move || {
-                    let mut rng = SmallRng::seed_from_u64(round * 2 + t);
-                    let mut acked = vec![0u64; BLOCKS as usize];
-                    let mut attempted = vec![0u64; BLOCKS as usize];
-                    while !stop.load(Ordering::Relaxed) {
-                        // Thread t owns the blocks b with b % 2 == t.
-                        let b = (rng.gen_range(0..BLOCKS / 2) * 2 + t) as usize;
-                        let v = attempted[b] + 1;
-                        attempted[b] = v;
-                        let data = stamped_block(b as u64, v, BLOCK);
-                        if vol.write_at(b as u64 * BLOCK as u64, &data, false).is_err() {
-                            break;
-                        }
-                        acked[b] = v;
-                    }
-                    (acked, attempted)
-                })
-            })
-            .collect();
+        let writers = Writers::start(&vol, round, BLOCKS, BLOCK);
         std::thread::sleep(std::time::Duration::from_micros(200 + round * 13 % 800));
         let cut = home.power_cut(round);
-        stop.store(true, Ordering::Relaxed);
-        let mut acked = vec![0u64; BLOCKS as usize];
-        let mut attempted = vec![0u64; BLOCKS as usize];
-        for w in writers {
-            let (a, t) = w.join().unwrap();
-            for b in 0..BLOCKS as usize {
-                acked[b] = acked[b].max(a[b]);
-                attempted[b] = attempted[b].max(t[b]);
-            }
-        }
+        let (acked, attempted) = writers.stop();
         drop(vol);
         verify(cut, &acked, &attempted, round);
     }
