@@ -972,11 +972,13 @@ fn run(cli: Cli) -> Result<()> {
             }
             for h in &r.hit_costs {
                 outln!(
-                    "DRAM hit, 4 KiB, working set {}: {:.0} ns; flat volume read: {:.0} ns; ratio {:.2}x (median of {} rounds)",
+                    "DRAM hit, 4 KiB, working set {}: {:.0} ns; flat volume read: {:.0} ns; ratio {:.2}x; a block map's floor {:.0} ns = {:.2}x (median of {} rounds)",
                     units::human_bytes(h.working_set_bytes),
                     h.hit_read_ns,
                     h.flat_read_ns,
                     h.hit_over_flat,
+                    h.mapped_read_ns,
+                    h.mapped_over_flat,
                     h.rounds
                 )?;
             }

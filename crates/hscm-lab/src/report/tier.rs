@@ -78,11 +78,12 @@ pub fn section(quick: bool) -> Result<Section> {
     for h in &b.hit_costs {
         writeln!(
             md,
-            "| 4 KiB DRAM hit / flat-volume read, working set {} | {:.0} / {:.0} ns = {:.2}x |",
+            "| 4 KiB DRAM hit / flat-volume read, working set {} | {:.0} / {:.0} ns = {:.2}x (a block map alone: {:.2}x) |",
             crate::units::human_bytes(h.working_set_bytes),
             h.hit_read_ns,
             h.flat_read_ns,
-            h.hit_over_flat
+            h.hit_over_flat,
+            h.mapped_over_flat
         )?;
     }
     writeln!(

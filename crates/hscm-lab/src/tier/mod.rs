@@ -162,6 +162,11 @@ pub struct HitCost {
     pub hit_read_ns: f64,
     pub flat_read_ns: f64,
     pub hit_over_flat: f64,
+    /// The floor any cache that maps blocks to slots pays: the flat read at the
+    /// address a hash map (block to slot, as many entries as the tier's) gives, with
+    /// no lock, no policy and no cutoff; and that over the flat read.
+    pub mapped_read_ns: f64,
+    pub mapped_over_flat: f64,
     pub rounds: usize,
 }
 
@@ -193,7 +198,9 @@ fn hit_cost(dir: &std::path::Path, working: u64) -> Result<HitCost> {
     let offsets: Vec<u64> = (0..reads)
         .map(|_| rng.gen_range(0..blocks) * BLOCK)
         .collect();
-    let (mut hit_ns, mut flat_ns) = (Vec::new(), Vec::new());
+    let (mut hit_ns, mut flat_ns, mut mapped_ns) = (Vec::new(), Vec::new(), Vec::new());
+    // Slots in the order the preload filled them, as the tier's are.
+    let slots: rustc_hash::FxHashMap<u64, u32> = (0..blocks).map(|b| (b, b as u32)).collect();
     let rounds = 5;
     let misses_before = tiered.stats().tiers[0].misses;
     for _ in 0..rounds {
@@ -207,6 +214,12 @@ fn hit_cost(dir: &std::path::Path, working: u64) -> Result<HitCost> {
             flat.read_at(o, &mut buf)?;
         }
         flat_ns.push(t.elapsed().as_nanos() as f64 / reads as f64);
+        let t = std::time::Instant::now();
+        for &o in &offsets {
+            let slot = slots[&(o / BLOCK)];
+            flat.read_at(u64::from(slot) * BLOCK, &mut buf)?;
+        }
+        mapped_ns.push(t.elapsed().as_nanos() as f64 / reads as f64);
     }
     anyhow::ensure!(
         tiered.stats().tiers[0].misses == misses_before,
@@ -215,11 +228,14 @@ fn hit_cost(dir: &std::path::Path, working: u64) -> Result<HitCost> {
     drop(tiered);
     flat.close()?;
     let (hit_read_ns, flat_read_ns) = (median(hit_ns), median(flat_ns));
+    let mapped_read_ns = median(mapped_ns);
     Ok(HitCost {
         working_set_bytes: working,
         hit_read_ns,
         flat_read_ns,
         hit_over_flat: hit_read_ns / flat_read_ns,
+        mapped_read_ns,
+        mapped_over_flat: mapped_read_ns / flat_read_ns,
         rounds,
     })
 }
