@@ -188,9 +188,10 @@ pub fn section(quick: bool) -> Result<Section> {
         100.0 * of_bound, f.hdd.request_us(false, 4096, false) / 1e3)?;
     writeln!(
         md,
-        "A write-back fast tier holding {} dirty blocks, none written back, reopened after a crash (every record \
-        scanned and every slot's checksum checked): {:.3} s.\n",
-        b.fast_recovery_blocks, b.fast_recovery_s
+        "A write-back fast tier of {} blocks, {} of them dirty (the background write-back had cleaned the rest), \
+        reopened after a crash (every record scanned, the data of every record past the durable watermark checked): \
+        {:.3} s.\n",
+        b.fast_recovery_blocks, b.fast_recovery_dirty, b.fast_recovery_s
     )?;
     writeln!(md, "A DRAM hit costs more than a flat-volume read because, besides the copy, it looks the block up in the \
         tier's map and records the hit in the policy; once the working set exceeds the CPU caches both are cache misses, \
