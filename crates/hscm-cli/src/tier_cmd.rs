@@ -189,6 +189,10 @@ fn print_snapshot(s: &hscm_tier::snapshot::Snapshot) -> Result<()> {
                 t.tier, t.read_hits, t.read_misses, t.write_hits, t.write_misses, t.bypassed_admission,
                 t.bypassed_sequential, t.promotions, t.evictions, human_bytes(t.occupancy_bytes), human_bytes(t.capacity_bytes)
             )?;
+            outln!(
+                "  {:<11} requests: {} all hits, {} partial, {} misses (of the blocks that reached it)",
+                "", t.request_hits, t.request_partial_hits, t.request_misses
+            )?;
             if t.written_back > 0 || t.dirty_bytes > 0 || t.demotions > 0 {
                 outln!(
                     "  {:<11} written back {} blocks in {} runs, {} on eviction; {} dirty, oldest {} ms",

@@ -48,6 +48,11 @@ pub struct TierStats {
     pub dirty_age_ms: u64,
     pub occupancy_bytes: u64,
     pub capacity_bytes: u64,
+    /// Requests by what the blocks that reached this tier found here: all of them,
+    /// some, or none (a request none of whose blocks reached the tier is not counted).
+    pub request_hits: u64,
+    pub request_partial_hits: u64,
+    pub request_misses: u64,
     /// Blocks put back from the saved hot list when the volume opened.
     pub restored: u64,
     /// Of those, filled from home by the background loader (a request for one not yet
@@ -77,6 +82,9 @@ impl TierStats {
             dirty_bytes: self.dirty_bytes,
             dirty_age_ms: self.dirty_age_ms,
             restored: f(self.restored, other.restored),
+            request_hits: f(self.request_hits, other.request_hits),
+            request_partial_hits: f(self.request_partial_hits, other.request_partial_hits),
+            request_misses: f(self.request_misses, other.request_misses),
             warmed: f(self.warmed, other.warmed),
             occupancy_bytes: self.occupancy_bytes,
             capacity_bytes: self.capacity_bytes,
@@ -91,6 +99,23 @@ impl TierStats {
     /// `self`'s counters added to `earlier`'s (a later session on top of earlier ones).
     pub fn plus(&self, earlier: &TierStats) -> TierStats {
         self.zip(earlier, u64::saturating_add)
+    }
+
+    /// Counts one request, given this tier's counters before it.
+    pub(crate) fn count_request(&mut self, before: (u64, u64)) {
+        let hits = self.hits - before.0;
+        let misses = self.misses - before.1;
+        match (hits, misses) {
+            (0, 0) => {}
+            (_, 0) => self.request_hits += 1,
+            (0, _) => self.request_misses += 1,
+            _ => self.request_partial_hits += 1,
+        }
+    }
+
+    /// Its lookups so far, for [`TierStats::count_request`].
+    pub(crate) fn lookups(&self) -> (u64, u64) {
+        (self.hits, self.misses)
     }
 
     /// Hits over lookups (0 with none).

@@ -256,3 +256,45 @@ fn files_on_disk_round_trip_through_create_with_fast_and_open() {
 fn libc_eio() -> i32 {
     5
 }
+
+#[test]
+fn each_tier_counts_requests_by_what_their_blocks_found_there() {
+    let cfg = config(WriteMode::WriteBack, 32);
+    let (home, fast) = devices(&cfg);
+    let vol = open(&home, &fast);
+    let read = |first: u64, blocks: usize| {
+        let mut buf = vec![0u8; blocks * BLOCK];
+        vol.read_at(first * BLOCK as u64, &mut buf).unwrap();
+    };
+    // Ten writes of new blocks: ten fast-tier request misses.
+    for b in 0..10 {
+        write(&vol, b, 1);
+    }
+    // Block 11 misses both tiers (and the fast tier admits it).
+    read(11, 1);
+    // 0-1 and 2-3 miss DRAM (4 blocks: it now holds 0-3) and hit the fast tier.
+    read(0, 2);
+    read(2, 2);
+    // 10 misses both tiers; 11 misses DRAM and hits the fast tier: a partial hit.
+    read(10, 2);
+    let s = vol.stats();
+    let (dram, fast) = (&s.tiers[0], &s.tiers[1]);
+    assert_eq!(
+        (
+            dram.request_hits,
+            dram.request_partial_hits,
+            dram.request_misses
+        ),
+        (s.request_hits, s.request_partial_hits, s.request_misses),
+        "DRAM's request counts are the volume's"
+    );
+    assert_eq!(
+        (
+            fast.request_hits,
+            fast.request_partial_hits,
+            fast.request_misses
+        ),
+        (2, 1, 11),
+        "{fast:?}"
+    );
+}
