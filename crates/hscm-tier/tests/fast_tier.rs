@@ -298,3 +298,39 @@ fn each_tier_counts_requests_by_what_their_blocks_found_there() {
         "{fast:?}"
     );
 }
+
+/// After a flush moved the durable watermark, a write that no sync covered is still
+/// checked at recovery: whichever parts of it the cut kept (its record without its
+/// data, or the reverse), the block reads whole, in its flushed version or the new.
+#[test]
+fn a_write_after_a_flush_is_checked_at_recovery_whatever_the_cut_kept() {
+    let mut cfg = config(WriteMode::WriteBack, 32);
+    cfg.durability = Durability::OnFlush;
+    let mut torn_seen = 0;
+    for seed in 0..200u64 {
+        let (home, fast) = devices(&cfg);
+        let vol = open(&home, &fast);
+        for b in 0..20 {
+            write(&vol, b, 1);
+        }
+        vol.flush().unwrap();
+        for b in 0..3 {
+            write(&vol, b, 2);
+        }
+        let (home, fast) = (home.power_cut(seed), fast.power_cut(seed * 7 + 1));
+        drop(vol);
+        let vol = open(&home, &fast);
+        torn_seen += vol.recovery().unwrap().torn;
+        for b in 0..3 {
+            let v = version(&vol, b);
+            assert!(
+                v == Some(1) || v == Some(2),
+                "seed {seed}: block {b} reads {v:?}"
+            );
+        }
+        for b in 3..20 {
+            assert_eq!(version(&vol, b), Some(1), "seed {seed}: block {b}");
+        }
+    }
+    assert!(torn_seen > 0, "no cut kept a record without its data");
+}

@@ -99,6 +99,8 @@ pub(crate) struct FastTier {
     /// A record (its sequence number and its write) whose durability lets the state
     /// page's watermark move up to it, so recovery checks the data of fewer slots.
     mark: (u64, u64),
+    /// The watermark last written to the state page.
+    watermark: u64,
     /// The device failed while holding dirty blocks: the tier still answers for them
     /// (reads may work) but admits nothing more.
     pub(crate) failed: bool,
@@ -140,6 +142,7 @@ impl FastTier {
             bulk: AlignedBuf::zeroed((block as usize).max(1 << 20)),
             evicted: Vec::new(),
             mark: (0, 0),
+            watermark: 0,
             failed: false,
             stats: TierStats {
                 tier: "fast".into(),
@@ -345,15 +348,40 @@ impl FastTier {
             if !self.dev.is_durable(write) {
                 return Ok(());
             }
-            State {
-                clean: false,
-                durable_seq: seq,
-            }
-            .write(self.dev.dev.as_ref())
-            .map_err(self.fast_err("cannot write the state page".into()))?;
+            self.write_watermark(seq)?;
         }
         self.mark = (self.seq, newest);
         Ok(())
+    }
+
+    /// Writes the state page's watermark (unsynced): every record up to `durable_seq`
+    /// must be durable already.
+    fn write_watermark(&mut self, durable_seq: u64) -> Outcome<()> {
+        State {
+            clean: false,
+            durable_seq,
+        }
+        .write(self.dev.dev.as_ref())
+        .map_err(self.fast_err("cannot write the state page".into()))?;
+        self.watermark = self.watermark.max(durable_seq);
+        Ok(())
+    }
+
+    /// The newest sequence number written (for [`FastTier::after_flush`]).
+    pub(crate) fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// After a flush made every record up to `durable_seq` durable: when that leaves
+    /// more than [`mark_every`] records past the watermark, moves it and syncs once
+    /// more, so a crash now costs recovery at most that many data checks (a flush
+    /// with a long unchecked tail behind it pays one extra sync).
+    pub(crate) fn after_flush(&mut self, durable_seq: u64) -> Outcome<()> {
+        if durable_seq < self.watermark + mark_every(self.layout.slots) {
+            return Ok(());
+        }
+        self.write_watermark(durable_seq)?;
+        self.sync_fast()
     }
 
     /// Inserts `block` into the policy (forced past an admission filter when `force`)
@@ -555,13 +583,7 @@ impl FastTier {
         self.stats.written_back += blocks.len() as u64;
         // Everything up to `durable_seq` was durable before this write: recovery need
         // not check those slots' data (the sector becomes durable at a later sync).
-        State {
-            clean: false,
-            durable_seq,
-        }
-        .write(self.dev.dev.as_ref())
-        .map_err(self.fast_err("cannot write the state sector".into()))?;
-        Ok(())
+        self.write_watermark(durable_seq)
     }
 
     /// The background write-back's step: when the dirty share passes the high mark,

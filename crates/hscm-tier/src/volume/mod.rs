@@ -553,8 +553,27 @@ impl TieredVolume {
     /// be durable, and a flush that succeeded would say it is.
     pub fn flush(&self) -> Result<()> {
         self.shared.poison.check()?;
+        // Every dirty record written so far counted in `issued` under the lock, so
+        // the sync below covers every sequence number up to `written`.
+        let written = {
+            let inner = self.shared.inner.lock();
+            inner
+                .lower
+                .fast
+                .as_ref()
+                .filter(|f| f.mode == WriteMode::WriteBack)
+                .map(|f| f.seq())
+        };
         let ticket = self.issued.load(Ordering::SeqCst);
-        self.sync_through(ticket)
+        self.sync_through(ticket)?;
+        if let Some(seq) = written {
+            let mut inner = self.shared.inner.lock();
+            let moved = inner.lower.fast.as_mut().map(|f| f.after_flush(seq));
+            if let Some(Err(f)) = moved {
+                self.shared.fail(&mut inner.lower, f)?;
+            }
+        }
+        Ok(())
     }
 
     /// This session's counters: requests by outcome, device reads, writes and syncs,
