@@ -167,7 +167,7 @@ target!(TIER_SCM_ADMISSION_GAIN, "admit on second miss, home as fast as SCM: gai
     ScmCaching, "§3, Fig. 4", "admission control gains 20-40% on SCM");
 target!(TIER_RECOVERY_PER_MILLION, "reopening time per million cached blocks", <= 1.0, "s",
     ThisProject, "", "recovery at most 1 s per million cached blocks");
-target!(TIER_FAST_RECOVERY_PER_MILLION, "reopening a write-back fast tier after a crash, per million dirty blocks", <= 1.0, "s",
+target!(TIER_FAST_RECOVERY_PER_MILLION, "reopening a write-back fast tier after a crash, per million cached blocks", <= 1.0, "s",
     ThisProject, "", "recovery at most 1 s per million cached blocks");
 target!(TIER_FIG11_SPEEDUP, "DRAM + SSD tier / SSD tier, in front of an emulated disk (ops/s)", >= 3.0, "x",
     Dhrd, "Fig. 11", "DHRD + HDD several times SSD + HDD (3-5x) at 70% and 80% cache-tier hit rates");

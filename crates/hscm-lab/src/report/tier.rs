@@ -239,7 +239,7 @@ pub fn section(quick: bool) -> Result<Section> {
             ),
         ),
         (
-            format!("{} dirty blocks", b.fast_recovery_blocks),
+            format!("{} blocks", b.fast_recovery_blocks),
             Check::new(
                 &targets::TIER_FAST_RECOVERY_PER_MILLION,
                 b.fast_recovery_s_per_million_blocks,
