@@ -42,6 +42,17 @@ fn version(vol: &TieredVolume, b: u64) -> Option<u64> {
     stamped_version(b, &buf)
 }
 
+/// Blocks 0-19 at version 1, written back; then 0-4 at version 2, dirty.
+fn twenty_clean_five_dirty(vol: &TieredVolume) {
+    for b in 0..20 {
+        write(vol, b, 1);
+    }
+    vol.write_back_all().unwrap();
+    for b in 0..5 {
+        write(vol, b, 2);
+    }
+}
+
 /// What home alone holds for block `b` (past the 4 KiB header).
 fn on_home(home: &FaultyBackend, b: u64) -> Option<u64> {
     let mut buf = vec![0u8; BLOCK];
@@ -76,13 +87,7 @@ fn a_clean_close_brings_the_fast_tier_back_warm_with_its_dirty_blocks() {
     let cfg = config(WriteMode::WriteBack, 32);
     let (home, fast) = devices(&cfg);
     let vol = open(&home, &fast);
-    for b in 0..20 {
-        write(&vol, b, 1);
-    }
-    vol.write_back_all().unwrap();
-    for b in 0..5 {
-        write(&vol, b, 2);
-    }
+    twenty_clean_five_dirty(&vol);
     vol.close().unwrap();
     let vol = open(&home, &fast);
     let r = vol.recovery().unwrap().clone();
@@ -103,13 +108,7 @@ fn after_a_crash_only_dirty_blocks_come_back_and_every_acknowledged_write_is_the
     cfg.durability = Durability::Immediate;
     let (home, fast) = devices(&cfg);
     let vol = open(&home, &fast);
-    for b in 0..20 {
-        write(&vol, b, 1);
-    }
-    vol.write_back_all().unwrap();
-    for b in 0..5 {
-        write(&vol, b, 2);
-    }
+    twenty_clean_five_dirty(&vol);
     let (home, fast) = (home.power_cut(1), fast.power_cut(2));
     drop(vol);
     let vol = open(&home, &fast);
