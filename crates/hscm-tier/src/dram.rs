@@ -101,6 +101,22 @@ impl TierStats {
         self.zip(earlier, u64::saturating_add)
     }
 
+    /// Counts one lookup of a block in this tier.
+    #[inline]
+    pub(crate) fn count_lookup(&mut self, hit: bool, write: bool) {
+        match (hit, write) {
+            (true, true) => self.write_hits += 1,
+            (true, false) => self.read_hits += 1,
+            (false, true) => self.write_misses += 1,
+            (false, false) => self.read_misses += 1,
+        }
+        if hit {
+            self.hits += 1;
+        } else {
+            self.misses += 1;
+        }
+    }
+
     /// Counts one request, given this tier's counters before it.
     pub(crate) fn count_request(&mut self, before: (u64, u64)) {
         let hits = self.hits - before.0;
@@ -270,24 +286,12 @@ impl Dram {
             }
             let held = self.policy.lookup(block);
             debug_assert!(held, "the policy holds every block the tier maps");
-            let s = &mut self.stats;
-            s.hits += 1;
-            if write {
-                s.write_hits += 1;
-            } else {
-                s.read_hits += 1;
-            }
+            self.stats.count_lookup(true, write);
             return Place::Slot { slot, fresh };
         }
-        let s = &mut self.stats;
-        s.misses += 1;
-        if write {
-            s.write_misses += 1;
-        } else {
-            s.read_misses += 1;
-        }
+        self.stats.count_lookup(false, write);
         if sequential {
-            s.bypassed_sequential += 1;
+            self.stats.bypassed_sequential += 1;
             return Place::Bypassed;
         }
         let mut evicted = std::mem::take(&mut self.evicted);

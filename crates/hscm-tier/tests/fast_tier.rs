@@ -333,3 +333,29 @@ fn a_write_after_a_flush_is_checked_at_recovery_whatever_the_cut_kept() {
     }
     assert!(torn_seen > 0, "no cut kept a record without its data");
 }
+
+#[test]
+fn a_damaged_fast_tier_header_is_refused_by_name_and_nothing_is_lost() {
+    let cfg = config(WriteMode::WriteBack, 16);
+    let (home, fast) = devices(&cfg);
+    let vol = open(&home, &fast);
+    write(&vol, 7, 1);
+    vol.close().unwrap();
+    let mut header = vec![0u8; 4096];
+    fast.read_at(0, &mut header).unwrap();
+    let mut damaged = header.clone();
+    damaged[20] ^= 0xff;
+    fast.write_at(0, &damaged).unwrap();
+    let err = TieredVolume::open_with(Arc::new(home.clone()), Some(Arc::new(fast.clone())))
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        err.contains("fast tier") && err.contains("checksum"),
+        "{err}"
+    );
+    // Refusing wrote nothing: with the header mended, the dirty block is still there.
+    fast.write_at(0, &header).unwrap();
+    let vol = open(&home, &fast);
+    assert_eq!(version(&vol, 7), Some(1));
+}

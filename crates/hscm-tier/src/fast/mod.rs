@@ -169,35 +169,19 @@ impl FastTier {
     /// The block's slot if cached, recording the hit or the miss.
     pub(crate) fn find(&mut self, block: u64, write: bool) -> Option<u32> {
         self.policy.prefetch(block);
-        let s = &mut self.stats;
-        match self.map.get(&block) {
-            Some(live) => {
-                let held = self.policy.lookup(block);
-                // Except after a device failed mid-eviction: the policy dropped blocks
-                // the tier still holds (one of them perhaps the only copy), and the
-                // tier admits nothing more.
-                debug_assert!(
-                    held || self.failed,
-                    "the policy holds every block the tier maps"
-                );
-                s.hits += 1;
-                if write {
-                    s.write_hits += 1;
-                } else {
-                    s.read_hits += 1;
-                }
-                Some(live.slot)
-            }
-            None => {
-                s.misses += 1;
-                if write {
-                    s.write_misses += 1;
-                } else {
-                    s.read_misses += 1;
-                }
-                None
-            }
+        let slot = self.map.get(&block).map(|live| live.slot);
+        if slot.is_some() {
+            let held = self.policy.lookup(block);
+            // Except after a device failed mid-eviction: the policy dropped blocks
+            // the tier still holds (one of them perhaps the only copy), and the
+            // tier admits nothing more.
+            debug_assert!(
+                held || self.failed,
+                "the policy holds every block the tier maps"
+            );
         }
+        self.stats.count_lookup(slot.is_some(), write);
+        slot
     }
 
     pub(crate) fn read_slot(&self, slot: u32, buf: &mut [u8]) -> Outcome<()> {
@@ -657,28 +641,23 @@ impl FastTier {
         }
     }
 
-    /// A clean close: writes the table exactly as it stands (free slots free) and syncs,
-    /// then marks the state sector clean and syncs, so the next open trusts clean
-    /// records too and comes back warm.
-    pub(crate) fn close(&mut self) -> Outcome<()> {
-        // First every superseded record durably free, so no half-written table can
-        // leave one as a block's newest.
-        self.settle()?;
-        self.table.fill(0);
-        let mut t = std::mem::replace(&mut self.table, AlignedBuf::zeroed(0));
-        for slot in 0..self.layout.slots {
+    /// Sets the table mirror to what the tier holds now: a record per cached block
+    /// (a clean copy never given one gets a sequence above every other), every other
+    /// slot free. What a clean close and a recovery write whole.
+    fn rebuild_table(&mut self) {
+        let next = self.seq + 1;
+        let Self {
+            table, map, layout, ..
+        } = self;
+        for slot in 0..layout.slots {
             let i = slot as usize * RECORD;
-            Record::FREE.encode(&mut t[i..i + RECORD]);
+            Record::FREE.encode(&mut table[i..i + RECORD]);
         }
-        for (&block, live) in &self.map {
+        for (&block, live) in map.iter() {
             let i = live.slot as usize * RECORD;
             Record {
                 block,
-                seq: if live.seq == 0 {
-                    self.seq + 1
-                } else {
-                    live.seq
-                },
+                seq: if live.seq == 0 { next } else { live.seq },
                 state: if live.dirty {
                     SlotState::Dirty
                 } else {
@@ -686,9 +665,18 @@ impl FastTier {
                 },
                 data_crc: live.data_crc,
             }
-            .encode(&mut t[i..i + RECORD]);
+            .encode(&mut table[i..i + RECORD]);
         }
-        self.table = t;
+    }
+
+    /// A clean close: writes the table exactly as it stands (free slots free) and syncs,
+    /// then marks the state sector clean and syncs, so the next open trusts clean
+    /// records too and comes back warm.
+    pub(crate) fn close(&mut self) -> Outcome<()> {
+        // First every superseded record durably free, so no half-written table can
+        // leave one as a block's newest.
+        self.settle()?;
+        self.rebuild_table();
         let dev = self.dev.dev.as_ref();
         let err = |what: &str| {
             let what = format!("{what} on the fast tier {}", self.dev.describe());

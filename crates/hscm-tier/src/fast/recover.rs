@@ -205,26 +205,8 @@ impl FastTier {
             .filter(|&s| !occupied[s as usize])
             .collect();
         tier.seq = max_seq;
-        for slot in 0..layout.slots {
-            let i = slot as usize * RECORD;
-            Record::FREE.encode(&mut tier.table[i..i + RECORD]);
-        }
-        let mut restored = 0;
-        for (&block, live) in &tier.map {
-            let i = live.slot as usize * RECORD;
-            Record {
-                block,
-                seq: live.seq,
-                state: if live.dirty {
-                    SlotState::Dirty
-                } else {
-                    SlotState::Clean
-                },
-                data_crc: live.data_crc,
-            }
-            .encode(&mut tier.table[i..i + RECORD]);
-            restored += 1;
-        }
+        tier.rebuild_table();
+        let restored = tier.map.len() as u64;
         layout::write_table(raw, &tier.table).map_err(fail("cannot write the records"))?;
         raw.sync().map_err(fail("sync failed"))?;
         State {

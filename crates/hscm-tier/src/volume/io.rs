@@ -74,14 +74,10 @@ impl Shared {
     }
 }
 
-/// Counts a request in each tier's request counters, from their lookups before it.
-fn count_tier_requests(
-    dram: &mut crate::dram::Dram,
-    lower: &mut Lower,
-    (dram_before, fast_before): ((u64, u64), Option<(u64, u64)>),
-) {
-    dram.stats.count_request(dram_before);
-    if let (Some(fast), Some(before)) = (lower.fast.as_mut(), fast_before) {
+/// Counts a request in the fast tier's request counters, from its lookups before
+/// it (DRAM's are the volume's own, `Counters::count_request`).
+fn count_fast_request(lower: &mut Lower, before: Option<(u64, u64)>) {
+    if let (Some(fast), Some(before)) = (lower.fast.as_mut(), before) {
         fast.stats.count_request(before);
     }
 }
@@ -120,10 +116,7 @@ impl TieredVolume {
         } = &mut *guard;
         let sequential = dram.sequential(offset, len as u64);
         let (mut hits, mut blocks) = (0, 0);
-        let before = (
-            dram.stats.lookups(),
-            lower.fast.as_ref().map(|f| f.stats.lookups()),
-        );
+        let before = lower.fast.as_ref().map(|f| f.stats.lookups());
         // Consecutive blocks that bypass DRAM and have no fast-tier copy are read from
         // home in one request (a scan reads at the device's sequential speed):
         // (first block, blocks, first byte of the request they cover).
@@ -203,7 +196,7 @@ impl TieredVolume {
         }
         flush_run(&mut run, counters, end, sink)?;
         counters.count_request(hits, blocks);
-        count_tier_requests(dram, lower, before);
+        count_fast_request(lower, before);
         Ok(())
     }
 
@@ -257,10 +250,7 @@ impl TieredVolume {
             } = &mut *guard;
             let sequential = dram.sequential(offset, len);
             let (mut hits, mut blocks) = (0, 0);
-            let before = (
-                dram.stats.lookups(),
-                lower.fast.as_ref().map(|f| f.stats.lookups()),
-            );
+            let before = lower.fast.as_ref().map(|f| f.stats.lookups());
             let mut at = offset;
             let end = offset + len;
             while at < end {
@@ -293,7 +283,7 @@ impl TieredVolume {
                 at += n as u64;
             }
             counters.count_request(hits, blocks);
-            count_tier_requests(dram, lower, before);
+            count_fast_request(lower, before);
             ticket = self.issued.fetch_add(1, Ordering::SeqCst) + 1;
         }
         if fua || shared.cfg.durability == hscm_volume::Durability::Immediate {

@@ -26,7 +26,7 @@ use hscm_volume::{AlignedBuf, Backend, FileBackend};
 use parking_lot::Mutex;
 
 use crate::device::Device;
-use crate::dram::Dram;
+use crate::dram::{Dram, TierStats};
 use crate::fast::{FastTier, Recovery};
 use crate::header::{TierConfig, WriteMode, HEADER_LEN};
 use crate::snapshot::Counters;
@@ -580,7 +580,15 @@ impl TieredVolume {
     /// and each tier's.
     pub fn stats(&self) -> Counters {
         let inner = self.shared.inner.lock();
-        let mut tiers = vec![inner.dram.snapshot()];
+        let c = &inner.counters;
+        let mut tiers = vec![TierStats {
+            // Every block of a request looks in DRAM: its request counts are the
+            // volume's.
+            request_hits: c.request_hits,
+            request_partial_hits: c.request_partial_hits,
+            request_misses: c.request_misses,
+            ..inner.dram.snapshot()
+        }];
         tiers.extend(inner.lower.fast.as_ref().map(|f| f.snapshot()));
         // Write-back's runs are home writes too.
         let written_back: u64 = tiers.iter().map(|t| t.writeback_runs).sum();
