@@ -9,6 +9,7 @@ mod kv_check;
 mod mount_cmd;
 mod nbd_cmd;
 mod serve_cmd;
+mod sweep_cmd;
 mod tier_cmd;
 mod volume_cmd;
 
@@ -77,6 +78,13 @@ enum Command {
     /// Convert and generate traces (scripts/capture-traces.sh captures real programs with valgrind).
     #[command(subcommand)]
     Trace(TraceCmd),
+    /// Run a parameter sweep over a simulator: a TOML spec (base parameters, grid or
+    /// zipped axes, seeds) run on local processes, Dask or Ray into a Parquet table,
+    /// resumed where a killed run stopped. Needs the hscm Python package
+    /// (scripts/python-env.sh).
+    ///
+    /// Example: hscm sweep examples/warm_sweep.toml --executor local --out warm-sweep
+    Sweep(sweep_cmd::SweepArgs),
     /// Run every implemented experiment and write a report (Markdown, JSON, SVG plots)
     /// with the published figure beside ours.
     Reproduce(ReproduceArgs),
@@ -304,23 +312,7 @@ enum MemoryCmd {
     ///
     /// Example: hscm sim memory compare --trace traces/cjpeg.hscm.zst
     /// Example: hscm trace gen --kind hot-writes -o hot.hscm.zst && hscm sim memory compare --trace hot.hscm.zst --json
-    Compare {
-        /// Trace file (plain or zstd-compressed).
-        #[arg(long)]
-        trace: PathBuf,
-        /// lackey, ramulator, dramsim3, nvmain, dramsys or hscm; detected from the
-        /// content when omitted.
-        #[arg(long, value_parser = memsim::parse_format)]
-        format: Option<hscm_trace::Format>,
-        /// Policies to run, comma-separated (default: all five).
-        #[arg(long, alias = "policy", value_delimiter = ',', value_parser = memsim::parse_policy)]
-        policies: Vec<hscm_memsim::PolicyKind>,
-        #[command(flatten)]
-        config: memsim::MemConfigArgs,
-        /// One JSON object (stable contract): {"trace", "config", "policies": [...]}.
-        #[arg(long)]
-        json: bool,
-    },
+    Compare(memsim::CompareArgs),
 }
 
 #[derive(Subcommand)]
@@ -796,20 +788,9 @@ fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
-        Command::Sim(SimCmd::Memory(MemoryCmd::Compare {
-            trace,
-            format,
-            policies,
-            config,
-            json,
-        })) => {
-            let policies = if policies.is_empty() {
-                hscm_memsim::PolicyKind::ALL.to_vec()
-            } else {
-                policies
-            };
-            let out = memsim::compare(&trace, format, &config, &policies, !json)?;
-            if json {
+        Command::Sim(SimCmd::Memory(MemoryCmd::Compare(a))) => {
+            let out = memsim::compare(&a.trace, a.format, &a.config, &a.policies(), !a.json)?;
+            if a.json {
                 outln!("{}", serde_json::to_string_pretty(&out)?)?;
             } else {
                 memsim::print_compare(&out)?;
@@ -1087,6 +1068,7 @@ fn run(cli: Cli) -> Result<()> {
             }
             Ok(())
         }
+        Command::Sweep(a) => sweep_cmd::run(a),
         Command::Reproduce(a) if a.list_targets => {
             if a.json {
                 hscm_lab::out::json(&report::targets_json())

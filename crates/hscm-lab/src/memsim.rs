@@ -166,6 +166,37 @@ impl MemConfigArgs {
     }
 }
 
+/// `hscm sim memory compare`'s parameters (also `hscm.sim.memory`'s, and a sweep's).
+#[derive(Args, Clone)]
+pub struct CompareArgs {
+    /// Trace file (plain or zstd-compressed).
+    #[arg(long)]
+    pub trace: PathBuf,
+    /// lackey, ramulator, dramsim3, nvmain, dramsys or hscm; detected from the
+    /// content when omitted.
+    #[arg(long, value_parser = parse_format)]
+    pub format: Option<Format>,
+    /// Policies to run, comma-separated (default: all five).
+    #[arg(long, alias = "policy", value_delimiter = ',', value_parser = parse_policy)]
+    pub policies: Vec<PolicyKind>,
+    #[command(flatten)]
+    pub config: MemConfigArgs,
+    /// One JSON object (stable contract): {"trace", "config", "policies": [...]}.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl CompareArgs {
+    /// The policies asked for, or all five.
+    pub fn policies(&self) -> Vec<PolicyKind> {
+        if self.policies.is_empty() {
+            PolicyKind::ALL.to_vec()
+        } else {
+            self.policies.clone()
+        }
+    }
+}
+
 pub fn parse_format(s: &str) -> Result<Format, String> {
     Format::from_name(s)
         .ok_or_else(|| format!("unknown format {s:?} (known: {})", Format::NAMES.join(", ")))

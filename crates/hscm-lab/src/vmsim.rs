@@ -86,7 +86,7 @@ pub fn parse_profile(s: &str) -> Result<StorageProfile, String> {
     })
 }
 
-#[derive(Args)]
+#[derive(Args, Debug, Clone)]
 pub struct CacheArgs {
     /// Request trace (plain or zstd): oracleGeneral, CSV (time,id,size), .lis, SPC,
     /// MSR Cambridge, or a valgrind lackey trace (each reference asks for its block).
@@ -143,7 +143,17 @@ fn open_requests(
     RequestReader::open(path, format, u32::try_from(block).unwrap_or(u32::MAX))
 }
 
+/// `hscm sim cache`, with a progress line unless the output is JSON or CSV.
 pub fn sim_cache(a: &CacheArgs) -> Result<Vec<CacheResult>> {
+    run_cache(a, !a.json && !a.csv)
+}
+
+/// `hscm sim cache` without a progress line (for library callers).
+pub fn sim_cache_quiet(a: &CacheArgs) -> Result<Vec<CacheResult>> {
+    run_cache(a, false)
+}
+
+fn run_cache(a: &CacheArgs, progress: bool) -> Result<Vec<CacheResult>> {
     let probe = open_requests(&a.trace, a.format, a.block)?;
     let format = probe.format();
     drop(probe);
@@ -183,7 +193,7 @@ pub fn sim_cache(a: &CacheArgs) -> Result<Vec<CacheResult>> {
         if a.policy != [PolicyName::Lru] || a.admission.is_some() {
             bail!("--one-pass works for --policy lru only, without --admission");
         }
-        let bar = (!a.json && !a.csv).then(|| {
+        let bar = progress.then(|| {
             crate::par::spinner(
                 format!(
                     "{} (one pass, {} sizes)",
@@ -213,7 +223,7 @@ pub fn sim_cache(a: &CacheArgs) -> Result<Vec<CacheResult>> {
         .iter()
         .flat_map(|&p| capacities.iter().map(move |&c| (p, c)))
         .collect();
-    let bar = (!a.json && !a.csv).then(|| {
+    let bar = progress.then(|| {
         crate::par::spinner(
             format!("{} × {} runs", a.trace.display(), jobs.len()),
             "requests",
@@ -308,7 +318,7 @@ pub fn print_cache(rows: &[CacheResult], csv: bool) -> anyhow::Result<()> {
     Ok(())
 }
 
-#[derive(Args)]
+#[derive(Args, Debug, Clone)]
 pub struct PagingArgs {
     /// Virtual-address trace: valgrind lackey (plain or zstd) or any memory trace
     /// hscm reads.

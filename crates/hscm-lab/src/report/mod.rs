@@ -198,7 +198,7 @@ pub enum SectionName {
 /// What `hscm reproduce` runs. `Default` is the only place its defaults are written;
 /// the command's flags read theirs from it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct ReproduceParams {
     /// Where the report goes.
     pub out: PathBuf,

@@ -1,0 +1,356 @@
+//! The engines for Python: the durable RAM volume and the key-value store. Every call
+//! that may wait for a device releases the GIL.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use hscm_kv::{KvOptions, KvStore, Mode};
+use hscm_volume::{CreateOptions, Durability, LoadState, OpenOptions, Volume as Vol};
+use pyo3::buffer::PyBuffer;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+use std::sync::RwLock;
+
+use crate::HscmError;
+
+fn vol_err(e: hscm_volume::Error) -> PyErr {
+    HscmError::new_err(e.to_string())
+}
+
+fn kv_err(e: hscm_kv::Error) -> PyErr {
+    HscmError::new_err(e.to_string())
+}
+
+/// Any contiguous buffer (bytes, bytearray, memoryview, a numpy array of any dtype)
+/// as bytes: buffers of other item types are viewed through `memoryview.cast("B")`.
+fn byte_buffer(obj: &Bound<'_, PyAny>) -> PyResult<PyBuffer<u8>> {
+    match PyBuffer::<u8>::get(obj) {
+        Ok(b) => Ok(b),
+        Err(_) => {
+            let view = obj
+                .py()
+                .import("builtins")?
+                .getattr("memoryview")?
+                .call1((obj,))?
+                .call_method1("cast", ("B",))?;
+            PyBuffer::<u8>::get(&view)
+        }
+    }
+}
+
+fn durability(name: Option<&str>) -> PyResult<Option<Durability>> {
+    name.map(|n| n.parse::<Durability>())
+        .transpose()
+        .map_err(|e| PyValueError::new_err(e.to_string()))
+}
+
+/// A durable RAM volume: reads from RAM, every write durable before it returns
+/// (immediate) or at the next flush (on-flush).
+#[pyclass(frozen, module = "hscm._native")]
+pub struct Volume {
+    inner: RwLock<Option<Vol>>,
+    path: String,
+}
+
+impl Volume {
+    fn with<R>(&self, f: impl FnOnce(&Vol) -> PyResult<R>) -> PyResult<R> {
+        let guard = self
+            .inner
+            .read()
+            .map_err(|_| HscmError::new_err("the volume's lock is poisoned"))?;
+        match guard.as_ref() {
+            Some(v) => f(v),
+            None => Err(HscmError::new_err(format!("{} is closed", self.path))),
+        }
+    }
+}
+
+#[pymethods]
+impl Volume {
+    /// Creates a volume of `size` bytes at `path` (a file, or a block device).
+    #[staticmethod]
+    #[pyo3(signature = (path, size, durability="immediate", journal_size=0, overwrite=false))]
+    fn create(
+        py: Python<'_>,
+        path: PathBuf,
+        size: u64,
+        durability: &str,
+        journal_size: u64,
+        overwrite: bool,
+    ) -> PyResult<()> {
+        let opts = CreateOptions {
+            durability: self::durability(Some(durability))?.expect("given"),
+            journal_size,
+            overwrite,
+            ..CreateOptions::default()
+        };
+        py.detach(|| Vol::create(&path, size, &opts))
+            .map(drop)
+            .map_err(vol_err)
+    }
+
+    /// Opens the volume at `path`; it is usable at once and warms in the background.
+    #[new]
+    #[pyo3(signature = (path, read_only=false, durability=None))]
+    fn open(py: Python<'_>, path: PathBuf, read_only: bool, durability: Option<&str>) -> PyResult<Self> {
+        let opts = OpenOptions {
+            durability: self::durability(durability)?,
+            read_only,
+            ..OpenOptions::default()
+        };
+        let v = py.detach(|| Vol::open(&path, &opts)).map_err(vol_err)?;
+        Ok(Volume {
+            inner: RwLock::new(Some(v)),
+            path: path.display().to_string(),
+        })
+    }
+
+    /// Bytes the volume holds.
+    #[getter]
+    fn size(&self) -> PyResult<u64> {
+        self.with(|v| Ok(v.size()))
+    }
+
+    /// The durability writes get unless a write says otherwise.
+    #[getter]
+    fn durability(&self) -> PyResult<&'static str> {
+        self.with(|v| Ok(v.durability().name()))
+    }
+
+    /// `length` bytes at `offset`.
+    fn read<'py>(&self, py: Python<'py>, offset: u64, length: usize) -> PyResult<Bound<'py, PyBytes>> {
+        let data = self.with(|v| {
+            let mut buf = vec![0u8; length];
+            py.detach(|| v.read_at(offset, &mut buf)).map_err(vol_err)?;
+            Ok(buf)
+        })?;
+        Ok(PyBytes::new(py, &data))
+    }
+
+    /// Fills `buffer` (any writable, contiguous buffer: bytearray, memoryview, numpy
+    /// array) with the bytes at `offset`; returns how many.
+    fn read_into(&self, py: Python<'_>, offset: u64, buffer: &Bound<'_, PyAny>) -> PyResult<usize> {
+        let buffer = byte_buffer(buffer)?;
+        if buffer.readonly() {
+            return Err(PyValueError::new_err("read_into needs a writable buffer"));
+        }
+        if !buffer.is_c_contiguous() {
+            return Err(PyValueError::new_err("read_into needs a contiguous buffer"));
+        }
+        let len = buffer.item_count();
+        let data = self.with(|v| {
+            let mut buf = vec![0u8; len];
+            py.detach(|| v.read_at(offset, &mut buf)).map_err(vol_err)?;
+            Ok(buf)
+        })?;
+        buffer.copy_from_slice(py, &data)?;
+        Ok(len)
+    }
+
+    /// Writes `data` (bytes or any contiguous buffer) at `offset`, with the volume's
+    /// durability or the one given ("immediate": durable when this returns;
+    /// "on-flush": durable at the next flush).
+    #[pyo3(signature = (offset, data, durability=None))]
+    fn write(
+        &self,
+        py: Python<'_>,
+        offset: u64,
+        data: &Bound<'_, PyAny>,
+        durability: Option<&str>,
+    ) -> PyResult<usize> {
+        let durability = self::durability(durability)?;
+        let bytes = byte_buffer(data)?.to_vec(py)?;
+        self.with(|v| {
+            py.detach(|| match durability {
+                Some(d) => v.write_at_with(offset, &bytes, d),
+                None => v.write_at(offset, &bytes),
+            })
+            .map_err(vol_err)
+        })?;
+        Ok(bytes.len())
+    }
+
+    /// Makes every completed write durable.
+    fn flush(&self, py: Python<'_>) -> PyResult<()> {
+        self.with(|v| py.detach(|| v.flush()).map_err(vol_err))
+    }
+
+    /// Warm-up: {"loaded_bytes", "loaded_chunks", "total_chunks", "fraction", "state"}.
+    fn load_progress<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let p = self.with(|v| Ok(v.load_progress()))?;
+        progress_dict(py, &p)
+    }
+
+    /// Waits for warm-up to end (or `timeout` seconds); returns the progress.
+    #[pyo3(signature = (timeout=None))]
+    fn wait_loaded<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyDict>> {
+        let timeout = timeout
+            .map(|t| {
+                Duration::try_from_secs_f64(t)
+                    .map_err(|_| PyValueError::new_err(format!("timeout {t}: not a duration")))
+            })
+            .transpose()?;
+        let p = self.with(|v| py.detach(|| v.wait_loaded(timeout)).map_err(vol_err))?;
+        progress_dict(py, &p)
+    }
+
+    /// Flushes, checkpoints and closes; later calls raise. Closing twice is harmless.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let v = self
+            .inner
+            .write()
+            .map_err(|_| HscmError::new_err("the volume's lock is poisoned"))?
+            .take();
+        match v {
+            Some(v) => py.detach(|| v.close()).map_err(vol_err),
+            None => Ok(()),
+        }
+    }
+
+    #[getter]
+    fn closed(&self) -> bool {
+        self.inner.read().map_or(true, |g| g.is_none())
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Volume({:?})", self.path)
+    }
+}
+
+fn progress_dict<'py>(py: Python<'py>, p: &hscm_volume::LoadProgress) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("loaded_bytes", p.loaded_bytes)?;
+    d.set_item("loaded_chunks", p.loaded_chunks)?;
+    d.set_item("total_chunks", p.total_chunks)?;
+    d.set_item(
+        "fraction",
+        if p.total_chunks == 0 {
+            1.0
+        } else {
+            p.loaded_chunks as f64 / p.total_chunks as f64
+        },
+    )?;
+    let state = match &p.state {
+        LoadState::Running => "running".to_string(),
+        LoadState::Done => "done".to_string(),
+        LoadState::Stopped => "stopped".to_string(),
+        LoadState::Failed(why) => format!("failed: {why}"),
+    };
+    d.set_item("state", state)?;
+    Ok(d)
+}
+
+/// The key-value store: a log-structured store over one or more device directories,
+/// every put durable when it returns, with Sprint's energy scheduling as a mode.
+#[pyclass(frozen, module = "hscm._native")]
+pub struct KeyValueStore {
+    inner: RwLock<Option<KvStore>>,
+    path: String,
+}
+
+impl KeyValueStore {
+    fn with<R>(&self, f: impl FnOnce(&KvStore) -> PyResult<R>) -> PyResult<R> {
+        let guard = self
+            .inner
+            .read()
+            .map_err(|_| HscmError::new_err("the store's lock is poisoned"))?;
+        match guard.as_ref() {
+            Some(s) => f(s),
+            None => Err(HscmError::new_err(format!("{} is closed", self.path))),
+        }
+    }
+}
+
+#[pymethods]
+impl KeyValueStore {
+    /// Creates an empty store in directory `path` over `devices` device directories.
+    #[staticmethod]
+    #[pyo3(signature = (path, devices=1))]
+    fn create(py: Python<'_>, path: PathBuf, devices: usize) -> PyResult<()> {
+        py.detach(|| KvStore::create(&path, devices, None))
+            .map_err(kv_err)
+    }
+
+    /// Opens the store in `path`; `mode` is standard, sprint, sprint-nopre or
+    /// sprint-noparallel.
+    #[new]
+    #[pyo3(signature = (path, mode="standard"))]
+    fn open(py: Python<'_>, path: PathBuf, mode: &str) -> PyResult<Self> {
+        let mode = Mode::from_name(mode).ok_or_else(|| {
+            let names: Vec<_> = Mode::ALL.iter().map(|m| m.name()).collect();
+            PyValueError::new_err(format!("unknown mode {mode:?} (known: {})", names.join(", ")))
+        })?;
+        let opts = KvOptions {
+            mode,
+            ..KvOptions::default()
+        };
+        let s = py.detach(|| KvStore::open(&path, opts)).map_err(kv_err)?;
+        Ok(KeyValueStore {
+            inner: RwLock::new(Some(s)),
+            path: path.display().to_string(),
+        })
+    }
+
+    /// Stores `value` under `key`; durable when this returns.
+    fn put(&self, py: Python<'_>, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
+        let (k, v) = (byte_buffer(key)?.to_vec(py)?, byte_buffer(value)?.to_vec(py)?);
+        self.with(|s| py.detach(|| s.put(&k, &v)).map_err(kv_err))
+    }
+
+    /// The value under `key`, or None.
+    fn get<'py>(&self, py: Python<'py>, key: &Bound<'_, PyAny>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let k = byte_buffer(key)?.to_vec(py)?;
+        let v = self.with(|s| py.detach(|| s.get(&k)).map_err(kv_err))?;
+        Ok(v.map(|v| PyBytes::new(py, &v)))
+    }
+
+    /// Removes `key` (durably); removing an absent key is harmless.
+    fn delete(&self, py: Python<'_>, key: &Bound<'_, PyAny>) -> PyResult<()> {
+        let k = byte_buffer(key)?.to_vec(py)?;
+        self.with(|s| py.detach(|| s.delete(&k)).map_err(kv_err))
+    }
+
+    /// Closes the store; later calls raise. Closing twice is harmless.
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        let s = self
+            .inner
+            .write()
+            .map_err(|_| HscmError::new_err("the store's lock is poisoned"))?
+            .take();
+        match s {
+            Some(s) => py.detach(|| s.close()).map_err(kv_err),
+            None => Ok(()),
+        }
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        self.close(py)?;
+        Ok(false)
+    }
+
+    fn __repr__(&self) -> String {
+        format!("KeyValueStore({:?})", self.path)
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Volume>()?;
+    m.add_class::<KeyValueStore>()?;
+    Ok(())
+}

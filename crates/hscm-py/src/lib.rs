@@ -1,0 +1,131 @@
+//! `hscm._native`: the Python package's native module. Thin: every capability is a
+//! library crate's; this maps Python values in and out, releases the GIL around
+//! anything long, and turns errors into Python exceptions carrying the library's
+//! message. The Python side (crates/hscm-py/python/hscm) shapes results into pandas
+//! and numpy.
+
+mod engine;
+mod trace;
+
+use pyo3::create_exception;
+use pyo3::exceptions::{PyException, PyValueError};
+use pyo3::prelude::*;
+use serde_json::Value;
+
+create_exception!(
+    _native,
+    HscmError,
+    PyException,
+    "An hscm library call failed; the message is the library's."
+);
+
+/// A library error as a Python exception, with its whole chain of causes.
+pub(crate) fn py_err(e: anyhow::Error) -> PyErr {
+    if let Some(p) = e.downcast_ref::<hscm_lab::params::ParamError>() {
+        return PyValueError::new_err(p.to_string());
+    }
+    // The chain of causes, each said once (a cause often repeats in its context).
+    let mut text = String::new();
+    for cause in e.chain() {
+        let c = cause.to_string();
+        if !text.contains(&c) {
+            if !text.is_empty() {
+                text.push_str(": ");
+            }
+            text.push_str(&c);
+        }
+    }
+    HscmError::new_err(text)
+}
+
+/// Keyword parameters (a JSON object, as the Python side encodes them) in call order.
+pub(crate) fn params_from_json(json: &str) -> PyResult<Vec<(String, Value)>> {
+    let v: serde_json::Map<String, Value> = serde_json::from_str(json)
+        .map_err(|e| PyValueError::new_err(format!("parameters are not a JSON object: {e}")))?;
+    Ok(v.into_iter().collect())
+}
+
+/// The hscm version this module was built from.
+#[pyfunction]
+fn version() -> &'static str {
+    env!("CARGO_PKG_VERSION")
+}
+
+/// The git revision this module was built from ("unknown" outside a checkout).
+#[pyfunction]
+fn git_revision() -> &'static str {
+    env!("HSCM_GIT_REVISION")
+}
+
+/// The parameter names `simulator` ("memory", "cache" or "paging") accepts.
+#[pyfunction]
+fn param_names(simulator: &str) -> PyResult<Vec<String>> {
+    use hscm_lab::{memsim, params, vmsim};
+    let out = ["json", "csv"];
+    Ok(match simulator {
+        "memory" => params::names::<memsim::CompareArgs>(&out),
+        "cache" => params::names::<vmsim::CacheArgs>(&out),
+        "paging" => params::names::<vmsim::PagingArgs>(&out),
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "unknown simulator {other:?} (known: memory, cache, paging)"
+            )))
+        }
+    })
+}
+
+/// Runs one simulation; returns what `hscm sim … --json` prints, as JSON text.
+#[pyfunction]
+fn sim_run(py: Python<'_>, simulator: &str, params_json: &str) -> PyResult<String> {
+    let params = params_from_json(params_json)?;
+    let simulator = simulator.to_string();
+    let v = py
+        .detach(move || hscm_lab::sweep::run_raw(&simulator, &params))
+        .map_err(py_err)?;
+    Ok(v.to_string())
+}
+
+/// Runs one simulation; returns its result rows, flattened, as JSON text (a sweep's
+/// point).
+#[pyfunction]
+fn sim_rows(py: Python<'_>, simulator: &str, params_json: &str) -> PyResult<String> {
+    let params = params_from_json(params_json)?;
+    let simulator = simulator.to_string();
+    let rows = py
+        .detach(move || hscm_lab::sweep::run_point(&simulator, &params))
+        .map_err(py_err)?;
+    Ok(Value::Array(rows.into_iter().map(Value::Object).collect()).to_string())
+}
+
+/// Reads, expands and checks a sweep spec; returns the sweep as JSON text. A bad spec
+/// raises ValueError naming the file and line.
+#[pyfunction]
+fn sweep_load(py: Python<'_>, path: std::path::PathBuf) -> PyResult<String> {
+    let sweep = py
+        .detach(|| hscm_lab::sweep::load(&path))
+        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+    serde_json::to_string(&sweep).map_err(|e| HscmError::new_err(e.to_string()))
+}
+
+/// Runs `hscm reproduce` with the given parameters (JSON: ReproduceParams' fields).
+#[pyfunction]
+fn reproduce(py: Python<'_>, params_json: &str) -> PyResult<()> {
+    let p: hscm_lab::report::ReproduceParams = serde_json::from_str(params_json)
+        .map_err(|e| PyValueError::new_err(format!("reproduce: {e}")))?;
+    py.detach(|| hscm_lab::report::reproduce(&p)).map_err(py_err)
+}
+
+#[pymodule]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("HscmError", m.py().get_type::<HscmError>())?;
+    m.add_function(wrap_pyfunction!(version, m)?)?;
+    m.add_function(wrap_pyfunction!(git_revision, m)?)?;
+    m.add_function(wrap_pyfunction!(param_names, m)?)?;
+    m.add_function(wrap_pyfunction!(sim_run, m)?)?;
+    m.add_function(wrap_pyfunction!(sim_rows, m)?)?;
+    m.add_function(wrap_pyfunction!(sweep_load, m)?)?;
+    m.add_function(wrap_pyfunction!(reproduce, m)?)?;
+    trace::register(m)?;
+    engine::register(m)?;
+    Ok(())
+}
