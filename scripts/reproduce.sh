@@ -19,4 +19,16 @@ if [ ! -f target/ycsb-traces/ycsb-3-run.txt ]; then
   bash scripts/ycsb-traces.sh target/ycsb-traces ||
     echo "reproduce: could not record YCSB traces; the key-value replay rows are skipped" >&2
 fi
+# The Python package's section: its benchmarks and the WARM sensitivity sweep
+# (examples/warm_sweep.py, on the local executor), run here, read by the report.
+if PY=$(bash scripts/python-env.sh); then
+  quick=""
+  for a in "$@"; do [ "$a" = "--quick" ] && quick="--quick"; done
+  mkdir -p report/python
+  rm -rf report/python/warm-sweep
+  "$PY" -m hscm.bench $quick --out report/python/bench.json
+  "$PY" examples/warm_sweep.py --out report/python/warm-sweep
+else
+  echo "reproduce: could not build the Python package; its section is skipped" >&2
+fi
 exec ./target/release/hscm reproduce --out report "$@"

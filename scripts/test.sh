@@ -15,6 +15,9 @@ bash scripts/build-c.sh --debug target/c-debug
 cc -O2 -Wall -Werror -Itarget/c-debug/include crates/hscm-ring/c/example.c -Ltarget/c-debug/lib -lhscm_ring -o target/c-debug/ring-example
 echo "== cargo test"
 cargo test --workspace --locked
+echo "== Python package: build the abi3 wheel (scripts/python-env.sh) and run its tests"
+PY=$(bash scripts/python-env.sh --debug)
+HSCM_BIN=$PWD/target/debug/hscm "$PY" -m pytest -q -p no:cacheprovider crates/hscm-py/tests
 echo "== loom: the ring protocol under every interleaving"
 RUSTFLAGS="--cfg loom" cargo test --locked -p hscm-ring --test loom --release --target-dir target/loom
 echo "== against libCacheSim: identical miss ratios on held-out traces"

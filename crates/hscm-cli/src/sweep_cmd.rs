@@ -69,7 +69,9 @@ pub fn run(a: SweepArgs) -> Result<()> {
     let probe = Command::new(&py)
         .args(["-c", "import hscm.sweep"])
         .output()
-        .with_context(|| format!("cannot run {py} (set HSCM_PYTHON to the Python that has the hscm package)"))?;
+        .with_context(|| {
+            format!("cannot run {py} (set HSCM_PYTHON to the Python that has the hscm package)")
+        })?;
     if !probe.status.success() {
         bail!(
             "{py} cannot import the hscm Python package, which runs sweeps; build and install it \

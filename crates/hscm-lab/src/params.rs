@@ -52,7 +52,10 @@ pub fn parse<T: Args + FromArgMatches>(
             .ok_or_else(|| {
                 ParamError::new(
                     name,
-                    format!("unknown parameter (known: {})", names::<T>(exclude).join(", ")),
+                    format!(
+                        "unknown parameter (known: {})",
+                        names::<T>(exclude).join(", ")
+                    ),
                 )
             })?;
         let long = format!("--{}", arg.get_long().expect("filtered above"));
@@ -104,7 +107,9 @@ pub fn parse<T: Args + FromArgMatches>(
             _ => String::new(),
         };
         let text = match e.kind() {
-            clap::error::ErrorKind::MissingRequiredArgument => "required, but not given".to_string(),
+            clap::error::ErrorKind::MissingRequiredArgument => {
+                "required, but not given".to_string()
+            }
             clap::error::ErrorKind::InvalidValue | clap::error::ErrorKind::ValueValidation => {
                 let value = match e.get(ContextKind::InvalidValue) {
                     Some(clap::error::ContextValue::String(v)) => format!(" {v:?}"),
@@ -114,19 +119,16 @@ pub fn parse<T: Args + FromArgMatches>(
                 format!("invalid value{value}{detail}")
             }
             kind => kind.as_str().map_or_else(
-            || e.to_string(),
-            |kind| {
-                let value = match e.get(ContextKind::InvalidValue) {
-                    Some(clap::error::ContextValue::String(v)) => format!(" {v:?}"),
-                    _ => String::new(),
-                };
-                let detail = e
-                    .source()
-                    .map(|s| format!(": {s}"))
-                    .unwrap_or_default();
-                format!("{kind}{value}{detail}")
-            },
-        ),
+                || e.to_string(),
+                |kind| {
+                    let value = match e.get(ContextKind::InvalidValue) {
+                        Some(clap::error::ContextValue::String(v)) => format!(" {v:?}"),
+                        _ => String::new(),
+                    };
+                    let detail = e.source().map(|s| format!(": {s}")).unwrap_or_default();
+                    format!("{kind}{value}{detail}")
+                },
+            ),
         };
         ParamError::new(&param, text)
     })?;
@@ -194,12 +196,15 @@ mod tests {
 
     #[test]
     fn an_unknown_parameter_is_named_with_the_known_ones() {
-        let e = parse::<CacheArgs>(&p(&[("trace", json!("t")), ("sizes", json!(3))]), &[])
-            .unwrap_err();
+        let e =
+            parse::<CacheArgs>(&p(&[("trace", json!("t")), ("sizes", json!(3))]), &[]).unwrap_err();
         assert_eq!(e.param, "sizes");
         assert!(e.message.contains("known: trace, format, policy"), "{e}");
-        let e = parse::<CacheArgs>(&p(&[("trace", json!("t")), ("json", json!(true))]), &["json"])
-            .unwrap_err();
+        let e = parse::<CacheArgs>(
+            &p(&[("trace", json!("t")), ("json", json!(true))]),
+            &["json"],
+        )
+        .unwrap_err();
         assert_eq!(e.param, "json");
     }
 
@@ -211,13 +216,19 @@ mod tests {
         assert!(e.message.contains("\"big\""), "{e}");
         let e = parse::<CacheArgs>(&p(&[("trace", json!("t")), ("objects", json!(3))]), &[])
             .unwrap_err();
-        assert_eq!((e.param.as_str(), e.message.as_str()), ("objects", "expected true or false, got a number"));
+        assert_eq!(
+            (e.param.as_str(), e.message.as_str()),
+            ("objects", "expected true or false, got a number")
+        );
         let e = parse::<CacheArgs>(&p(&[("trace", json!("t")), ("block", json!([1, 2]))]), &[])
             .unwrap_err();
         assert_eq!(e.param, "block");
         let e = parse::<CacheArgs>(&p(&[("trace", json!("t")), ("policy", json!([]))]), &[])
             .unwrap_err();
-        assert_eq!((e.param.as_str(), e.message.as_str()), ("policy", "an empty list"));
+        assert_eq!(
+            (e.param.as_str(), e.message.as_str()),
+            ("policy", "an empty list")
+        );
     }
 
     #[test]

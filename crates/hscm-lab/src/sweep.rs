@@ -34,6 +34,10 @@ use crate::{memsim, vmsim};
 /// The simulators a sweep can run, by the names `hscm sim` gives them.
 pub const SIMULATORS: [&str; 3] = ["memory", "cache", "paging"];
 
+/// The most points a spec may expand to: far beyond any sweep a cluster finishes, and
+/// small enough that expanding it cannot exhaust memory.
+pub const MAX_POINTS: u128 = 1_000_000;
+
 /// Parameters that choose output, not a simulation.
 const OUTPUT_SWITCHES: [&str; 2] = ["json", "csv"];
 
@@ -109,12 +113,8 @@ pub fn expand(text: &str, path: &Path, base_dir: &Path) -> Result<Sweep, SpecErr
         line: span.map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1),
         message,
     };
-    let spec: SpecFile = toml::from_str(text).map_err(|e| {
-        err(
-            e.span(),
-            e.message().trim_end().to_string(),
-        )
-    })?;
+    let spec: SpecFile =
+        toml::from_str(text).map_err(|e| err(e.span(), e.message().trim_end().to_string()))?;
     let simulator = spec.simulator.get_ref().clone();
     if !SIMULATORS.contains(&simulator.as_str()) {
         return Err(err(
@@ -183,6 +183,20 @@ pub fn expand(text: &str, path: &Path, base_dir: &Path) -> Result<Sweep, SpecErr
             s.get_ref().iter().map(|&v| Some(v)).collect()
         }
     };
+    let total = grid
+        .iter()
+        .map(|(_, v)| v.len() as u128)
+        .chain([
+            zip.first().map_or(1, |(_, v)| v.len() as u128),
+            seeds.len() as u128,
+        ])
+        .fold(1u128, |a, n| a.saturating_mul(n));
+    if total > MAX_POINTS {
+        return Err(err(
+            None,
+            format!("the spec expands to {total} points; at most {MAX_POINTS} are allowed"),
+        ));
+    }
     // Grid combinations, first axis slowest.
     let mut combos: Vec<Vec<(String, Value)>> = vec![Vec::new()];
     for (name, values) in &grid {
@@ -315,7 +329,10 @@ pub fn check(simulator: &str, params: &BTreeMap<String, Value>) -> Result<(), Pa
         other => {
             return Err(ParamError {
                 param: String::new(),
-                message: format!("unknown simulator {other:?} (known: {})", SIMULATORS.join(", ")),
+                message: format!(
+                    "unknown simulator {other:?} (known: {})",
+                    SIMULATORS.join(", ")
+                ),
             })
         }
     }
@@ -438,10 +455,20 @@ mod tests {
         assert_eq!(s.points.len(), 12);
         let ids: std::collections::BTreeSet<_> = s.points.iter().map(|p| &p.id).collect();
         assert_eq!(ids.len(), 12, "ids are distinct");
-        assert_eq!(spec(&body).unwrap().points[5].id, s.points[5].id, "and stable");
+        assert_eq!(
+            spec(&body).unwrap().points[5].id,
+            s.points[5].id,
+            "and stable"
+        );
         assert_eq!(s.points[0].seed, Some(7));
-        assert!(s.points[0].params["trace"].as_str().unwrap().starts_with('/'));
-        assert_eq!(s.points[0].config["trace"], TRACE, "the config is as written");
+        assert!(s.points[0].params["trace"]
+            .as_str()
+            .unwrap()
+            .starts_with('/'));
+        assert_eq!(
+            s.points[0].config["trace"], TRACE,
+            "the config is as written"
+        );
     }
 
     #[test]
@@ -466,7 +493,11 @@ mod tests {
     fn bad_specs_are_refused_naming_the_line() {
         let head = format!("simulator = \"memory\"\n[base]\ntrace = \"{TRACE}\"\n");
         let cases = [
-            (format!("{head}dram_sise = \"1G\"\n"), 4, "unknown parameter"),
+            (
+                format!("{head}dram_sise = \"1G\"\n"),
+                4,
+                "unknown parameter",
+            ),
             (format!("{head}dram_size = \"lots\"\n"), 4, "dram_size"),
             (format!("{head}[grid]\nwarm_threshold = []\n"), 5, "empty"),
             (format!("{head}[grid]\nwarm_threshold = 3\n"), 5, "list"),
@@ -477,11 +508,7 @@ mod tests {
             ),
             ("simulator = \"disk\"\n".to_string(), 1, "unknown simulator"),
             (format!("{head}[grids]\n"), 4, "unknown field"),
-            (
-                format!("seeds = []\n{head}"),
-                1,
-                "seeds is empty",
-            ),
+            (format!("seeds = []\n{head}"), 1, "seeds is empty"),
         ];
         for (body, line, needle) in cases {
             let e = spec(&body).unwrap_err();
@@ -504,7 +531,11 @@ mod tests {
         let rows = run_point("memory", &params).unwrap();
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0]["policy"], "warm");
-        assert!(rows[0].contains_key("read_latency_ns.mean"), "{:?}", rows[0].keys());
+        assert!(
+            rows[0].contains_key("read_latency_ns.mean"),
+            "{:?}",
+            rows[0].keys()
+        );
         assert!(!rows[0].contains_key("trace"));
     }
 }

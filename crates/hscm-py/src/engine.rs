@@ -93,7 +93,12 @@ impl Volume {
     /// Opens the volume at `path`; it is usable at once and warms in the background.
     #[new]
     #[pyo3(signature = (path, read_only=false, durability=None))]
-    fn open(py: Python<'_>, path: PathBuf, read_only: bool, durability: Option<&str>) -> PyResult<Self> {
+    fn open(
+        py: Python<'_>,
+        path: PathBuf,
+        read_only: bool,
+        durability: Option<&str>,
+    ) -> PyResult<Self> {
         let opts = OpenOptions {
             durability: self::durability(durability)?,
             read_only,
@@ -119,7 +124,12 @@ impl Volume {
     }
 
     /// `length` bytes at `offset`.
-    fn read<'py>(&self, py: Python<'py>, offset: u64, length: usize) -> PyResult<Bound<'py, PyBytes>> {
+    fn read<'py>(
+        &self,
+        py: Python<'py>,
+        offset: u64,
+        length: usize,
+    ) -> PyResult<Bound<'py, PyBytes>> {
         let data = self.with(|v| {
             let mut buf = vec![0u8; length];
             py.detach(|| v.read_at(offset, &mut buf)).map_err(vol_err)?;
@@ -184,7 +194,11 @@ impl Volume {
 
     /// Waits for warm-up to end (or `timeout` seconds); returns the progress.
     #[pyo3(signature = (timeout=None))]
-    fn wait_loaded<'py>(&self, py: Python<'py>, timeout: Option<f64>) -> PyResult<Bound<'py, PyDict>> {
+    fn wait_loaded<'py>(
+        &self,
+        py: Python<'py>,
+        timeout: Option<f64>,
+    ) -> PyResult<Bound<'py, PyDict>> {
         let timeout = timeout
             .map(|t| {
                 Duration::try_from_secs_f64(t)
@@ -228,7 +242,10 @@ impl Volume {
     }
 }
 
-fn progress_dict<'py>(py: Python<'py>, p: &hscm_volume::LoadProgress) -> PyResult<Bound<'py, PyDict>> {
+fn progress_dict<'py>(
+    py: Python<'py>,
+    p: &hscm_volume::LoadProgress,
+) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
     d.set_item("loaded_bytes", p.loaded_bytes)?;
     d.set_item("loaded_chunks", p.loaded_chunks)?;
@@ -289,7 +306,10 @@ impl KeyValueStore {
     fn open(py: Python<'_>, path: PathBuf, mode: &str) -> PyResult<Self> {
         let mode = Mode::from_name(mode).ok_or_else(|| {
             let names: Vec<_> = Mode::ALL.iter().map(|m| m.name()).collect();
-            PyValueError::new_err(format!("unknown mode {mode:?} (known: {})", names.join(", ")))
+            PyValueError::new_err(format!(
+                "unknown mode {mode:?} (known: {})",
+                names.join(", ")
+            ))
         })?;
         let opts = KvOptions {
             mode,
@@ -303,13 +323,25 @@ impl KeyValueStore {
     }
 
     /// Stores `value` under `key`; durable when this returns.
-    fn put(&self, py: Python<'_>, key: &Bound<'_, PyAny>, value: &Bound<'_, PyAny>) -> PyResult<()> {
-        let (k, v) = (byte_buffer(key)?.to_vec(py)?, byte_buffer(value)?.to_vec(py)?);
+    fn put(
+        &self,
+        py: Python<'_>,
+        key: &Bound<'_, PyAny>,
+        value: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let (k, v) = (
+            byte_buffer(key)?.to_vec(py)?,
+            byte_buffer(value)?.to_vec(py)?,
+        );
         self.with(|s| py.detach(|| s.put(&k, &v)).map_err(kv_err))
     }
 
     /// The value under `key`, or None.
-    fn get<'py>(&self, py: Python<'py>, key: &Bound<'_, PyAny>) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    fn get<'py>(
+        &self,
+        py: Python<'py>,
+        key: &Bound<'_, PyAny>,
+    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
         let k = byte_buffer(key)?.to_vec(py)?;
         let v = self.with(|s| py.detach(|| s.get(&k)).map_err(kv_err))?;
         Ok(v.map(|v| PyBytes::new(py, &v)))

@@ -112,7 +112,8 @@ fn sweep_load(py: Python<'_>, path: std::path::PathBuf) -> PyResult<String> {
 fn reproduce(py: Python<'_>, params_json: &str) -> PyResult<()> {
     let p: hscm_lab::report::ReproduceParams = serde_json::from_str(params_json)
         .map_err(|e| PyValueError::new_err(format!("reproduce: {e}")))?;
-    py.detach(|| hscm_lab::report::reproduce(&p)).map_err(py_err)
+    py.detach(|| hscm_lab::report::reproduce(&p))
+        .map_err(py_err)
 }
 
 #[pymodule]

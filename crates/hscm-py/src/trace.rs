@@ -70,7 +70,11 @@ impl MemoryTraceReader {
 
     /// Up to `n` references as a dict of little-endian column bytes: addr (u64), kind
     /// (u8: 0 read, 1 write, 2 fetch), size (u32), delta (u64); None at the end.
-    fn next_chunk<'py>(&mut self, py: Python<'py>, n: usize) -> PyResult<Option<Bound<'py, PyDict>>> {
+    fn next_chunk<'py>(
+        &mut self,
+        py: Python<'py>,
+        n: usize,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
         if self.done {
             return Ok(None);
         }
@@ -141,7 +145,11 @@ impl RequestTraceReader {
     /// Up to `n` requests as a dict of little-endian column bytes: time (u64), key
     /// (u64), size (u32), write (u8), next (i64: the index of the key's next request,
     /// -1 if never, -2 if the format does not say); None at the end.
-    fn next_chunk<'py>(&mut self, py: Python<'py>, n: usize) -> PyResult<Option<Bound<'py, PyDict>>> {
+    fn next_chunk<'py>(
+        &mut self,
+        py: Python<'py>,
+        n: usize,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
         if self.done {
             return Ok(None);
         }

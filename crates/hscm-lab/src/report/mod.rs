@@ -8,6 +8,7 @@ pub mod kv;
 pub mod memsim;
 pub mod nbd;
 pub mod plot;
+pub mod python;
 pub mod ring;
 pub mod targets;
 pub mod tier;
@@ -193,6 +194,7 @@ pub enum SectionName {
     Nbd,
     Fs,
     Tier,
+    Python,
 }
 
 /// What `hscm reproduce` runs. `Default` is the only place its defaults are written;
@@ -281,7 +283,7 @@ pub fn reproduce(p: &ReproduceParams) -> Result<()> {
     let mut sections = serde_json::Map::new();
     let (mut passed, mut total) = (0, 0);
     // Report order; each section runs only when chosen.
-    let runs: [(SectionName, &str, &SectionRun); 8] = [
+    let runs: [(SectionName, &str, &SectionRun); 9] = [
         (SectionName::Memsim, "memsim", &|| {
             memsim::section(out, quick, traces)
         }),
@@ -295,6 +297,7 @@ pub fn reproduce(p: &ReproduceParams) -> Result<()> {
         (SectionName::Nbd, "nbd", &|| nbd::section(out, quick)),
         (SectionName::Fs, "fs", &|| fs::section(out, quick)),
         (SectionName::Tier, "tier", &|| tier::section(quick)),
+        (SectionName::Python, "python", &|| python::section(out)),
         (SectionName::Volume, "volume", &|| {
             volume_section(out, seconds, restart_size, quick)
         }),

@@ -172,6 +172,11 @@ target!(TIER_FAST_RECOVERY_PER_MILLION, "reopening a write-back fast tier after 
 target!(TIER_FIG11_SPEEDUP, "DRAM + SSD tier / SSD tier, in front of an emulated disk (ops/s)", >= 3.0, "x",
     Dhrd, "Fig. 11", "DHRD + HDD several times SSD + HDD (3-5x) at 70% and 80% cache-tier hit rates");
 
+target!(PYTHON_THREADS_SPEEDUP, "two simulations in two Python threads / one after the other", >= 1.6, "x",
+    ThisProject, "", "long calls release the GIL, so threads run simulations side by side on 2 cores");
+target!(SWEEP_LOCAL_SPEEDUP, "sweep on the local executor, one process per core / one process (points >= 1 s)", >= 1.8, "x",
+    ThisProject, "", "a sweep's points are independent: on 2 cores two run at once");
+
 /// Every target, in report order.
 pub static ALL: &[&Target] = &[
     &VOLUME_RANDREAD_VS_ODIRECT,
@@ -240,6 +245,8 @@ pub static ALL: &[&Target] = &[
     &TIER_RECOVERY_PER_MILLION,
     &TIER_FAST_RECOVERY_PER_MILLION,
     &TIER_FIG11_SPEEDUP,
+    &PYTHON_THREADS_SPEEDUP,
+    &SWEEP_LOCAL_SPEEDUP,
 ];
 
 #[cfg(test)]

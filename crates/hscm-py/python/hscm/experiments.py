@@ -14,7 +14,7 @@ from typing import Any
 from . import _native
 
 #: The sections of the report, in its order.
-SECTIONS = ["memsim", "vmsim", "ring", "kv", "nbd", "fs", "tier", "volume"]
+SECTIONS = ["memsim", "vmsim", "ring", "kv", "nbd", "fs", "tier", "python", "volume"]
 
 
 def reproduce(
