@@ -22,8 +22,8 @@ pub struct SweepArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Local processes, Dask LocalCluster workers or Ray CPUs [default: one per core].
-    #[arg(long)]
-    pub workers: Option<usize>,
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    pub workers: Option<u32>,
     /// Dask: the scheduler of an existing cluster (e.g. tcp://host:8786; a SLURM
     /// cluster started with dask-jobqueue, docs/python.md).
     #[arg(long)]

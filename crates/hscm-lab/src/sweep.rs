@@ -214,7 +214,7 @@ pub fn expand(text: &str, path: &Path, base_dir: &Path) -> Result<Sweep, SpecErr
     let zip_len = zip.first().map_or(1, |(_, v)| v.len());
     let version = env!("CARGO_PKG_VERSION").to_string();
     let mut points = Vec::new();
-    let mut traces_checked: BTreeMap<String, ()> = BTreeMap::new();
+    let mut traces_checked = std::collections::BTreeSet::new();
     for combo in &combos {
         for z in 0..zip_len {
             for &seed in &seeds {
@@ -243,7 +243,7 @@ pub fn expand(text: &str, path: &Path, base_dir: &Path) -> Result<Sweep, SpecErr
                     )
                 })?;
                 if let Some(Value::String(t)) = params.get("trace") {
-                    if traces_checked.insert(t.clone(), ()).is_none() {
+                    if traces_checked.insert(t.clone()) {
                         check_trace(&simulator, &params).map_err(|m| {
                             err(lines.get("trace").cloned(), format!("trace {t}: {m}"))
                         })?;
@@ -341,27 +341,23 @@ pub fn check(simulator: &str, params: &BTreeMap<String, Value>) -> Result<(), Pa
 
 fn check_trace(simulator: &str, params: &BTreeMap<String, Value>) -> Result<(), String> {
     let p = pairs(params);
-    let r = match simulator {
+    let parse_err = |e: ParamError| e.to_string();
+    let opened = match simulator {
         "cache" => {
-            let a: vmsim::CacheArgs =
-                params::parse(&p, &OUTPUT_SWITCHES).map_err(|e| e.to_string())?;
-            hscm_trace::RequestReader::open(
-                &a.trace,
-                a.format,
-                u32::try_from(a.block).unwrap_or(u32::MAX),
-            )
-            .map(drop)
+            let a: vmsim::CacheArgs = params::parse(&p, &OUTPUT_SWITCHES).map_err(parse_err)?;
+            let block = u32::try_from(a.block).unwrap_or(u32::MAX);
+            hscm_trace::RequestReader::open(&a.trace, a.format, block).map(drop)
+        }
+        "memory" => {
+            let a: memsim::CompareArgs = params::parse(&p, &OUTPUT_SWITCHES).map_err(parse_err)?;
+            hscm_trace::TraceReader::open(&a.trace, a.format).map(drop)
         }
         _ => {
-            let format = match p.iter().find(|(k, _)| k == "format") {
-                Some((_, Value::String(f))) => hscm_trace::Format::from_name(f),
-                _ => None,
-            };
-            let trace = params.get("trace").and_then(Value::as_str).unwrap_or("");
-            hscm_trace::TraceReader::open(Path::new(trace), format).map(drop)
+            let a: vmsim::PagingArgs = params::parse(&p, &OUTPUT_SWITCHES).map_err(parse_err)?;
+            hscm_trace::TraceReader::open(&a.trace, a.format).map(drop)
         }
     };
-    r.map_err(|e| e.to_string())
+    opened.map_err(|e| e.to_string())
 }
 
 /// Runs one point of `simulator` with `params` (a simulator's parameters by name, as

@@ -131,6 +131,14 @@ impl Volume {
         length: usize,
     ) -> PyResult<Bound<'py, PyBytes>> {
         let data = self.with(|v| {
+            // Refused before allocating, so an absurd length is an error, not an abort.
+            if offset.checked_add(length as u64).is_none_or(|end| end > v.size()) {
+                return Err(HscmError::new_err(format!(
+                    "a read of {length} bytes at offset {offset} ends past the end of {} ({} bytes)",
+                    self.path,
+                    v.size()
+                )));
+            }
             let mut buf = vec![0u8; length];
             py.detach(|| v.read_at(offset, &mut buf)).map_err(vol_err)?;
             Ok(buf)

@@ -78,11 +78,13 @@ impl MemoryTraceReader {
         if self.done {
             return Ok(None);
         }
+        // Reserved up to a bound: a chunk size is a request, not a promise of data.
+        let reserve = n.min(1 << 20);
         let (mut addr, mut kind, mut size, mut delta) = (
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
-            Vec::with_capacity(n),
+            Vec::with_capacity(reserve),
+            Vec::with_capacity(reserve),
+            Vec::with_capacity(reserve),
+            Vec::with_capacity(reserve),
         );
         for r in self.reader.by_ref().take(n.max(1)) {
             let r = r.map_err(trace_err)?;

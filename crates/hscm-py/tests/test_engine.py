@@ -46,8 +46,10 @@ def test_a_volume_refuses_bad_requests_by_name(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="unknown durability"):
         hscm.Volume.create(tmp_path / "w.hscm", 1 << 20, durability="eventually")
     with hscm.Volume(path) as v:
-        with pytest.raises(hscm.HscmError):
-            v.read((1 << 20) - 2, 4)  # past the end
+        with pytest.raises(hscm.HscmError, match="past the end"):
+            v.read((1 << 20) - 2, 4)
+        with pytest.raises(hscm.HscmError, match="past the end"):
+            v.read(0, 1 << 62)  # refused, not allocated
         with pytest.raises(hscm.HscmError):
             v.write(1 << 20, b"x")
         with pytest.raises(ValueError, match="writable"):

@@ -105,6 +105,18 @@ def test_a_failing_point_is_recorded_and_the_rest_go_on(tmp_path: Path, request_
     assert len(again) == 3
 
 
+def test_an_axis_mixing_numbers_and_text_is_written_as_text(tmp_path: Path, request_trace: Path) -> None:
+    spec = tmp_path / "mixed.toml"
+    spec.write_text(
+        f'simulator = "cache"\n[base]\ntrace = "{request_trace}"\nobjects = true\n'
+        '[grid]\nsize = [100, "5%"]\n'
+    )
+    hscm.sweep.run(spec, "local", tmp_path / "o", workers=1, progress=False)
+    df = pd.read_parquet(tmp_path / "o" / "results.parquet")
+    assert sorted(df["param.size"]) == ["100", "5%"]
+    assert df["error"].isna().all()
+
+
 @pytest.mark.parametrize(
     ("body", "line", "needle"),
     [
@@ -128,3 +140,18 @@ def test_a_bad_spec_is_refused_by_line_before_any_point_runs(
     assert r.returncode != 0
     assert f"bad.toml:{line}:" in r.stderr and needle in r.stderr, r.stderr
     assert not (tmp_path / "out2").exists()
+
+
+def test_a_run_that_cannot_start_is_refused_before_it_writes(tmp_path: Path, request_trace: Path, hscm_bin: Path) -> None:
+    spec = hundred_point_spec(tmp_path, request_trace)
+    with pytest.raises(ValueError, match="workers must be at least 1"):
+        hscm.sweep.run(spec, "local", tmp_path / "out", workers=0, progress=False)
+    with pytest.raises(ValueError, match="unknown executor 'slurm'"):
+        hscm.sweep.run(spec, "slurm", tmp_path / "out", progress=False)
+    assert not (tmp_path / "out").exists()
+    # The command says what it needs when its Python lacks the package.
+    r = subprocess.run([str(hscm_bin), "sweep", str(spec), "--out", str(tmp_path / "out")],
+                       capture_output=True, text=True, env={**os.environ, "HSCM_PYTHON": "false"})
+    assert r.returncode != 0
+    assert "cannot import the hscm Python package" in r.stderr, r.stderr
+    assert not (tmp_path / "out").exists()

@@ -21,6 +21,8 @@ def test_a_memory_trace_reads_into_columns_and_streams_in_chunks() -> None:
     assert set(np.unique(whole["kind"])) <= {0, 1}
     # Instructions between references: all 10M but those after the last reference.
     assert 9_900_000 < whole["delta"].sum() <= 10_000_000
+    # A chunk size far beyond the trace is a bound, not an allocation.
+    assert len(next(hscm.trace.chunks(TRACES / "fft.hscm.zst", chunk=1 << 60))["addr"]) == 21327
     parts = list(hscm.trace.chunks(TRACES / "fft.hscm.zst", chunk=5000))
     assert [len(p["addr"]) for p in parts] == [5000] * 4 + [1327]
     assert np.array_equal(np.concatenate([p["addr"] for p in parts]), whole["addr"])

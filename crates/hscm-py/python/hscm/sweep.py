@@ -147,6 +147,16 @@ def _ray(workers: int | None, address: str | None) -> Submit:
 
 
 def _executor(name: str, workers: int | None, scheduler: str | None, address: str | None) -> Submit:
+    """The executor, refused at once (before any output) when its package is missing."""
+    import importlib.util
+
+    needs = {"dask": ("distributed", "dask[distributed]"), "ray": ("ray", "ray")}
+    if name in needs and importlib.util.find_spec(needs[name][0]) is None:
+        raise ValueError(
+            f"the {name} executor needs the {needs[name][0]} package: pip install '{needs[name][1]}'"
+        )
+    if workers is not None and workers < 1:
+        raise ValueError(f"workers must be at least 1, not {workers}")
     if name == "local":
         return _local(workers)
     if name == "dask":
@@ -193,6 +203,7 @@ def run(
     failed before are run again only with ``retry_failed``.
     """
     sweep = load(spec)
+    submit = _executor(executor, workers, scheduler, address)
     out_dir = Path(out) if out is not None else Path(f"{sweep['name']}-sweep")
     points_dir = out_dir / "points"
     points_dir.mkdir(parents=True, exist_ok=True)
@@ -211,7 +222,6 @@ def run(
             f"in {out_dir}, {len(todo)} to run on {executor}",
             file=sys.stderr,
         )
-    submit = _executor(executor, workers, scheduler, address)
     bar = _progress(len(todo), progress)
     failed = 0
     try:
@@ -272,16 +282,26 @@ def table(out_dir: str | os.PathLike[str], sweep: dict[str, Any] | None = None) 
         for r in rec["rows"] or [{}]:
             rows.append({**base, **r})
     df = pd.DataFrame(rows)
-    # One type per column for Parquet: lists as JSON text, mixed columns as text.
+    # One type per column for Parquet: lists and tables as JSON text; a column mixing
+    # kinds (numbers and text, say `size = [100, "5%"]`) as text.
     for col in df.columns:
         values = [v for v in df[col] if v is not None and not (isinstance(v, float) and v != v)]
-        if any(isinstance(v, (list, dict)) for v in values):
-            df[col] = [json.dumps(v) if v is not None else None for v in df[col]]
-        elif len({type(v) for v in values} - {bool}) > 1 and not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) for v in values
-        ):
-            df[col] = [str(v) if v is not None else None for v in df[col]]
+        kinds = {_kind(v) for v in values}
+        if "json" in kinds:
+            df[col] = [None if v is None else json.dumps(v) for v in df[col]]
+        elif len(kinds) > 1:
+            df[col] = [None if v is None else str(v) for v in df[col]]
     return df
+
+
+def _kind(v: Any) -> str:
+    if isinstance(v, (list, dict)):
+        return "json"
+    if isinstance(v, bool):
+        return "bool"
+    if isinstance(v, (int, float)):
+        return "number"
+    return "text"
 
 
 def comparable(df: Any) -> Any:
@@ -312,8 +332,6 @@ def main(argv: Iterable[str] | None = None) -> int:
     parser.add_argument("--json", action="store_true",
                         help="print a JSON summary {out, points, ran, failed, rows} instead of progress")
     a = parser.parse_args(list(argv) if argv is not None else None)
-    if a.workers is not None and a.workers < 1:
-        parser.error("--workers must be at least 1")
     try:
         if a.check:
             s = load(a.spec)
