@@ -19,13 +19,7 @@ PY=$PWD/$ENV/bin/python
 PACKAGES=(maturin==1.16.0 numpy==2.4.6 pandas==3.1.1 pyarrow==26.0.1 tqdm==4.70.1
   "dask[distributed]==2026.8.0" ray==2.60.0 matplotlib==3.11.2 pytest==9.2.0)
 if ! "$PY" -c "import maturin, pandas, pyarrow, dask.distributed, ray, matplotlib, pytest, tqdm" 2>/dev/null; then
-  if ! python3 -m venv --help >/dev/null 2>&1 || ! python3 -c "import ensurepip" 2>/dev/null; then
-    SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-    $SUDO apt-get update -qq >&2
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >&2
-  fi
-  rm -rf "$ENV"
-  python3 -m venv "$ENV" >&2
+  bash scripts/make-venv.sh "$ENV"
   "$PY" -m pip install -q --disable-pip-version-check "${PACKAGES[@]}" >&2
 fi
 rm -f target/wheels/hscm-*.whl

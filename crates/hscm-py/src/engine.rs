@@ -45,24 +45,56 @@ fn durability(name: Option<&str>) -> PyResult<Option<Durability>> {
         .map_err(|e| PyValueError::new_err(e.to_string()))
 }
 
+/// An engine a Python object owns until `close`: calls share it, `close` takes it,
+/// and every call after that raises.
+struct Handle<T> {
+    inner: RwLock<Option<T>>,
+    path: String,
+}
+
+impl<T> Handle<T> {
+    fn new(engine: T, path: &std::path::Path) -> Self {
+        Handle {
+            inner: RwLock::new(Some(engine)),
+            path: path.display().to_string(),
+        }
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&T) -> PyResult<R>) -> PyResult<R> {
+        let guard = self
+            .inner
+            .read()
+            .map_err(|_| HscmError::new_err(format!("{}: lock poisoned", self.path)))?;
+        match guard.as_ref() {
+            Some(engine) => f(engine),
+            None => Err(HscmError::new_err(format!("{} is closed", self.path))),
+        }
+    }
+
+    /// The engine, once; None when already closed.
+    fn take(&self) -> PyResult<Option<T>> {
+        Ok(self
+            .inner
+            .write()
+            .map_err(|_| HscmError::new_err(format!("{}: lock poisoned", self.path)))?
+            .take())
+    }
+
+    fn is_closed(&self) -> bool {
+        self.inner.read().map_or(true, |g| g.is_none())
+    }
+}
+
 /// A durable RAM volume: reads from RAM, every write durable before it returns
 /// (immediate) or at the next flush (on-flush).
 #[pyclass(frozen, module = "hscm._native")]
 pub struct Volume {
-    inner: RwLock<Option<Vol>>,
-    path: String,
+    handle: Handle<Vol>,
 }
 
 impl Volume {
     fn with<R>(&self, f: impl FnOnce(&Vol) -> PyResult<R>) -> PyResult<R> {
-        let guard = self
-            .inner
-            .read()
-            .map_err(|_| HscmError::new_err("the volume's lock is poisoned"))?;
-        match guard.as_ref() {
-            Some(v) => f(v),
-            None => Err(HscmError::new_err(format!("{} is closed", self.path))),
-        }
+        self.handle.with(f)
     }
 }
 
@@ -106,8 +138,7 @@ impl Volume {
         };
         let v = py.detach(|| Vol::open(&path, &opts)).map_err(vol_err)?;
         Ok(Volume {
-            inner: RwLock::new(Some(v)),
-            path: path.display().to_string(),
+            handle: Handle::new(v, &path),
         })
     }
 
@@ -135,7 +166,7 @@ impl Volume {
             if offset.checked_add(length as u64).is_none_or(|end| end > v.size()) {
                 return Err(HscmError::new_err(format!(
                     "a read of {length} bytes at offset {offset} ends past the end of {} ({} bytes)",
-                    self.path,
+                    self.handle.path,
                     v.size()
                 )));
             }
@@ -219,12 +250,7 @@ impl Volume {
 
     /// Flushes, checkpoints and closes; later calls raise. Closing twice is harmless.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        let v = self
-            .inner
-            .write()
-            .map_err(|_| HscmError::new_err("the volume's lock is poisoned"))?
-            .take();
-        match v {
+        match self.handle.take()? {
             Some(v) => py.detach(|| v.close()).map_err(vol_err),
             None => Ok(()),
         }
@@ -232,7 +258,7 @@ impl Volume {
 
     #[getter]
     fn closed(&self) -> bool {
-        self.inner.read().map_or(true, |g| g.is_none())
+        self.handle.is_closed()
     }
 
     fn __enter__(slf: Py<Self>) -> Py<Self> {
@@ -246,7 +272,7 @@ impl Volume {
     }
 
     fn __repr__(&self) -> String {
-        format!("Volume({:?})", self.path)
+        format!("Volume({:?})", self.handle.path)
     }
 }
 
@@ -280,20 +306,12 @@ fn progress_dict<'py>(
 /// every put durable when it returns, with Sprint's energy scheduling as a mode.
 #[pyclass(frozen, module = "hscm._native")]
 pub struct KeyValueStore {
-    inner: RwLock<Option<KvStore>>,
-    path: String,
+    handle: Handle<KvStore>,
 }
 
 impl KeyValueStore {
     fn with<R>(&self, f: impl FnOnce(&KvStore) -> PyResult<R>) -> PyResult<R> {
-        let guard = self
-            .inner
-            .read()
-            .map_err(|_| HscmError::new_err("the store's lock is poisoned"))?;
-        match guard.as_ref() {
-            Some(s) => f(s),
-            None => Err(HscmError::new_err(format!("{} is closed", self.path))),
-        }
+        self.handle.with(f)
     }
 }
 
@@ -325,8 +343,7 @@ impl KeyValueStore {
         };
         let s = py.detach(|| KvStore::open(&path, opts)).map_err(kv_err)?;
         Ok(KeyValueStore {
-            inner: RwLock::new(Some(s)),
-            path: path.display().to_string(),
+            handle: Handle::new(s, &path),
         })
     }
 
@@ -363,12 +380,7 @@ impl KeyValueStore {
 
     /// Closes the store; later calls raise. Closing twice is harmless.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        let s = self
-            .inner
-            .write()
-            .map_err(|_| HscmError::new_err("the store's lock is poisoned"))?
-            .take();
-        match s {
+        match self.handle.take()? {
             Some(s) => py.detach(|| s.close()).map_err(kv_err),
             None => Ok(()),
         }
@@ -385,7 +397,7 @@ impl KeyValueStore {
     }
 
     fn __repr__(&self) -> String {
-        format!("KeyValueStore({:?})", self.path)
+        format!("KeyValueStore({:?})", self.handle.path)
     }
 }
 
