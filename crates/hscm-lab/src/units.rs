@@ -34,7 +34,17 @@ pub fn parse_size(s: &str) -> Result<u64, String> {
             if frac.is_empty() || frac.contains('.') || (whole.is_empty() && frac.is_empty()) {
                 return Err(not_a_size());
             }
-            let scale = 10u128.pow(u32::try_from(frac.len()).map_err(|_| not_a_size())?);
+            if !frac.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(not_a_size());
+            }
+            // Trailing zeros say nothing; more than 38 other decimals overflow the
+            // scale, and no whole number of bytes has that many (at most 40 halvings).
+            let frac = frac.trim_end_matches('0');
+            let not_whole = || format!("{s:?} is not a whole number of bytes");
+            let scale = u32::try_from(frac.len())
+                .ok()
+                .and_then(|n| 10u128.checked_pow(n))
+                .ok_or_else(not_whole)?;
             let digits: u128 = format!("{whole}{frac}").parse().map_err(|_| not_a_size())?;
             let bytes = digits.checked_mul(1u128 << shift).ok_or_else(too_large)?;
             if bytes % scale != 0 {
@@ -116,6 +126,10 @@ mod tests {
         assert!(parse_size("99999999999T")
             .unwrap_err()
             .contains("too large"));
+        // Found by the sweep_spec fuzz target: a long fraction overflowed its scale.
+        let long = format!("4.{}k", "9".repeat(74));
+        assert!(parse_size(&long).unwrap_err().contains("whole number"));
+        assert_eq!(parse_size(&format!("1.5{}k", "0".repeat(60))), Ok(1536));
     }
 
     #[test]
