@@ -33,7 +33,7 @@ fn num(v: &Value, path: &str) -> f64 {
 pub fn section(out: &Path) -> Result<Section> {
     let mut md = String::new();
     writeln!(md, "## Python package and sweeps\n")?;
-    writeln!(md, "The simulators, traces and engines from Python (`hscm` on PyPI's terms: one abi3 wheel built by maturin, \
+    writeln!(md, "The simulators, traces and engines from Python (`import hscm`: one abi3 wheel built by maturin, \
         docs/python.md), and parameter sweeps on local processes, Dask or Ray (`hscm sweep`). Measured by \
         `python -m hscm.bench` and `python examples/warm_sweep.py`, which scripts/reproduce.sh runs before this report.\n")?;
     let bench = read(&out.join("python/bench.json"))?;
