@@ -155,3 +155,20 @@ def test_a_run_that_cannot_start_is_refused_before_it_writes(tmp_path: Path, req
     assert r.returncode != 0
     assert "cannot import the hscm Python package" in r.stderr, r.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_sweep_reaches_an_existing_dask_cluster_by_its_scheduler_address(tmp_path: Path, request_trace: Path) -> None:
+    from dask.distributed import LocalCluster
+
+    spec = tmp_path / "small.toml"
+    spec.write_text(
+        f'simulator = "cache"\n[base]\ntrace = "{request_trace}"\nobjects = true\n'
+        '[grid]\npolicy = ["lru", "sieve"]\nsize = [50, 500]\n'
+    )
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster:
+        df = hscm.sweep.run(spec, "dask", tmp_path / "remote", scheduler=cluster.scheduler_address,
+                            progress=False)
+        # The cluster outlives the sweep: it belongs to whoever started it.
+        assert cluster.status.name == "running"
+    local = hscm.sweep.run(spec, "local", tmp_path / "local", workers=2, progress=False)
+    pd.testing.assert_frame_equal(hscm.sweep.comparable(df), hscm.sweep.comparable(local))
