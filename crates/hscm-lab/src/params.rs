@@ -3,6 +3,9 @@
 //! `clap::Args` struct its command uses, with the same names (`dram_size` for
 //! `--dram-size`), the same defaults, parsers and checks.
 
+use std::error::Error as _;
+
+use clap::error::{ContextKind, ContextValue, ErrorKind};
 use clap::{ArgAction, Args, Command, FromArgMatches};
 use serde_json::Value;
 
@@ -89,53 +92,43 @@ pub fn parse<T: Args + FromArgMatches>(
         };
         argv.push(format!("{long}={text}"));
     }
-    let matches = cmd.clone().try_get_matches_from(&argv).map_err(|e| {
-        use clap::error::ContextKind;
-        // Name the parameter the error is about, by its id rather than its flag.
-        let flag = match e.get(ContextKind::InvalidArg) {
-            Some(clap::error::ContextValue::String(flag)) => Some(flag.as_str()),
-            Some(clap::error::ContextValue::Strings(flags)) => flags.first().map(String::as_str),
-            _ => None,
-        };
-        let param = match flag {
-            Some(flag) => {
-                let flag = flag.split_whitespace().next().unwrap_or("");
-                cmd.get_arguments()
-                    .find(|a| a.get_long().is_some_and(|l| format!("--{l}") == flag))
-                    .map_or_else(String::new, |a| a.get_id().to_string())
-            }
-            _ => String::new(),
-        };
-        let text = match e.kind() {
-            clap::error::ErrorKind::MissingRequiredArgument => {
-                "required, but not given".to_string()
-            }
-            clap::error::ErrorKind::InvalidValue | clap::error::ErrorKind::ValueValidation => {
-                let value = match e.get(ContextKind::InvalidValue) {
-                    Some(clap::error::ContextValue::String(v)) => format!(" {v:?}"),
-                    _ => String::new(),
-                };
-                let detail = e.source().map(|s| format!(": {s}")).unwrap_or_default();
-                format!("invalid value{value}{detail}")
-            }
-            kind => kind.as_str().map_or_else(
-                || e.to_string(),
-                |kind| {
-                    let value = match e.get(ContextKind::InvalidValue) {
-                        Some(clap::error::ContextValue::String(v)) => format!(" {v:?}"),
-                        _ => String::new(),
-                    };
-                    let detail = e.source().map(|s| format!(": {s}")).unwrap_or_default();
-                    format!("{kind}{value}{detail}")
-                },
-            ),
-        };
-        ParamError::new(&param, text)
-    })?;
+    let matches = cmd
+        .clone()
+        .try_get_matches_from(&argv)
+        .map_err(|e| clap_error(&cmd, &e))?;
     T::from_arg_matches(&matches).map_err(|e| ParamError::new("", e.to_string()))
 }
 
-use std::error::Error as _;
+/// A clap error as a [`ParamError`] naming the parameter by its id, not its flag.
+fn clap_error(cmd: &Command, e: &clap::Error) -> ParamError {
+    let flag = match e.get(ContextKind::InvalidArg) {
+        Some(ContextValue::String(flag)) => Some(flag.as_str()),
+        Some(ContextValue::Strings(flags)) => flags.first().map(String::as_str),
+        _ => None,
+    };
+    // The context holds "--flag <VALUE>".
+    let flag = flag.and_then(|f| f.split_whitespace().next()).unwrap_or("");
+    let param = cmd
+        .get_arguments()
+        .find(|a| a.get_long().is_some_and(|l| format!("--{l}") == flag))
+        .map_or_else(String::new, |a| a.get_id().to_string());
+    let value = match e.get(ContextKind::InvalidValue) {
+        Some(ContextValue::String(v)) => format!(" {v:?}"),
+        _ => String::new(),
+    };
+    let detail = e.source().map(|s| format!(": {s}")).unwrap_or_default();
+    let text = match e.kind() {
+        ErrorKind::MissingRequiredArgument => "required, but not given".to_string(),
+        ErrorKind::InvalidValue | ErrorKind::ValueValidation => {
+            format!("invalid value{value}{detail}")
+        }
+        kind => match kind.as_str() {
+            Some(what) => format!("{what}{value}{detail}"),
+            None => e.to_string(),
+        },
+    };
+    ParamError::new(&param, text)
+}
 
 fn scalar_text(name: &str, v: &Value) -> Result<String, ParamError> {
     match v {

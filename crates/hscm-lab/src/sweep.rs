@@ -72,7 +72,7 @@ pub struct Point {
 pub struct Sweep {
     pub name: String,
     pub simulator: String,
-    /// SHA-256 of the spec file's bytes.
+    /// SHA-256 of the spec's text (the file's bytes).
     pub spec_hash: String,
     pub hscm_version: String,
     pub points: Vec<Point>,
@@ -100,10 +100,7 @@ pub fn load(path: &Path) -> Result<Sweep, SpecError> {
         line: None,
         message: format!("cannot read the spec: {e}"),
     })?;
-    let base_dir = path.parent().unwrap_or(Path::new("."));
-    let mut sweep = expand(&text, path, base_dir)?;
-    sweep.spec_hash = hex(&Sha256::digest(text.as_bytes()));
-    Ok(sweep)
+    expand(&text, path, path.parent().unwrap_or(Path::new(".")))
 }
 
 /// [`load`] on spec text; relative traces are resolved against `base_dir`.
@@ -183,13 +180,11 @@ pub fn expand(text: &str, path: &Path, base_dir: &Path) -> Result<Sweep, SpecErr
             s.get_ref().iter().map(|&v| Some(v)).collect()
         }
     };
+    let zip_len = zip.first().map_or(1, |(_, v)| v.len());
     let total = grid
         .iter()
         .map(|(_, v)| v.len() as u128)
-        .chain([
-            zip.first().map_or(1, |(_, v)| v.len() as u128),
-            seeds.len() as u128,
-        ])
+        .chain([zip_len as u128, seeds.len() as u128])
         .fold(1u128, |a, n| a.saturating_mul(n));
     if total > MAX_POINTS {
         return Err(err(
@@ -211,7 +206,6 @@ pub fn expand(text: &str, path: &Path, base_dir: &Path) -> Result<Sweep, SpecErr
             })
             .collect();
     }
-    let zip_len = zip.first().map_or(1, |(_, v)| v.len());
     let version = env!("CARGO_PKG_VERSION").to_string();
     let mut points = Vec::new();
     let mut traces_checked = std::collections::BTreeSet::new();
@@ -268,7 +262,7 @@ pub fn expand(text: &str, path: &Path, base_dir: &Path) -> Result<Sweep, SpecErr
                 .map_or_else(|| "sweep".into(), |s| s.to_string_lossy().into_owned())
         }),
         simulator,
-        spec_hash: String::new(),
+        spec_hash: hex(&Sha256::digest(text.as_bytes())),
         hscm_version: version,
         points,
     })

@@ -172,3 +172,19 @@ def test_a_sweep_reaches_an_existing_dask_cluster_by_its_scheduler_address(tmp_p
         assert cluster.status.name == "running"
     local = hscm.sweep.run(spec, "local", tmp_path / "local", workers=2, progress=False)
     pd.testing.assert_frame_equal(hscm.sweep.comparable(df), hscm.sweep.comparable(local))
+
+
+def test_the_summary_counts_what_ran_with_the_default_output_directory(tmp_path: Path, request_trace: Path) -> None:
+    spec = tmp_path / "named.toml"
+    spec.write_text(
+        f'simulator = "cache"\nname = "named"\n[base]\ntrace = "{request_trace}"\nobjects = true\n'
+        '[grid]\nsize = [10, 100]\n'
+    )
+    def summary() -> dict:
+        r = subprocess.run([sys.executable, "-m", "hscm.sweep", str(spec), "--workers", "1", "--json"],
+                           check=True, capture_output=True, text=True, cwd=tmp_path)
+        return json.loads(r.stdout)
+    first = summary()
+    assert (first["out"], first["points"], first["ran"], first["failed"]) == ("named-sweep", 2, 2, 0)
+    assert (tmp_path / "named-sweep" / "results.parquet").exists()
+    assert summary()["ran"] == 0

@@ -202,6 +202,21 @@ def run(
     (a local Ray of ``workers`` CPUs, or the cluster at ``address``). Points that
     failed before are run again only with ``retry_failed``.
     """
+    df, _ = _run(spec, executor, out, workers, scheduler, address, retry_failed, progress)
+    return df
+
+
+def _run(
+    spec: str | os.PathLike[str],
+    executor: str,
+    out: str | os.PathLike[str] | None,
+    workers: int | None,
+    scheduler: str | None,
+    address: str | None,
+    retry_failed: bool,
+    progress: bool,
+) -> tuple[Any, dict[str, Any]]:
+    """``run``, and its summary {out, points, ran, failed, rows}."""
     sweep = load(spec)
     submit = _executor(executor, workers, scheduler, address)
     out_dir = Path(out) if out is not None else Path(f"{sweep['name']}-sweep")
@@ -240,14 +255,20 @@ def run(
     df = table(out_dir, sweep)
     df.to_parquet(out_dir / ".results.parquet.tmp", index=False)
     os.replace(out_dir / ".results.parquet.tmp", out_dir / "results.parquet")
+    summary = {
+        "out": str(out_dir),
+        "points": int(df["point_id"].nunique()),
+        "ran": len(todo),
+        "failed": int(df.drop_duplicates("point_id")["error"].notna().sum()),
+        "rows": len(df),
+    }
     if progress:
-        errors = int(df.drop_duplicates("point_id")["error"].notna().sum())
         print(
-            f"sweep {sweep['name']}: {len(df)} rows from {df['point_id'].nunique()} points "
-            f"({errors} failed) -> {out_dir / 'results.parquet'}",
+            f"sweep {sweep['name']}: {summary['rows']} rows from {summary['points']} points "
+            f"({summary['failed']} failed) -> {out_dir / 'results.parquet'}",
             file=sys.stderr,
         )
-    return df
+    return df, summary
 
 
 def table(out_dir: str | os.PathLike[str], sweep: dict[str, Any] | None = None) -> Any:
@@ -338,24 +359,13 @@ def main(argv: Iterable[str] | None = None) -> int:
             print(json.dumps({"name": s["name"], "simulator": s["simulator"],
                               "points": [{"id": p["id"], **p["config"]} for p in s["points"]]}, indent=1))
             return 0
-        before = set()
-        out_dir = Path(a.out) if a.out else None
-        if out_dir is not None and (out_dir / "points").is_dir():
-            before = {f.stem for f in (out_dir / "points").glob("*.json")}
-        df = run(a.spec, a.executor, a.out, workers=a.workers, scheduler=a.scheduler,
-                 address=a.address, retry_failed=a.retry_failed, progress=not a.json)
+        _, summary = _run(a.spec, a.executor, a.out, a.workers, a.scheduler, a.address,
+                          a.retry_failed, not a.json)
     except ValueError as e:
         print(f"hscm sweep: {e}", file=sys.stderr)
         return 2
     if a.json:
-        ids = set(df["point_id"])
-        print(json.dumps({
-            "out": str(out_dir) if out_dir else None,
-            "points": len(ids),
-            "ran": len(ids - before),
-            "failed": int(df.drop_duplicates("point_id")["error"].notna().sum()),
-            "rows": len(df),
-        }))
+        print(json.dumps(summary))
     return 0
 
 
