@@ -646,10 +646,14 @@ fn parse_hex(s: &str) -> Result<u64, String> {
 fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
+            // fuser's own unmount at the end of a session is expected to find nothing
+            // (hscm_fuse::mount), and says so at warn.
             tracing_subscriber::EnvFilter::try_from_env("HSCM_LOG")
-                .unwrap_or_else(|_| "warn".into()),
+                .unwrap_or_else(|_| "warn,fuser=error".into()),
         )
         .with_writer(std::io::stderr)
+        // No colour codes in log files.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     // Read before parsing: a command given --json answers in JSON even when it fails.
     let json_wanted = std::env::args_os().any(|a| a == "--json");

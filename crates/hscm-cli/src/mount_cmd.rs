@@ -16,7 +16,7 @@ use hscm_volume::{Durability, OpenOptions, Volume};
 pub struct MountArgs {
     /// The volume, made with `hscm volume create PATH --size 4G --fs`.
     pub volume: PathBuf,
-    /// An empty directory to mount it on.
+    /// An empty directory to mount it on (not one that already holds an hscm mount).
     pub mountpoint: PathBuf,
     /// `immediate`: every completed write, create, rename… survives a power cut;
     /// `on-flush`: POSIX fsync semantics (an fsync commits everything before it).
@@ -24,13 +24,32 @@ pub struct MountArgs {
     #[arg(long)]
     pub durability: Option<Durability>,
     /// Stay in the foreground (logs to standard error) instead of serving from a
-    /// background process.
+    /// background process, which logs to a file in the runtime directory
+    /// ($XDG_RUNTIME_DIR/hscm, or /run/hscm for root).
     #[arg(long)]
     pub foreground: bool,
-    /// Let other users than the one who mounted use it (FUSE's allow_other; for
-    /// non-root mounts, /etc/fuse.conf must say user_allow_other).
-    #[arg(long)]
+    /// Let other users than the one who mounted use it (FUSE's allow_other), under
+    /// the kernel's permission checks. The default for root, as with tmpfs; a user's
+    /// mount needs `user_allow_other` in /etc/fuse.conf.
+    #[arg(long, conflicts_with = "private")]
     pub allow_other: bool,
+    /// Only the user who mounted may use it (not even root's other processes of
+    /// other users): the old default of root mounts.
+    #[arg(long)]
+    pub private: bool,
+    /// Honour setuid and setgid bits of the volume's files (default: nosuid, as
+    /// libfuse mounts; a volume someone else made must not hand out their privileges).
+    #[arg(long)]
+    pub suid: bool,
+    /// Honour device nodes on the volume (default: nodev).
+    #[arg(long)]
+    pub dev: bool,
+    /// Mount read-only: nothing is written to the volume, not even a checkpoint.
+    #[arg(long)]
+    pub read_only: bool,
+    /// Mount over a directory that is not empty (its files are hidden while mounted).
+    #[arg(long)]
+    pub nonempty: bool,
     /// In on-flush mode, send every write(2) to the file system before it returns
     /// instead of letting the kernel's writeback cache hold it until fsync or
     /// writeback: slower, but a full file system answers the write itself with ENOSPC
@@ -43,13 +62,53 @@ pub struct MountArgs {
     pub threads: usize,
 }
 
+impl MountArgs {
+    /// Whether other users get in: asked for, or by default for root (as tmpfs).
+    fn allow_other(&self) -> bool {
+        self.allow_other || (rustix::process::geteuid().is_root() && !self.private)
+    }
+}
+
 /// What the mounting process prints once the file system serves; the parent of a
 /// background mount waits for it.
 const READY: &str = "mounted";
 
-pub fn mount(a: &MountArgs) -> Result<()> {
+/// Refuses a place no one would mean to mount on: not a directory, one that holds
+/// files (unless asked), one that already holds an hscm mount.
+fn check_mountpoint(a: &MountArgs) -> Result<()> {
     if !a.mountpoint.is_dir() {
         bail!("{} is not a directory", a.mountpoint.display());
+    }
+    if let Some(top) = hscm_fuse::mounts::topmost(&a.mountpoint)
+        .with_context(|| format!("looking at {}", a.mountpoint.display()))?
+    {
+        if let Some(volume) = top.hscm_volume() {
+            bail!(
+                "{} already holds an hscm mount (of {}); unmount it first with `hscm umount {}`",
+                a.mountpoint.display(),
+                volume.display(),
+                a.mountpoint.display()
+            );
+        }
+    }
+    let mut entries = std::fs::read_dir(&a.mountpoint)
+        .with_context(|| format!("reading {}", a.mountpoint.display()))?;
+    if !a.nonempty && entries.next().is_some() {
+        bail!(
+            "{} is not empty (its files would be hidden while mounted); pass --nonempty to mount over it anyway",
+            a.mountpoint.display()
+        );
+    }
+    Ok(())
+}
+
+pub fn mount(a: &MountArgs) -> Result<()> {
+    check_mountpoint(a)?;
+    if crate::tier_cmd::is_tiered(&a.volume) {
+        bail!(
+            "{} is a tiered volume, which has no file system: serve it with `hscm nbd` instead",
+            a.volume.display()
+        );
     }
     if !a.foreground {
         return mount_in_background(a);
@@ -59,6 +118,7 @@ pub fn mount(a: &MountArgs) -> Result<()> {
         &a.volume,
         &OpenOptions {
             durability: Some(Durability::OnFlush),
+            read_only: a.read_only,
             ..OpenOptions::default()
         },
     )
@@ -68,44 +128,68 @@ pub fn mount(a: &MountArgs) -> Result<()> {
         Durability::OnFlush => hscm_fs::Durability::OnFlush,
     };
     let volume = Arc::new(volume);
-    let fs = FileSystem::mount(volume.clone(), MountOptions { durability })
-        .with_context(|| format!("mounting the file system of {}", a.volume.display()))?;
+    let fs = FileSystem::mount(
+        volume.clone(),
+        MountOptions {
+            durability,
+            read_only: a.read_only,
+        },
+    )
+    .with_context(|| format!("mounting the file system of {}", a.volume.display()))?;
+    if let Some(why) = fs.read_only() {
+        if !a.read_only {
+            note!(
+                "hscm: warning: serving {} read-only: {why}",
+                a.volume.display()
+            );
+        }
+    }
     let fs = Arc::new(fs);
     let source = std::fs::canonicalize(&a.volume).unwrap_or_else(|_| a.volume.clone());
     let config = hscm_fuse::session_config(
         &format!("hscm:{}", source.display()),
         a.threads,
-        a.allow_other,
+        hscm_fuse::Access {
+            allow_other: a.allow_other(),
+            suid: a.suid,
+            dev: a.dev,
+            read_only: fs.read_only().is_some(),
+        },
     );
     let mut served = hscm_fuse::Fuse::new(fs.clone());
     if a.no_writeback_cache {
         served = served.without_writeback_cache();
     }
     let writeback_cache = served.writeback_cache();
-    let mut session = hscm_fuse::mount(served, &a.mountpoint, &config)
+    let (session, mounted) = hscm_fuse::mount(served, &a.mountpoint, &config)
         .with_context(|| format!("mounting on {}", a.mountpoint.display()))?;
-    // SIGINT and SIGTERM unmount; the session then ends as for `hscm umount`.
-    let mut unmounter = session.unmount_callable();
+    // Every SIGINT or SIGTERM tries to unmount this mount (and nothing else); while
+    // it is busy or covered, it goes on serving and says why.
     let mut signals = signal_hook::iterator::Signals::new([
         signal_hook::consts::SIGINT,
         signal_hook::consts::SIGTERM,
     ])
     .context("installing signal handlers")?;
-    let mountpoint = a.mountpoint.clone();
+    let unmounter = mounted.clone();
     std::thread::spawn(move || {
-        if signals.forever().next().is_some() {
-            if let Err(e) = unmounter.unmount() {
-                tracing::warn!("unmounting {}: {e}", mountpoint.display());
+        for _ in signals.forever() {
+            match unmounter.unmount() {
+                Ok(()) => break,
+                Err(e) => tracing::warn!(
+                    "not unmounting {}: {e}; still serving",
+                    unmounter.point().display()
+                ),
             }
         }
     });
     note!(
         "serving {} ({}) at {} with {} threads; `hscm umount {}` stops it",
         a.volume.display(),
-        match (durability, writeback_cache) {
-            (hscm_fs::Durability::Immediate, _) => "immediate",
-            (hscm_fs::Durability::OnFlush, true) => "on-flush, kernel writeback cache",
-            (hscm_fs::Durability::OnFlush, false) => "on-flush, writes through",
+        match (fs.read_only().is_some(), durability, writeback_cache) {
+            (true, _, _) => "read-only",
+            (false, hscm_fs::Durability::Immediate, _) => "immediate",
+            (false, hscm_fs::Durability::OnFlush, true) => "on-flush, kernel writeback cache",
+            (false, hscm_fs::Durability::OnFlush, false) => "on-flush, writes through",
         },
         a.mountpoint.display(),
         a.threads,
@@ -140,16 +224,30 @@ fn mount_in_background(a: &MountArgs) -> Result<()> {
     if let Some(d) = a.durability {
         cmd.arg("--durability").arg(d.name());
     }
-    if a.allow_other {
-        cmd.arg("--allow-other");
+    for (flag, on) in [
+        ("--allow-other", a.allow_other),
+        ("--private", a.private),
+        ("--suid", a.suid),
+        ("--dev", a.dev),
+        ("--read-only", a.read_only),
+        ("--nonempty", a.nonempty),
+        ("--no-writeback-cache", a.no_writeback_cache),
+    ] {
+        if on {
+            cmd.arg(flag);
+        }
     }
-    if a.no_writeback_cache {
-        cmd.arg("--no-writeback-cache");
-    }
-    // Its log outlives this process: a pipe to us would break once we return.
-    let log = log_path(&a.volume);
-    let log_file = std::fs::File::create(&log)
-        .with_context(|| format!("creating the mount's log {}", log.display()))?;
+    // Its log outlives this process: a pipe to us would break once we return. One
+    // log per mount, in a directory only this user can write.
+    let stem = a
+        .volume
+        .file_stem()
+        .map_or("volume".into(), |s| s.to_string_lossy().into_owned());
+    let dir = hscm_durable::runtime::dir()?;
+    let (log, log_file) = hscm_durable::runtime::create_file(
+        &dir,
+        &hscm_durable::runtime::file_name("mount", &stem, "log"),
+    )?;
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(log_file);
@@ -168,16 +266,8 @@ fn mount_in_background(a: &MountArgs) -> Result<()> {
     let why = std::fs::read_to_string(&log).unwrap_or_default();
     bail!(
         "the mount process ended ({status}): {}",
-        why.trim().trim_start_matches("error: ")
+        why.trim().trim_start_matches("hscm: error: ")
     )
-}
-
-/// Where a background mount of `volume` logs.
-fn log_path(volume: &Path) -> PathBuf {
-    let stem = volume
-        .file_stem()
-        .map_or("volume".into(), |s| s.to_string_lossy().into_owned());
-    std::env::temp_dir().join(format!("hscm-mount-{stem}.log"))
 }
 
 #[derive(clap::Args, Debug)]
@@ -189,29 +279,36 @@ pub struct UmountArgs {
     pub wait: f64,
 }
 
-/// Unmounts, then waits until the mount process has committed and closed the volume,
-/// so that what was written is durable when this returns.
+/// Unmounts the hscm mount on top at the mount point (never what lies under or over
+/// it), then waits until the mount process has committed and closed the volume, so
+/// that what was written is durable when this returns.
 pub fn umount(a: &UmountArgs) -> Result<()> {
     let mountpoint = std::fs::canonicalize(&a.mountpoint)
         .with_context(|| format!("{}", a.mountpoint.display()))?;
-    let source = hscm_source(&mountpoint)?.with_context(|| {
-        format!(
-            "{} is not an hscm mount (see /proc/self/mountinfo)",
-            mountpoint.display()
-        )
-    })?;
-    let status = Command::new("fusermount3")
-        .arg("-u")
-        .arg(&mountpoint)
-        .status()
-        .or_else(|_| Command::new("umount").arg(&mountpoint).status())
-        .context("running fusermount3 -u (Debian package fuse3)")?;
-    if !status.success() {
+    let top = hscm_fuse::mounts::topmost(&mountpoint)
+        .with_context(|| format!("looking at {}", mountpoint.display()))?;
+    let Some(top) = top else {
         bail!(
-            "{} could not be unmounted ({status}); is a process using it? (fuser -vm {})",
-            mountpoint.display(),
+            "{} is not an hscm mount (nothing is mounted there; see /proc/self/mountinfo)",
             mountpoint.display()
         );
+    };
+    let Some(source) = top.hscm_volume() else {
+        bail!(
+            "{} is not an hscm mount: the mount on top there is {} ({}); it is left alone",
+            mountpoint.display(),
+            top.source,
+            top.fstype
+        );
+    };
+    match hscm_fuse::mounts::fusermount_u(&mountpoint) {
+        Ok(()) => {}
+        Err(hscm_fuse::mounts::UnmountError::Busy) => bail!(
+            "{} could not be unmounted: it is busy; is a process using it? (fuser -vm {})",
+            mountpoint.display(),
+            mountpoint.display()
+        ),
+        Err(e) => bail!("{} could not be unmounted: {e}", mountpoint.display()),
     }
     // The mount process holds the volume's lock until it has closed it.
     let deadline = Instant::now() + Duration::from_secs_f64(a.wait);
@@ -227,35 +324,6 @@ pub fn umount(a: &UmountArgs) -> Result<()> {
     }
     outln!("unmounted {}", mountpoint.display())?;
     Ok(())
-}
-
-/// The volume an hscm mount at `mountpoint` serves, from /proc/self/mountinfo
-/// (its source is `hscm:VOLUME`).
-fn hscm_source(mountpoint: &Path) -> Result<Option<PathBuf>> {
-    let info =
-        std::fs::read_to_string("/proc/self/mountinfo").context("reading /proc/self/mountinfo")?;
-    let want = mountpoint.to_string_lossy();
-    for line in info.lines() {
-        let fields: Vec<&str> = line.split(' ').collect();
-        let Some(dash) = fields.iter().position(|f| *f == "-") else {
-            continue;
-        };
-        if fields.get(4).map(|m| unescape(m)) != Some(want.to_string()) {
-            continue;
-        }
-        if let Some(src) = fields.get(dash + 2).and_then(|s| s.strip_prefix("hscm:")) {
-            return Ok(Some(PathBuf::from(unescape(src))));
-        }
-    }
-    Ok(None)
-}
-
-/// mountinfo escapes space, tab, newline and backslash as octal.
-fn unescape(s: &str) -> String {
-    s.replace("\\040", " ")
-        .replace("\\011", "\t")
-        .replace("\\012", "\n")
-        .replace("\\134", "\\")
 }
 
 fn volume_in_use(path: &Path) -> bool {

@@ -7,12 +7,15 @@
 //! * [`GroupCommit`]: one sync covers every write completed before it started;
 //! * [`Media`]: the files an engine writes through, on a real directory ([`DirMedia`])
 //!   or, for tests, on a model that cuts the power ([`testing::FaultyDisks`]).
+//! * [`runtime`]: the directory only its user can write where a running hscm keeps
+//!   its logs and sockets.
 
 mod commit;
 mod conversions;
 pub mod lock;
 mod media;
 mod poison;
+pub mod runtime;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
 

@@ -28,7 +28,7 @@ pub use format::{Geometry, BLOCK, FORMAT_VERSION};
 pub use fs::{reencode_for_fuzzing, replay_for_fuzzing};
 pub use fs::{
     Allocate, DropSetid, Durability, FileSystem, MountOptions, Owner, RenameFlags, SetAttr, StatFs,
-    WriteOptions, NO_GROUP,
+    WriteOptions, NO_GROUP, XATTR_BYTES_PER_INODE,
 };
 pub use meta::{Attr, Kind, Time, ROOT};
 
@@ -68,6 +68,8 @@ pub enum Error {
     Corrupt(String),
     #[error("the file system refuses writes: {0}")]
     Failed(String),
+    #[error("the file system is read-only: {0}")]
+    ReadOnly(String),
     #[error(transparent)]
     Target(#[from] hscm_block::Error),
 }
@@ -88,6 +90,7 @@ impl Error {
             Error::Unsupported(_) => 95, // EOPNOTSUPP
             Error::TooManyLinks => 31,   // EMLINK
             Error::Failed(_) => 30,      // EROFS: writes are refused, reads go on
+            Error::ReadOnly(_) => 30,    // EROFS
             Error::Target(e) if e.errno() == 28 => 28,
             _ => 5, // EIO
         }

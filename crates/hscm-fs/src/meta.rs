@@ -186,7 +186,105 @@ pub(crate) enum Edit {
 pub(crate) struct Meta {
     pub inodes: BTreeMap<u64, Inode>,
     pub next_ino: u64,
+    /// What [`Meta::encode`] would return, in bytes: kept by every edit, so that an
+    /// operation can be refused before its metadata would outgrow a checkpoint slot.
+    encoded_len: u64,
 }
+
+/// Encoded bytes of a checkpoint's header: the next inode number and the count.
+const HEADER_LEN: u64 = 16;
+/// Encoded bytes of an inode's attributes.
+const ATTR_LEN: u64 = 8 + 1 + 2 + 4 * 4 + 8 + 8 + 4 * (8 + 4);
+/// Encoded bytes of one run of a block map: file block, target block, count.
+const RUN_LEN: u64 = 24;
+/// Encoded bytes of a length-prefixed byte string, less the bytes themselves.
+const BYTES_LEN: u64 = 4;
+
+/// Encoded bytes of a directory entry named `name`.
+fn entry_len(name: &[u8]) -> u64 {
+    BYTES_LEN + name.len() as u64 + 8
+}
+
+/// Encoded bytes of an extended attribute.
+fn xattr_len(name: &[u8], value: &[u8]) -> u64 {
+    2 * BYTES_LEN + name.len() as u64 + value.len() as u64
+}
+
+/// Whether file block `b` starts a run in `blocks` (it is mapped, and block `b - 1`
+/// is a hole or maps to a target block that does not precede `b`'s).
+fn starts_run(blocks: &BTreeMap<u64, u64>, b: u64) -> bool {
+    let Some(&t) = blocks.get(&b) else {
+        return false;
+    };
+    let prev = b.checked_sub(1).and_then(|p| blocks.get(&p));
+    !matches!(prev, Some(&pt) if pt.checked_add(1) == Some(t))
+}
+
+/// How many runs start at file blocks `[from, to]`: the cost of looking is the
+/// number of mapped blocks there.
+fn runs_starting_in(blocks: &BTreeMap<u64, u64>, from: u64, to: u64) -> u64 {
+    if from > to {
+        return 0;
+    }
+    blocks
+        .range(from..=to)
+        .filter(|(&b, _)| starts_run(blocks, b))
+        .count() as u64
+}
+
+impl Inode {
+    /// Encoded bytes of this inode in a checkpoint.
+    fn encoded_len(&self) -> u64 {
+        let body = match &self.body {
+            Body::File(blocks) => 8 + RUN_LEN * runs(blocks).len() as u64,
+            Body::Dir { entries, .. } => 16 + entries.keys().map(|n| entry_len(n)).sum::<u64>(),
+            Body::Symlink(target) => BYTES_LEN + target.len() as u64,
+            Body::Special => 0,
+        };
+        let xattrs: u64 = self.xattrs.iter().map(|(k, v)| xattr_len(k, v)).sum();
+        ATTR_LEN + body + 4 + xattrs
+    }
+}
+
+impl Edit {
+    /// The most this edit can add to the encoded metadata, whatever it applies to:
+    /// an operation whose edits could outgrow the room left is refused before any
+    /// of them is applied.
+    pub fn max_growth(&self) -> u64 {
+        match self {
+            Edit::Create { attr, target, .. } => {
+                let body = match attr.kind {
+                    Kind::File => 8,
+                    Kind::Dir => 16,
+                    Kind::Symlink => BYTES_LEN + target.len() as u64,
+                    _ => 0,
+                };
+                ATTR_LEN + body + 4
+            }
+            Edit::Link { name, .. } => entry_len(name),
+            // A new run, and a run it lands in the middle of split in two.
+            Edit::Map { .. } => 2 * RUN_LEN,
+            // A run split in two by the hole.
+            Edit::Unmap { .. } => RUN_LEN,
+            Edit::SetXattr { name, value, .. } => xattr_len(name, value),
+            Edit::SetAttr(_)
+            | Edit::Drop { .. }
+            | Edit::Unlink { .. }
+            | Edit::Reparent { .. }
+            | Edit::RemoveXattr { .. } => 0,
+        }
+    }
+}
+
+/// What the smallest file costs the metadata: its inode and a directory entry with
+/// a name of this many bytes (for `statfs`'s count of the files that still fit).
+pub(crate) const TYPICAL_NAME_LEN: u64 = 24;
+
+/// Encoded bytes an empty file named with [`TYPICAL_NAME_LEN`] bytes adds.
+pub(crate) const FILE_COST: u64 = ATTR_LEN + 8 + 4 + BYTES_LEN + TYPICAL_NAME_LEN + 8;
+
+/// The most a data block adds to the metadata (a run of its own).
+pub(crate) const BLOCK_COST: u64 = RUN_LEN;
 
 impl Meta {
     /// A file system with an empty root directory.
@@ -194,6 +292,7 @@ impl Meta {
         let mut m = Meta {
             inodes: BTreeMap::new(),
             next_ino: ROOT + 1,
+            encoded_len: HEADER_LEN,
         };
         let root = Attr {
             ino: ROOT,
@@ -217,6 +316,15 @@ impl Meta {
         })
         .expect("an empty file system takes its root");
         m
+    }
+
+    /// The bytes [`Meta::encode`] returns, without encoding.
+    pub fn encoded_len(&self) -> u64 {
+        self.encoded_len
+    }
+
+    fn computed_len(&self) -> u64 {
+        HEADER_LEN + self.inodes.values().map(Inode::encoded_len).sum::<u64>()
     }
 
     pub fn get(&self, ino: u64) -> Result<&Inode> {
@@ -263,15 +371,14 @@ impl Meta {
                     Kind::Symlink => Body::Symlink(target.clone()),
                     _ => Body::Special,
                 };
-                self.inodes.insert(
-                    attr.ino,
-                    Inode {
-                        attr: *attr,
-                        body,
-                        xattrs: BTreeMap::new(),
-                    },
-                );
-                self.next_ino = self.next_ino.max(attr.ino + 1);
+                let inode = Inode {
+                    attr: *attr,
+                    body,
+                    xattrs: BTreeMap::new(),
+                };
+                self.encoded_len += inode.encoded_len();
+                self.inodes.insert(attr.ino, inode);
+                self.next_ino = self.next_ino.max(attr.ino.saturating_add(1));
             }
             Edit::SetAttr(attr) => {
                 let inode = self.get_mut(attr.ino)?;
@@ -282,15 +389,19 @@ impl Meta {
             }
             Edit::Drop { ino } => {
                 let inode = self.inodes.remove(ino).ok_or(Error::NotFound)?;
+                self.encoded_len -= inode.encoded_len();
                 if let Body::File(blocks) = inode.body {
                     freed.extend(blocks.into_values());
                 }
             }
             Edit::Link { dir, name, ino } => {
-                self.dir_mut(*dir)?.insert(name.clone(), *ino);
+                if self.dir_mut(*dir)?.insert(name.clone(), *ino).is_none() {
+                    self.encoded_len += entry_len(name);
+                }
             }
             Edit::Unlink { dir, name } => {
                 self.dir_mut(*dir)?.remove(name).ok_or(Error::NotFound)?;
+                self.encoded_len -= entry_len(name);
             }
             Edit::Reparent { dir, parent: p } => match &mut self.get_mut(*dir)?.body {
                 Body::Dir { parent, .. } => *parent = *p,
@@ -303,29 +414,44 @@ impl Meta {
                 count,
             } => {
                 let blocks = self.file_mut(*ino)?;
+                // Only runs starting in [file_block, end] can change.
+                let end = file_block.saturating_add(*count);
+                let before = runs_starting_in(blocks, *file_block, end);
                 for i in 0..*count {
                     if let Some(old) = blocks.insert(file_block + i, target + i) {
                         freed.push(old);
                     }
                 }
+                let after = runs_starting_in(blocks, *file_block, end);
+                self.encoded_len = self.encoded_len + RUN_LEN * after - RUN_LEN * before;
             }
             Edit::Unmap { ino, from, to } => {
                 let blocks = self.file_mut(*ino)?;
+                let before = runs_starting_in(blocks, *from, *to);
                 let gone: Vec<u64> = blocks.range(*from..*to).map(|(&k, _)| k).collect();
                 for k in gone {
                     freed.extend(blocks.remove(&k));
                 }
+                let after = runs_starting_in(blocks, *from, *to);
+                self.encoded_len = self.encoded_len + RUN_LEN * after - RUN_LEN * before;
             }
             Edit::SetXattr { ino, name, value } => {
-                self.get_mut(*ino)?
+                let old = self
+                    .get_mut(*ino)?
                     .xattrs
                     .insert(name.clone(), value.clone());
+                if let Some(old) = old {
+                    self.encoded_len -= xattr_len(name, &old);
+                }
+                self.encoded_len += xattr_len(name, value);
             }
             Edit::RemoveXattr { ino, name } => {
-                self.get_mut(*ino)?
+                let old = self
+                    .get_mut(*ino)?
                     .xattrs
                     .remove(name)
                     .ok_or(Error::NoAttribute)?;
+                self.encoded_len -= xattr_len(name, &old);
             }
         }
         Ok(freed)
@@ -427,7 +553,15 @@ impl Meta {
                 "the checkpoint has no root directory".into(),
             ));
         }
-        Ok(Meta { inodes, next_ino })
+        let mut meta = Meta {
+            inodes,
+            next_ino,
+            encoded_len: 0,
+        };
+        // Not `bytes.len()`: a checkpoint another writer made may hold runs or
+        // entries that encode shorter.
+        meta.encoded_len = meta.computed_len();
+        Ok(meta)
     }
 }
 

@@ -52,7 +52,16 @@ impl BlockTarget for SlowSmallWrites {
 fn mounted(durability: Durability) -> Arc<FileSystem> {
     let target = Arc::new(SlowSmallWrites(MemTarget::new(4 << 20)));
     FileSystem::format(target.as_ref(), 0, 0).unwrap();
-    Arc::new(FileSystem::mount(target, MountOptions { durability }).unwrap())
+    Arc::new(
+        FileSystem::mount(
+            target,
+            MountOptions {
+                durability,
+                ..Default::default()
+            },
+        )
+        .unwrap(),
+    )
 }
 
 fn in_place_writes_never_reach_a_block_reused_by_another_file(durability: Durability) {

@@ -353,7 +353,14 @@ fn random_operations_survive_a_remount_in_both_modes() {
     for (seed, durability) in [(1, Durability::Immediate), (2, Durability::OnFlush)] {
         let target = Arc::new(MemTarget::new(16 << 20));
         FileSystem::format(target.as_ref(), 0, 0).unwrap();
-        let fs = FileSystem::mount(target.clone(), MountOptions { durability }).unwrap();
+        let fs = FileSystem::mount(
+            target.clone(),
+            MountOptions {
+                durability,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         let mut rng = rng(seed);
         let mut touched = Vec::new();
         for _ in 0..2000 {
@@ -363,7 +370,14 @@ fn random_operations_survive_a_remount_in_both_modes() {
         let before = snapshot(&fs);
         assert!(before.nodes.len() > 3, "the run made a tree: {before:?}");
         drop(fs);
-        let fs = FileSystem::mount(target, MountOptions { durability }).unwrap();
+        let fs = FileSystem::mount(
+            target,
+            MountOptions {
+                durability,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         assert_eq!(snapshot(&fs), before, "{durability:?}");
     }
 }

@@ -16,36 +16,11 @@ use std::path::{Path, PathBuf};
 /// /proc/self/mountinfo text (fields: id, parent, MAJOR:MINOR, root, mount point, …;
 /// spaces and other odd bytes in paths are octal escapes such as `\040`).
 pub fn device_of(mountinfo: &str, mountpoint: &Path) -> Option<String> {
-    let wanted = mountpoint.to_string_lossy();
-    mountinfo.lines().rev().find_map(|line| {
-        let mut fields = line.split(' ');
-        let device = fields.nth(2)?;
-        let point = fields.nth(1)?;
-        (unescape(point) == wanted).then(|| device.to_string())
-    })
-}
-
-fn unescape(field: &str) -> String {
-    let bytes = field.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let octal = bytes.get(i + 1..i + 4).and_then(|d| {
-            let text = std::str::from_utf8(d).ok()?;
-            u8::from_str_radix(text, 8).ok()
-        });
-        match (bytes[i], octal) {
-            (b'\\', Some(b)) => {
-                out.push(b);
-                i += 4;
-            }
-            (b, _) => {
-                out.push(b);
-                i += 1;
-            }
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
+    crate::mounts::parse_mountinfo(mountinfo)
+        .into_iter()
+        .rev()
+        .find(|m| m.point == mountpoint)
+        .map(|m| m.device)
 }
 
 /// Lets the mount at `mountpoint` hold up to `percent` of the system's dirty page

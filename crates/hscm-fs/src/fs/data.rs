@@ -184,10 +184,7 @@ impl FileSystem {
         data: &[u8],
         drop_setid: DropSetid,
     ) -> Result<Option<u32>> {
-        self.refuse_if_failed()?;
-        if self.read_only {
-            return Err(Error::Failed("the target is read-only".into()));
-        }
+        self.refuse_writes()?;
         let end = offset + data.len() as u64;
         let in_flight = self.in_place.read();
         // (target offset, offset in data, length): runs contiguous on the target.
@@ -383,10 +380,39 @@ impl FileSystem {
             .range(block_of(offset)..=block_of(end - 1))
             .map(|(&f, &t)| (f, t))
             .collect();
-        let holes: Vec<u64> = (block_of(offset)..=block_of(end - 1))
+        let (first, last) = (block_of(offset), block_of(end - 1));
+        // Counted before they are listed, so that the work is bounded by the free
+        // blocks rather than by the range asked (fallocate of 8 EiB).
+        let hole_count = (last - first + 1) - blocks.len() as u64;
+        if hole_count > st.alloc.free_now() {
+            return Err(Error::NoSpace(format!(
+                "{hole_count} blocks wanted, {} free",
+                st.alloc.free_now()
+            )));
+        }
+        let holes: Vec<u64> = (first..=last)
             .filter(|b| !blocks.contains_key(b))
+            .take(hole_count as usize)
             .collect();
-        let runs = self.allocate(st, holes.len() as u64)?;
+        let runs = self.allocate(st, hole_count)?;
+        // Each run of new blocks is one Map edit, and the file's attributes follow:
+        // refused here, before any byte is written in place, if the metadata area
+        // could not describe them.
+        let growth = runs.len() as u64
+            * Edit::Map {
+                ino,
+                file_block: 0,
+                target: 0,
+                count: 0,
+            }
+            .max_growth();
+        let (used, limit) = (st.meta.encoded_len(), self.geometry.checkpoint_len());
+        if used.saturating_add(growth) > limit && self.bounds_metadata() {
+            st.alloc.release(runs.iter().flat_map(|&(s, c)| s..s + c));
+            return Err(Error::NoSpace(format!(
+                "the metadata area is full ({used} of {limit} bytes used)"
+            )));
+        }
         let start = self.geometry.data_start();
         // Holes, in file order, get the allocated blocks in order.
         let mut new_blocks = runs

@@ -6,7 +6,7 @@ mod data;
 mod names;
 
 pub use data::Allocate;
-pub use names::Owner;
+pub use names::{Owner, XATTR_BYTES_PER_INODE};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -31,12 +31,15 @@ pub enum Durability {
 #[derive(Debug, Clone, Copy)]
 pub struct MountOptions {
     pub durability: Durability,
+    /// Write nothing: no checkpoint at mount, no operation that changes anything.
+    pub read_only: bool,
 }
 
 impl Default for MountOptions {
     fn default() -> Self {
         MountOptions {
             durability: Durability::Immediate,
+            read_only: false,
         }
     }
 }
@@ -132,8 +135,9 @@ pub struct FileSystem {
     target: Arc<dyn BlockTarget>,
     geometry: Geometry,
     durability: Durability,
-    /// The target refuses writes (asked once, at mount: it does not change).
-    read_only: bool,
+    /// Why this mount writes nothing (the target refuses writes, the caller asked,
+    /// or the metadata found does not fit a checkpoint slot); None when it writes.
+    read_only: Option<String>,
     state: RwLock<State>,
     /// Held for a whole commit, so records reach the log in the order they were made.
     log: Mutex<LogWriter>,
@@ -144,6 +148,9 @@ pub struct FileSystem {
     /// such writes overlap); held exclusively while freed blocks become free for
     /// reuse, so that no such write lands in a block another file has since got.
     in_place: RwLock<()>,
+    /// Refuse operations whose metadata would outgrow a checkpoint slot; off only in
+    /// tests that make the metadata an hscm without the bound could leave.
+    bound_metadata: std::sync::atomic::AtomicBool,
 }
 
 struct State {
@@ -210,7 +217,23 @@ impl FileSystem {
             meta.mapped_blocks()
                 .map(|b| b.wrapping_sub(geometry.data_start())),
         )?;
-        let read_only = target.capabilities().read_only;
+        let read_only = if target.capabilities().read_only {
+            Some("the target is read-only".to_string())
+        } else if opts.read_only {
+            Some("mounted read-only".to_string())
+        } else if meta.encoded_len() > geometry.checkpoint_len() {
+            // Written by an hscm that did not bound its metadata: whatever is there can
+            // still be read, but no checkpoint could hold it.
+            let why = format!(
+                "the metadata ({} bytes) is larger than a checkpoint slot ({} bytes); mounted read-only so its files can be copied out",
+                meta.encoded_len(),
+                geometry.checkpoint_len()
+            );
+            tracing::warn!("{why}");
+            Some(why)
+        } else {
+            None
+        };
         let fs = FileSystem {
             target,
             geometry,
@@ -232,7 +255,12 @@ impl FileSystem {
             }),
             failed: Mutex::new(None),
             in_place: RwLock::new(()),
+            bound_metadata: std::sync::atomic::AtomicBool::new(true),
         };
+        if fs.read_only.is_some() {
+            // Files unlinked while open stay until a mount that writes drops them.
+            return Ok(fs);
+        }
         let orphans: Vec<u64> = {
             let st = fs.state.read();
             st.meta
@@ -248,10 +276,9 @@ impl FileSystem {
                 Ok(())
             })?;
         }
-        if !fs.read_only {
-            let mut log = fs.log.lock();
-            fs.checkpoint(&mut log)?;
-        }
+        let mut log = fs.log.lock();
+        fs.checkpoint(&mut log)?;
+        drop(log);
         Ok(fs)
     }
 
@@ -263,9 +290,44 @@ impl FileSystem {
         self.durability
     }
 
+    /// For tests: stop refusing operations whose metadata outgrows a checkpoint slot,
+    /// as hscm did before it bounded them, to make the volumes it left.
+    #[doc(hidden)]
+    pub fn unbound_metadata_for_testing(&self) {
+        self.bound_metadata
+            .store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn bounds_metadata(&self) -> bool {
+        self.bound_metadata
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Why this mount refuses every change, if it does.
+    pub fn read_only(&self) -> Option<&str> {
+        self.read_only.as_deref()
+    }
+
+    /// The metadata's size against what a checkpoint slot holds: (used, limit) bytes.
+    pub fn metadata_usage(&self) -> (u64, u64) {
+        (
+            self.state.read().meta.encoded_len(),
+            self.geometry.checkpoint_len(),
+        )
+    }
+
     fn refuse_if_failed(&self) -> Result<()> {
         match &*self.failed.lock() {
             Some(why) => Err(Error::Failed(why.clone())),
+            None => Ok(()),
+        }
+    }
+
+    /// Refuses a change: after a failure, or on a read-only mount.
+    fn refuse_writes(&self) -> Result<()> {
+        self.refuse_if_failed()?;
+        match &self.read_only {
+            Some(why) => Err(Error::ReadOnly(why.clone())),
             None => Ok(()),
         }
     }
@@ -296,10 +358,7 @@ impl FileSystem {
         &self,
         op: impl FnOnce(&mut State, &mut Vec<Edit>) -> Result<T>,
     ) -> Result<(T, Option<u64>)> {
-        self.refuse_if_failed()?;
-        if self.read_only {
-            return Err(Error::Failed("the target is read-only".into()));
-        }
+        self.refuse_writes()?;
         let (out, seq) = {
             let mut st = self.state.write();
             let mut edits = Vec::new();
@@ -312,6 +371,23 @@ impl FileSystem {
             };
             if edits.is_empty() {
                 return Ok((out, None));
+            }
+            // Refused before anything is applied: the metadata must always fit a
+            // checkpoint slot, or the next checkpoint (and every mount) would fail.
+            let growth: u64 = edits.iter().map(Edit::max_growth).sum();
+            let (used, limit) = (st.meta.encoded_len(), self.geometry.checkpoint_len());
+            if used.saturating_add(growth) > limit && self.bounds_metadata() {
+                let start = self.geometry.data_start();
+                let fresh = edits.iter().filter_map(|e| match e {
+                    Edit::Map { target, count, .. } => {
+                        Some(*target - start..*target - start + *count)
+                    }
+                    _ => None,
+                });
+                st.alloc.release(fresh.flatten());
+                return Err(Error::NoSpace(format!(
+                    "the metadata area is full ({used} of {limit} bytes used; this operation needs up to {growth} more)"
+                )));
             }
             let seq = st.next_seq;
             let mut freed = Vec::new();
@@ -395,7 +471,13 @@ impl FileSystem {
         let (bytes, through) = {
             let mut st = self.state.write();
             st.unwritten.clear();
-            (st.meta.encode(), st.next_seq - 1)
+            let bytes = st.meta.encode();
+            debug_assert_eq!(
+                bytes.len() as u64,
+                st.meta.encoded_len(),
+                "the metadata's kept size is its encoded size"
+            );
+            (bytes, st.next_seq - 1)
         };
         if bytes.len() as u64 > self.geometry.checkpoint_len() {
             return Err(self.fail(format!(
@@ -453,15 +535,24 @@ impl FileSystem {
         Ok(Self::attr_of(self.state.read().meta.get(ino)?))
     }
 
+    /// Space and inodes: data blocks free, and no more of either than the metadata
+    /// area has room to describe (a file as an empty one with a
+    /// `meta::TYPICAL_NAME_LEN`-byte name, a block as a run of its own: the most it
+    /// can cost).
     pub fn statfs(&self) -> StatFs {
         let st = self.state.read();
         let files = st.meta.inodes.len() as u64;
+        let room = self
+            .geometry
+            .checkpoint_len()
+            .saturating_sub(st.meta.encoded_len());
+        let free_files = room / meta::FILE_COST;
         StatFs {
             block_size: BLOCK,
             blocks: st.alloc.blocks(),
-            free_blocks: st.alloc.available(),
-            files: files + st.alloc.available(),
-            free_files: st.alloc.available(),
+            free_blocks: st.alloc.available().min(room / meta::BLOCK_COST),
+            files: files + free_files,
+            free_files,
             name_max: NAME_MAX as u32,
         }
     }

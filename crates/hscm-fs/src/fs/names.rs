@@ -7,6 +7,11 @@ use super::*;
 /// A directory's links: its entry in the parent, its own ".", and one ".." per subdirectory.
 const MAX_LINKS: u32 = 65_000;
 
+/// Names and values of one inode's extended attributes, together (ext4 holds one
+/// block's worth without its ea_inode feature; a value alone may be 64 KiB, as the
+/// kernel's XATTR_SIZE_MAX).
+pub const XATTR_BYTES_PER_INODE: usize = 64 << 10;
+
 /// Who creates a node, and with what mode.
 #[derive(Debug, Clone, Copy)]
 pub struct Owner {
@@ -366,6 +371,10 @@ impl FileSystem {
                 a.ctime = now;
                 edits.push(Edit::SetAttr(a));
             }
+            // A directory moved in adds a ".." link to its new parent.
+            if parents.iter().any(|p| p.nlink > MAX_LINKS) {
+                return Err(Error::TooManyLinks);
+            }
             for mut p in parents {
                 p.mtime = now;
                 p.ctime = now;
@@ -426,6 +435,11 @@ impl FileSystem {
                 "xattr names 1-255 bytes, values up to 64 KiB".into(),
             ));
         }
+        if name.starts_with(b"system.posix_acl_") {
+            // No ACLs: refused, so that cp -a, rsync -A and tar --acls fall back to
+            // chmod rather than believe an ACL that does not set the mode.
+            return Err(Error::Unsupported("POSIX ACLs"));
+        }
         self.mutate(|st, edits| {
             let inode = st.meta.get(ino)?;
             let exists = inode.xattrs.contains_key(name);
@@ -434,6 +448,17 @@ impl FileSystem {
             }
             if replace_only && !exists {
                 return Err(Error::NoAttribute);
+            }
+            let others: usize = inode
+                .xattrs
+                .iter()
+                .filter(|(k, _)| k.as_slice() != name)
+                .map(|(k, v)| k.len() + v.len())
+                .sum();
+            if others + name.len() + value.len() > XATTR_BYTES_PER_INODE {
+                return Err(Error::NoSpace(format!(
+                    "extended attributes of one inode hold at most {XATTR_BYTES_PER_INODE} bytes of names and values"
+                )));
             }
             let mut a = inode.attr;
             a.ctime = Time::now();

@@ -55,7 +55,14 @@ pub const STALE: u8 = 0xee;
 fn twin<R: Rng>(choices: R, ops: u64, durability: Durability) -> Vec<Snapshot> {
     let target = Arc::new(MemTarget::new(SIZE as usize));
     FileSystem::format(target.as_ref(), 0, 0).unwrap();
-    let fs = FileSystem::mount(target, MountOptions { durability }).unwrap();
+    let fs = FileSystem::mount(
+        target,
+        MountOptions {
+            durability,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     let mut rng = choices;
     let mut out = vec![snapshot(&fs)];
     for i in 0..ops {
@@ -77,7 +84,14 @@ pub fn round<R: Rng>(seed: u64, durability: Durability, choices: impl Fn() -> R)
     let mut pick = rng(seed ^ 0x5eed);
     let dev = device();
     let vol = open_volume(&dev);
-    let fs = FileSystem::mount(vol.clone(), MountOptions { durability }).unwrap();
+    let fs = FileSystem::mount(
+        vol.clone(),
+        MountOptions {
+            durability,
+            ..Default::default()
+        },
+    )
+    .unwrap();
     // The device fails for good at a random write or sync of the run (mounting made a
     // few of each already); the operation that meets it fails with EIO or EROFS.
     if pick.gen_bool(0.5) {
@@ -109,9 +123,14 @@ pub fn round<R: Rng>(seed: u64, durability: Durability, choices: impl Fn() -> R)
     drop(fs);
     drop(vol);
     let vol = open_volume(&survivor);
-    let fs = FileSystem::mount(vol, MountOptions { durability }).unwrap_or_else(|e| {
-        panic!("seed {seed}: the file system does not mount after the cut: {e}")
-    });
+    let fs = FileSystem::mount(
+        vol,
+        MountOptions {
+            durability,
+            ..Default::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("seed {seed}: the file system does not mount after the cut: {e}"));
     let found = snapshot(&fs);
     let (at, what) = failed.unwrap_or((OPS, "nothing failed".into()));
     match durability {

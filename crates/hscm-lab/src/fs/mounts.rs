@@ -58,7 +58,7 @@ pub struct Mounted {
 }
 
 enum Keep {
-    Hscm(Option<fuser::BackgroundSession>),
+    Hscm(Option<(fuser::BackgroundSession, hscm_fuse::mounts::Mounted)>),
     Kernel,
     /// A directory of the scratch directory: nothing to unmount.
     Directory,
@@ -72,8 +72,11 @@ impl Drop for Mounted {
     fn drop(&mut self) {
         match &mut self.keep {
             Keep::Hscm(session) => {
-                if let Some(s) = session.take() {
-                    let _ = s.umount_and_join();
+                if let Some((s, mounted)) = session.take() {
+                    // Unmounted by its identity; the session then ends by itself.
+                    if mounted.unmount().is_ok() {
+                        let _ = s.join();
+                    }
                 }
             }
             Keep::Kernel => {
@@ -208,18 +211,24 @@ fn mount_hscm(dir: &Path, room: u64, durability: hscm_fs::Durability) -> Result<
         },
     )?;
     FileSystem::format(&volume, 0, 0)?;
-    let fs = FileSystem::mount(Arc::new(volume), MountOptions { durability })?;
+    let fs = FileSystem::mount(
+        Arc::new(volume),
+        MountOptions {
+            durability,
+            ..Default::default()
+        },
+    )?;
     let at = dir.join(format!("hscm-{tag}"));
     std::fs::create_dir_all(&at)?;
-    let config = hscm_fuse::session_config("hscm-bench", 4, false);
+    let config = hscm_fuse::session_config("hscm-bench", 4, hscm_fuse::Access::default());
     let served = hscm_fuse::Fuse::new(Arc::new(fs));
-    let session = hscm_fuse::mount(served, &at, &config)
+    let (session, mounted) = hscm_fuse::mount(served, &at, &config)
         .context("mounting hscm (FUSE: /dev/fuse and fusermount3, Debian package fuse3)")?;
     let session = session.spawn()?;
     Ok(Mounted {
         under,
         at,
-        keep: Keep::Hscm(Some(session)),
+        keep: Keep::Hscm(Some((session, mounted))),
     })
 }
 

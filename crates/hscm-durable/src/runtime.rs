@@ -1,0 +1,191 @@
+//! Where a running hscm keeps its runtime files (logs, sockets, the records of what
+//! it serves): a directory only its user can write, so that no one else can plant a
+//! symlink where a log will be created, squat a socket's name, or read a log.
+//!
+//! The directory is `$XDG_RUNTIME_DIR/hscm` when that variable names a directory of
+//! the user's, `/run/hscm` for root, and otherwise `$TMPDIR/hscm-UID` (as tmux and
+//! ssh-agent do). It is created mode 0700; one that exists must be a real directory
+//! (not a symlink), owned by the user, and closed to group and others, or it is
+//! refused by name. Files in it are created without following symlinks.
+
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+/// Why a runtime directory or file cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum RuntimeError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+    #[error("{path} is a symlink; hscm keeps its runtime files only in a real directory")]
+    Symlink { path: PathBuf },
+    #[error("{path} is not a directory")]
+    NotDirectory { path: PathBuf },
+    #[error("{path} belongs to uid {owner}, not to uid {uid}; hscm keeps its runtime files only in a directory of its user's")]
+    NotOwned { path: PathBuf, owner: u32, uid: u32 },
+    #[error(
+        "{path} is mode {mode:04o}: others could write or read it (chmod 700 it, or remove it)"
+    )]
+    TooOpen { path: PathBuf, mode: u32 },
+}
+
+fn io_err(path: &Path) -> impl FnOnce(io::Error) -> RuntimeError + '_ {
+    move |source| RuntimeError::Io {
+        path: path.to_path_buf(),
+        source,
+    }
+}
+
+/// The runtime directory for this user (see the module's documentation), created if
+/// missing and checked.
+pub fn dir() -> Result<PathBuf, RuntimeError> {
+    let uid = rustix::process::geteuid().as_raw();
+    let path = match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
+        Some(xdg) if xdg.is_absolute() && owned_by(&xdg, uid) => xdg.join("hscm"),
+        _ if uid == 0 => PathBuf::from("/run/hscm"),
+        _ => std::env::temp_dir().join(format!("hscm-{uid}")),
+    };
+    private_dir(&path)?;
+    Ok(path)
+}
+
+fn owned_by(path: &Path, uid: u32) -> bool {
+    std::fs::metadata(path).is_ok_and(|m| m.is_dir() && m.uid() == uid)
+}
+
+/// Makes `path` a directory only this user may use (0700), or checks that it is one.
+pub fn private_dir(path: &Path) -> Result<(), RuntimeError> {
+    match std::fs::DirBuilder::new().mode(0o700).create(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(io_err(path)(e)),
+    }
+    let meta = std::fs::symlink_metadata(path).map_err(io_err(path))?;
+    let path = path.to_path_buf();
+    if meta.file_type().is_symlink() {
+        return Err(RuntimeError::Symlink { path });
+    }
+    if !meta.is_dir() {
+        return Err(RuntimeError::NotDirectory { path });
+    }
+    let uid = rustix::process::geteuid().as_raw();
+    if meta.uid() != uid {
+        return Err(RuntimeError::NotOwned {
+            path,
+            owner: meta.uid(),
+            uid,
+        });
+    }
+    let mode = meta.permissions().mode() & 0o7777;
+    if mode & 0o077 != 0 {
+        return Err(RuntimeError::TooOpen { path, mode });
+    }
+    Ok(())
+}
+
+/// Creates `name` in `dir` for writing, mode 0600: a new file, never one that
+/// exists, and never through a symlink. `name` must be a plain file name.
+pub fn create_file(dir: &Path, name: &str) -> Result<(PathBuf, File), RuntimeError> {
+    let path = dir.join(name);
+    if name.contains('/') || name.is_empty() || name == "." || name == ".." {
+        return Err(RuntimeError::Io {
+            path,
+            source: io::Error::new(io::ErrorKind::InvalidInput, "not a plain file name"),
+        });
+    }
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc_nofollow())
+        .open(&path)
+        .map_err(io_err(&path))?;
+    Ok((path, file))
+}
+
+/// O_NOFOLLOW, from rustix (create_new already refuses a dangling symlink; this
+/// keeps a final symlink from being followed whatever the other flags say).
+fn libc_nofollow() -> i32 {
+    rustix::fs::OFlags::NOFOLLOW.bits() as i32
+}
+
+/// A name for a runtime file of this process: `PREFIX-STEM-PID.EXT`, where STEM is
+/// reduced to the characters safe in any file name.
+pub fn file_name(prefix: &str, stem: &str, ext: &str) -> String {
+    let stem: String = stem
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    format!("{prefix}-{stem}-{}.{ext}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_private_dir_is_made_0700_and_an_open_one_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let d = root.path().join("rt");
+        private_dir(&d).unwrap();
+        let mode = std::fs::metadata(&d).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        private_dir(&d).expect("an existing private one is fine");
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let err = private_dir(&d).unwrap_err();
+        assert!(matches!(err, RuntimeError::TooOpen { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_symlinked_dir_is_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let real = root.path().join("real");
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&real)
+            .unwrap();
+        let link = root.path().join("link");
+        std::os::unix::fs::symlink(&real, &link).unwrap();
+        let err = private_dir(&link).unwrap_err();
+        assert!(matches!(err, RuntimeError::Symlink { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_file_is_never_created_through_a_planted_symlink_or_over_an_existing_one() {
+        let root = tempfile::tempdir().unwrap();
+        let victim = root.path().join("victim");
+        std::fs::write(&victim, b"precious").unwrap();
+        let d = root.path().join("rt");
+        private_dir(&d).unwrap();
+        std::os::unix::fs::symlink(&victim, d.join("x.log")).unwrap();
+        assert!(create_file(&d, "x.log").is_err());
+        assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
+        std::fs::write(d.join("y.log"), b"older").unwrap();
+        assert!(create_file(&d, "y.log").is_err(), "not truncated");
+        assert_eq!(std::fs::read(d.join("y.log")).unwrap(), b"older");
+        let (path, _f) = create_file(&d, "z.log").unwrap();
+        let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        assert!(create_file(&d, "../escape").is_err());
+    }
+
+    #[test]
+    fn file_names_keep_only_safe_characters() {
+        let n = file_name("mount", "my vol/../x", "log");
+        assert!(n.starts_with("mount-my_vol____x-"), "{n}");
+        assert!(!n.contains('/'));
+    }
+}

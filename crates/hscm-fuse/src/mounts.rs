@@ -1,0 +1,259 @@
+//! Which mount is which: a mount is known by its device number (every FUSE mount
+//! gets one of its own), never by its path alone, because other file systems can
+//! lie under it or be stacked over it at the same path. Unmounting goes only to the
+//! mount this process made, and only while it is the one on top.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// One line of /proc/self/mountinfo: what is mounted where.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountEntry {
+    /// The mount's ID, and the ID of the mount it lies on.
+    pub id: u64,
+    pub parent: u64,
+    /// `MAJOR:MINOR` of the mounted file system.
+    pub device: String,
+    pub point: PathBuf,
+    /// `fuse` or `fuse.hscm` for an hscm mount (the subtype shows where a helper
+    /// mounted it).
+    pub fstype: String,
+    /// `hscm:VOLUME` for an hscm mount.
+    pub source: String,
+}
+
+impl MountEntry {
+    /// The volume an hscm mount serves.
+    pub fn hscm_volume(&self) -> Option<PathBuf> {
+        let fuse = self.fstype == "fuse" || self.fstype.starts_with("fuse.");
+        fuse.then(|| self.source.strip_prefix("hscm:").map(PathBuf::from))
+            .flatten()
+    }
+}
+
+/// Every mount a /proc/self/mountinfo text lists, in its order (lines that do not
+/// parse are skipped). Fields: id, parent, MAJOR:MINOR, root, mount point, options,
+/// optional fields up to "-", type, source; odd bytes in paths are octal escapes.
+pub fn parse_mountinfo(text: &str) -> Vec<MountEntry> {
+    text.lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let dash = fields.iter().position(|f| *f == "-")?;
+            Some(MountEntry {
+                id: fields.first()?.parse().ok()?,
+                parent: fields.get(1)?.parse().ok()?,
+                device: fields.get(2)?.to_string(),
+                point: PathBuf::from(unescape(fields.get(4)?)),
+                fstype: fields.get(dash + 1)?.to_string(),
+                source: unescape(fields.get(dash + 2)?),
+            })
+        })
+        .collect()
+}
+
+/// mountinfo's octal escapes (`\040` for a space) undone.
+pub(crate) fn unescape(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes.get(i + 1..i + 4).and_then(|d| {
+            let text = std::str::from_utf8(d).ok()?;
+            u8::from_str_radix(text, 8).ok()
+        });
+        match (bytes[i], octal) {
+            (b'\\', Some(b)) => {
+                out.push(b);
+                i += 4;
+            }
+            (b, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Of the mounts at `point` (canonical), the one on top: no other mount at `point`
+/// lies on it. Read from the mount table alone, without a `stat` of `point`, which
+/// would wait forever on a FUSE mount whose daemon is not serving yet (or any more).
+pub fn topmost_in(entries: &[MountEntry], point: &Path) -> Option<MountEntry> {
+    let here: Vec<&MountEntry> = entries.iter().filter(|m| m.point == point).collect();
+    here.iter()
+        .rev()
+        .find(|m| !here.iter().any(|other| other.parent == m.id))
+        .map(|m| (*m).clone())
+}
+
+/// The mount a lookup of `point` reaches (the one on top), if `point` is a mount
+/// point.
+pub fn topmost(point: &Path) -> io::Result<Option<MountEntry>> {
+    let point = std::fs::canonicalize(point)?;
+    let info = std::fs::read_to_string("/proc/self/mountinfo")?;
+    Ok(topmost_in(&parse_mountinfo(&info), &point))
+}
+
+/// Why a mount could not be unmounted.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum UnmountError {
+    /// A process uses it.
+    Busy,
+    /// Another file system is mounted over it.
+    Covered {
+        by: MountEntry,
+    },
+    Io(io::Error),
+}
+
+impl std::fmt::Display for UnmountError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            UnmountError::Busy => write!(f, "it is busy (a process uses it)"),
+            UnmountError::Covered { by } => write!(
+                f,
+                "{} ({}) is mounted over it; unmount that first",
+                by.source, by.fstype
+            ),
+            UnmountError::Io(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for UnmountError {}
+
+/// A mount this process made: its mount point and its device.
+#[derive(Debug, Clone)]
+pub struct Mounted {
+    point: PathBuf,
+    id: u64,
+    device: String,
+}
+
+impl Mounted {
+    /// Records the mount now on top at `point` (canonical), which this process just
+    /// made.
+    pub fn on_top_at(point: &Path) -> io::Result<Mounted> {
+        let info = std::fs::read_to_string("/proc/self/mountinfo")?;
+        let entry = topmost_in(&parse_mountinfo(&info), point)
+            .ok_or_else(|| io::Error::other(format!("{} is not a mount point", point.display())))?;
+        Ok(Mounted {
+            point: entry.point,
+            id: entry.id,
+            device: entry.device,
+        })
+    }
+
+    fn is(&self, m: &MountEntry) -> bool {
+        m.id == self.id && m.device == self.device
+    }
+
+    pub fn point(&self) -> &Path {
+        &self.point
+    }
+
+    /// Whether the kernel still has this mount anywhere.
+    pub fn is_mounted(&self) -> bool {
+        std::fs::read_to_string("/proc/self/mountinfo")
+            .map(|info| parse_mountinfo(&info).iter().any(|m| self.is(m)))
+            .unwrap_or(false)
+    }
+
+    /// Unmounts this mount and nothing else: Ok if it is gone already; refused if
+    /// another file system lies over it or a process uses it (it then goes on
+    /// serving, and a later call may succeed).
+    pub fn unmount(&self) -> Result<(), UnmountError> {
+        if !self.is_mounted() {
+            return Ok(());
+        }
+        match topmost(&self.point).map_err(UnmountError::Io)? {
+            Some(top) if self.is(&top) => {}
+            Some(top) => return Err(UnmountError::Covered { by: top }),
+            None => return Ok(()),
+        }
+        match rustix::mount::unmount(&self.point, rustix::mount::UnmountFlags::NOFOLLOW) {
+            Ok(()) => Ok(()),
+            Err(rustix::io::Errno::BUSY) => Err(UnmountError::Busy),
+            // Not root: fusermount3 unmounts what is on top at the path, which was
+            // just checked to be this mount.
+            Err(rustix::io::Errno::PERM) => fusermount_u(&self.point),
+            Err(e) => Err(UnmountError::Io(e.into())),
+        }
+    }
+}
+
+/// `fusermount3 -u POINT` (the setuid helper a user needs to unmount).
+pub fn fusermount_u(point: &Path) -> Result<(), UnmountError> {
+    let out = Command::new("fusermount3")
+        .arg("-u")
+        .arg(point)
+        .output()
+        .map_err(|e| {
+            UnmountError::Io(io::Error::new(
+                e.kind(),
+                format!("running fusermount3 (Debian package fuse3): {e}"),
+            ))
+        })?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let why = String::from_utf8_lossy(&out.stderr);
+    if why.contains("busy") {
+        Err(UnmountError::Busy)
+    } else {
+        Err(UnmountError::Io(io::Error::other(format!(
+            "fusermount3 -u: {}",
+            why.trim()
+        ))))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MOUNTINFO: &str = "\
+22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw
+98 22 0:39 / /tmp/a\\040b rw,nosuid,nodev,relatime shared:50 - fuse.hscm hscm:/tmp/v\\040w.hscm rw,user_id=0,group_id=0
+99 22 0:40 / /tmp/m rw,relatime - tmpfs tmpfs rw
+garbage line
+";
+
+    #[test]
+    fn mountinfo_lines_parse_with_their_escapes() {
+        let m = parse_mountinfo(MOUNTINFO);
+        assert_eq!(m.len(), 3);
+        assert_eq!(m[1].point, Path::new("/tmp/a b"));
+        assert_eq!(m[1].device, "0:39");
+        assert_eq!(m[1].hscm_volume(), Some(PathBuf::from("/tmp/v w.hscm")));
+        assert_eq!(m[2].hscm_volume(), None, "tmpfs is no hscm mount");
+    }
+
+    #[test]
+    fn the_mount_on_top_is_the_one_nothing_lies_on() {
+        let info = "\
+22 1 8:1 / / rw - ext4 /dev/sda1 rw
+40 22 0:40 / /m rw - tmpfs tmpfs rw
+41 40 0:41 / /m rw - fuse hscm:/v rw
+30 41 0:42 / /m rw - tmpfs tmpfs rw
+";
+        let all = parse_mountinfo(info);
+        let top = topmost_in(&all, Path::new("/m")).unwrap();
+        assert_eq!(
+            top.id, 30,
+            "a reused, smaller ID on top still counts as on top"
+        );
+        assert_eq!(topmost_in(&all[..3], Path::new("/m")).unwrap().id, 41);
+        assert_eq!(topmost_in(&all, Path::new("/x")), None);
+    }
+
+    #[test]
+    fn the_root_is_on_top_of_itself() {
+        let top = topmost(Path::new("/"))
+            .unwrap()
+            .expect("/ is a mount point");
+        assert_eq!(top.point, Path::new("/"));
+    }
+}
