@@ -62,6 +62,18 @@ pub fn error_json(e: &anyhow::Error) -> serde_json::Value {
     serde_json::json!({ "ok": false, "error": render_error(e) })
 }
 
+/// A command line clap refused, as one JSON object for a command run with `--json`:
+/// the same `ok` and `error` as any failure, and `usage: true` (exit status 2).
+pub fn usage_error_json(e: &clap::Error) -> serde_json::Value {
+    let text = e.to_string();
+    let first = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("")
+        .trim_start_matches("error: ");
+    serde_json::json!({ "ok": false, "error": escape_for_terminal(first, 500), "usage": true })
+}
+
 /// Makes text from untrusted input safe to print: control characters and invalid UTF-8
 /// shown escaped (`\x1b`, `\u{fffd}`), and at most `max` characters kept.
 pub fn escape_for_terminal(s: &str, max: usize) -> String {

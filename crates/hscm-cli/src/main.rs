@@ -657,7 +657,16 @@ fn main() -> std::process::ExitCode {
         .init();
     // Read before parsing: a command given --json answers in JSON even when it fails.
     let json_wanted = std::env::args_os().any(|a| a == "--json");
-    match run(Cli::parse()) {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // Help and version are answers, not failures: clap prints them as asked.
+        Err(e) if !e.use_stderr() || !json_wanted => e.exit(),
+        Err(e) => {
+            let _ = hscm_lab::out::json(&errors::usage_error_json(&e));
+            e.exit()
+        }
+    };
+    match run(cli) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         // The reader went away (`hscm … | head -1`): what it wanted, it has.
         Err(e) if errors::is_closed_pipe(&e) => std::process::ExitCode::SUCCESS,
@@ -750,7 +759,12 @@ fn run(cli: Cli) -> Result<()> {
             }
             volume_cmd::info(&path, json, load)
         }
-        Command::Volume(VolumeCmd::Check { path, json }) => volume_cmd::check(&path, json),
+        Command::Volume(VolumeCmd::Check { path, json }) => {
+            if tier_cmd::is_tiered(&path) {
+                return tier_cmd::check(&path, json);
+            }
+            volume_cmd::check(&path, json)
+        }
         Command::Volume(VolumeCmd::Stats { path, json }) => tier_cmd::stats(&path, json),
         Command::Volume(VolumeCmd::Replay {
             path,

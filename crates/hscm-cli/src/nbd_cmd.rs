@@ -4,11 +4,12 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::builder::TypedValueParser as _;
 use hscm_lab::units::human_bytes;
-use hscm_nbd::{Endpoint, ExportOptions, Listener, Server};
+use hscm_nbd::{Endpoint, ExportOptions, ListenLimits, Listener, Server};
 use hscm_volume::{Durability, OpenOptions, Volume};
 
 #[derive(clap::Args)]
@@ -16,7 +17,8 @@ pub struct NbdArgs {
     /// The volume file (made by `hscm volume create`).
     pub volume: PathBuf,
     /// Listen on this Unix socket (mode 0600). The default, when neither --socket nor
-    /// --listen is given: hscm-nbd-VOLUME.sock in the temporary directory.
+    /// --listen is given: nbd-VOLUME.sock in the runtime directory
+    /// ($XDG_RUNTIME_DIR/hscm, or /run/hscm for root: only its user can write there).
     #[arg(long, conflicts_with = "listen")]
     pub socket: Option<PathBuf>,
     /// Listen on TCP at ADDR:PORT; a bare PORT or :PORT listens on loopback only.
@@ -38,6 +40,54 @@ pub struct NbdArgs {
     #[arg(long, default_value_t = ExportOptions::default().workers_per_connection,
           value_parser = clap::value_parser!(u16).range(1..=64).map(usize::from))]
     pub workers: usize,
+    /// Connections served at once; more are closed as they arrive.
+    #[arg(long, default_value_t = ListenLimits::default().max_connections,
+          value_parser = clap::value_parser!(u32).range(1..=65536).map(|n| n as usize))]
+    pub max_connections: usize,
+    /// Seconds a client has to finish the handshake.
+    #[arg(long, default_value_t = ExportOptions::default().handshake_timeout.as_secs_f64(),
+          value_parser = seconds)]
+    pub handshake_timeout: f64,
+    /// Seconds a client may send nothing before it is dropped; 0 (the default) never
+    /// drops an idle client, as a block device's client may rightly sit idle.
+    #[arg(long, default_value_t = 0.0, value_parser = seconds)]
+    pub idle_timeout: f64,
+    /// Seconds a reply may wait for a client that does not read it; then the
+    /// connection ends.
+    #[arg(long, default_value_t = ExportOptions::default().send_timeout.as_secs_f64(),
+          value_parser = seconds)]
+    pub send_timeout: f64,
+    /// Seconds SIGTERM or Ctrl-C waits for requests already read to be answered before
+    /// the connections still open are cut; then the volume is flushed and closed.
+    #[arg(long, default_value_t = ListenLimits::default().grace.as_secs_f64(),
+          value_parser = seconds)]
+    pub grace: f64,
+}
+
+/// A number of seconds: finite, not negative, at most a day.
+fn seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..=86_400.0).contains(&v) => Ok(v),
+        _ => Err(format!("{s:?} is not a number of seconds from 0 to 86400")),
+    }
+}
+
+impl NbdArgs {
+    fn limits(&self) -> ListenLimits {
+        ListenLimits {
+            max_connections: self.max_connections,
+            grace: Duration::from_secs_f64(self.grace),
+        }
+    }
+}
+
+/// Whether clients on other machines can reach `addr` (anything but loopback).
+fn reaches_the_network(addr: &str) -> bool {
+    use std::net::ToSocketAddrs;
+    match addr.to_socket_addrs() {
+        Ok(mut addrs) => addrs.any(|a| !a.ip().is_loopback()),
+        Err(_) => true,
+    }
 }
 
 /// A bare port, or `:port`, means loopback: exposing a disk to the network is asked
@@ -74,11 +124,21 @@ fn inherited_listener() -> Result<Option<Listener>> {
     Ok(Some(Listener::from_fd(fd)?))
 }
 
-fn default_socket(volume: &std::path::Path) -> PathBuf {
+fn default_socket(volume: &std::path::Path) -> Result<PathBuf> {
     let stem = volume
         .file_stem()
         .map_or("volume".into(), |s| s.to_string_lossy().into_owned());
-    std::env::temp_dir().join(format!("hscm-nbd-{stem}.sock"))
+    let stem: String = stem
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    Ok(hscm_durable::runtime::dir()?.join(format!("nbd-{stem}.sock")))
 }
 
 pub fn serve(a: &NbdArgs) -> Result<()> {
@@ -95,8 +155,18 @@ pub fn serve(a: &NbdArgs) -> Result<()> {
             let endpoint = match (&a.socket, &a.listen) {
                 (_, Some(addr)) => Endpoint::Tcp(tcp_address(addr)),
                 (Some(path), None) => Endpoint::Unix(path.clone()),
-                (None, None) => Endpoint::Unix(default_socket(&a.volume)),
+                (None, None) => Endpoint::Unix(default_socket(&a.volume)?),
             };
+            if let Endpoint::Tcp(addr) = &endpoint {
+                if reaches_the_network(addr) {
+                    note!(
+                        "hscm: warning: serving {} {} on {addr} in plaintext, without authentication: anyone who can reach this address can {} it",
+                        a.volume.display(),
+                        if a.read_only { "read-only" } else { "read-write" },
+                        if a.read_only { "read" } else { "read and overwrite" }
+                    );
+                }
+            }
             Listener::bind(&endpoint)?
         }
     };
@@ -104,6 +174,9 @@ pub fn serve(a: &NbdArgs) -> Result<()> {
         name: a.export.clone(),
         read_only: a.read_only,
         workers_per_connection: a.workers,
+        handshake_timeout: Duration::from_secs_f64(a.handshake_timeout),
+        idle_timeout: (a.idle_timeout > 0.0).then(|| Duration::from_secs_f64(a.idle_timeout)),
+        send_timeout: Duration::from_secs_f64(a.send_timeout),
         ..ExportOptions::default()
     };
     if crate::tier_cmd::is_tiered(&a.volume) {
@@ -138,7 +211,7 @@ pub fn serve(a: &NbdArgs) -> Result<()> {
     if !activated {
         outln!("{}", listener.uri(&a.export))?;
     }
-    listener.serve(server.clone(), stop)?;
+    listener.serve_with(server.clone(), stop, &a.limits())?;
     drop(listener);
     use std::sync::atomic::Ordering::Relaxed;
     note!(
@@ -201,7 +274,7 @@ fn serve_tiered(
             }
         })
     };
-    listener.serve(server, stop.clone())?;
+    listener.serve_with(server, stop.clone(), &a.limits())?;
     drop(listener);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let _ = saver.join();

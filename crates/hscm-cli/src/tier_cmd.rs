@@ -80,6 +80,13 @@ pub fn create(path: &Path, a: &TierArgs, force: bool) -> Result<()> {
         durability: a.durability,
     };
     cfg.validate()?;
+    if cfg.ram > cfg.size {
+        bail!(
+            "--ram {} is larger than --size {}: a DRAM tier can hold at most the whole volume (for a volume wholly in RAM, leave out --ram)",
+            human_bytes(cfg.ram),
+            human_bytes(cfg.size)
+        );
+    }
     hscm_volume::check_fits_in_memory(&path.display().to_string(), cfg.ram)
         .context("refusing a DRAM tier larger than this machine's memory")?;
     match &a.fast {
@@ -204,13 +211,46 @@ fn print_snapshot(s: &hscm_tier::snapshot::Snapshot) -> Result<()> {
     Ok(())
 }
 
+/// The JSON `volume info` and `volume check` print for a tiered volume: the fields
+/// every kind has (`path`, `kind`, `volume_size`, `durability`, `ok`), then its own.
+fn info_json(path: &Path, cfg: &TierConfig) -> Result<serde_json::Value> {
+    let snap = hscm_tier::snapshot::read_saved(path, cfg).ok().flatten();
+    let (_, fast_path) = TieredVolume::inspect_with_fast_path(path)?;
+    Ok(serde_json::json!({
+        "path": path.display().to_string(),
+        "kind": "tiered",
+        "volume_size": cfg.size,
+        "durability": durability_name(cfg.durability),
+        "ok": true,
+        "tier": cfg,
+        "fast_tier_path": fast_path,
+        "stats": snap,
+    }))
+}
+
+/// `hscm volume check` of a tiered volume: its header and fast-tier layout read and
+/// checked.
+pub fn check(path: &Path, json: bool) -> Result<()> {
+    let cfg = TieredVolume::inspect(path)
+        .with_context(|| format!("check of {} failed", path.display()))?;
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&info_json(path, &cfg)?)?)?;
+    } else {
+        outln!(
+            "{}: ok (tiered volume of {}, {} in DRAM, header checksum valid)",
+            path.display(),
+            human_bytes(cfg.size),
+            human_bytes(cfg.ram)
+        )?;
+    }
+    Ok(())
+}
+
 /// `hscm volume info` of a tiered volume: its header and saved counters, as text or JSON.
 pub fn info(path: &Path, cfg: &TierConfig, json: bool) -> Result<()> {
     let snap = hscm_tier::snapshot::read_saved(path, cfg).ok().flatten();
     if json {
-        let (_, fast_path) = TieredVolume::inspect_with_fast_path(path)?;
-        let v = serde_json::json!({ "path": path.display().to_string(), "kind": "tiered", "tier": cfg, "fast_tier_path": fast_path, "stats": snap });
-        outln!("{v}")?;
+        outln!("{}", serde_json::to_string_pretty(&info_json(path, cfg)?)?)?;
         return Ok(());
     }
     outln!("{}: tiered volume", path.display())?;

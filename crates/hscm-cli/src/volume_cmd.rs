@@ -81,6 +81,8 @@ fn header_json(path: &Path, found: &Inspection) -> serde_json::Value {
     let h = &found.header;
     json!({
         "path": path.display().to_string(),
+        "kind": "flat",
+        "ok": true,
         "format_version": h.version,
         "uuid": h.uuid_string(),
         "volume_size": h.volume_size,
@@ -180,8 +182,7 @@ pub fn check(path: &Path, json_out: bool) -> Result<()> {
         Volume::inspect(path).with_context(|| format!("check of {} failed", path.display()))?;
     let (header, pending) = (&found.header, found.pending_batches);
     if json_out {
-        let mut out = header_json(path, &found);
-        out["ok"] = json!(true);
+        let out = header_json(path, &found);
         outln!("{}", serde_json::to_string_pretty(&out)?)?;
     } else {
         outln!(

@@ -26,7 +26,10 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 pub mod dirty;
+mod mounting;
 pub mod mounts;
+
+pub use mounting::{mount, session_config, Access, DIRTY_SHARE_PERCENT};
 
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, KernelConfig,
@@ -54,6 +57,8 @@ pub struct Fuse {
     /// The session's channel for telling the kernel what changed behind its back:
     /// set by [`mount`] once the session exists.
     notifier: Arc<OnceLock<fuser::Notifier>>,
+    /// Open directory handles and the listing each reads from.
+    dirs: Dirs,
 }
 
 impl Fuse {
@@ -65,6 +70,7 @@ impl Fuse {
             writeback_cache,
             kills_setid: false,
             notifier: Arc::default(),
+            dirs: Dirs::default(),
         }
     }
 
@@ -116,158 +122,60 @@ impl Fuse {
     }
 }
 
-/// The share of the system's dirty page limit a root mount with the writeback cache
-/// takes (see [`dirty`]).
-pub const DIRTY_SHARE_PERCENT: u8 = 50;
+/// A directory's entries as a listing shows them: ".", "..", then the names.
+type Listing = Arc<Vec<(Vec<u8>, u64, Kind)>>;
 
-/// Mounts `served` at `mountpoint` with `config` (see [`session_config`]): the
-/// session, its notifications wired in, the dirty share lifted (see
-/// [`after_mount`]), and the mount as this process knows it ([`mounts::Mounted`]),
-/// to unmount it and nothing else. The caller runs or spawns the session.
-///
-/// fuser unmounts by path when its session ends, and by then the path may reach
-/// another file system (one this mount lay over, once the kernel has unmounted this
-/// one). So root mounts itself ([`mount_as_root`]) and hands fuser only the
-/// /dev/fuse descriptor, which fuser never unmounts. A user's mount goes through
-/// fusermount3, which unmounts only that user's own FUSE mounts.
-pub fn mount(
-    served: Fuse,
-    mountpoint: &Path,
-    config: &fuser::Config,
-) -> std::io::Result<(fuser::Session<Fuse>, mounts::Mounted)> {
-    let writeback_cache = served.writeback_cache;
-    let notifier = served.notifier.clone();
-    let point = std::fs::canonicalize(mountpoint)?;
-    let session = if rustix::process::geteuid().is_root() {
-        let fd = mount_as_root(&point, config)?;
-        match fuser::Session::from_fd(served, fd, config.acl, config.clone()) {
-            Ok(session) => session,
-            Err(e) => {
-                let _ = rustix::mount::unmount(&point, rustix::mount::UnmountFlags::DETACH);
-                return Err(e);
+impl Fuse {
+    fn listing(&self, dir: u64) -> Result<Listing, hscm_fs::Error> {
+        let entries = self.fs.readdir(dir)?;
+        let parent = self.fs.parent_of(dir).unwrap_or(dir);
+        let mut v = Vec::with_capacity(entries.len() + 2);
+        v.push((b".".to_vec(), dir, Kind::Dir));
+        v.push((b"..".to_vec(), parent, Kind::Dir));
+        v.extend(entries);
+        Ok(Arc::new(v))
+    }
+}
+
+/// The listings of open directory handles.
+#[derive(Default)]
+struct Dirs {
+    next: std::sync::atomic::AtomicU64,
+    open: std::sync::Mutex<std::collections::HashMap<u64, Listing>>,
+}
+
+impl Dirs {
+    fn open(&self, listing: Listing) -> u64 {
+        let fh = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        if let Ok(mut open) = self.open.lock() {
+            open.insert(fh, listing);
+        }
+        fh
+    }
+
+    /// The handle's listing, unless the reader starts over (offset 0: a rewinddir
+    /// sees the directory as it is now) or the handle is unknown.
+    fn get(&self, fh: u64, offset: u64) -> Option<Listing> {
+        if offset == 0 {
+            return None;
+        }
+        self.open.lock().ok()?.get(&fh).cloned()
+    }
+
+    fn refresh(&self, fh: u64, listing: Listing) -> Listing {
+        if let Ok(mut open) = self.open.lock() {
+            if let Some(slot) = open.get_mut(&fh) {
+                *slot = listing.clone();
             }
         }
-    } else {
-        fuser::Session::new(served, &point, config)?
-    };
-    let mounted = mounts::Mounted::on_top_at(&point)?;
-    let _ = notifier.set(session.notifier());
-    after_mount(&point, writeback_cache);
-    Ok((session, mounted))
-}
+        listing
+    }
 
-/// mount(2) of a FUSE file system at `point` as `config` says: its /dev/fuse
-/// descriptor. Type `fuse.hscm`, source the FSName option; `nosuid`, `nodev`, `ro`
-/// and `default_permissions` from the options, `allow_other` from the ACL.
-fn mount_as_root(point: &Path, config: &fuser::Config) -> std::io::Result<std::os::fd::OwnedFd> {
-    use fuser::MountOption as O;
-    use rustix::mount::MountFlags;
-    use std::os::fd::AsRawFd;
-    use std::os::unix::fs::MetadataExt;
-    let dev = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .open("/dev/fuse")
-        .map_err(|e| std::io::Error::new(e.kind(), format!("/dev/fuse: {e}")))?;
-    let root_type = std::fs::metadata(point)?.mode() & 0o170000;
-    let mut data = format!(
-        "fd={},rootmode={root_type:o},user_id={},group_id={}",
-        dev.as_raw_fd(),
-        rustix::process::getuid().as_raw(),
-        rustix::process::getgid().as_raw()
-    );
-    let mut flags = MountFlags::empty();
-    let mut source = "hscm".to_string();
-    for option in &config.mount_options {
-        match option {
-            O::FSName(name) => source = name.clone(),
-            O::DefaultPermissions => data.push_str(",default_permissions"),
-            O::NoSuid => flags |= MountFlags::NOSUID,
-            O::NoDev => flags |= MountFlags::NODEV,
-            O::RO => flags |= MountFlags::RDONLY,
-            _ => {}
+    fn close(&self, fh: u64) {
+        if let Ok(mut open) = self.open.lock() {
+            open.remove(&fh);
         }
     }
-    if config.acl == fuser::SessionACL::All {
-        data.push_str(",allow_other");
-    }
-    rustix::mount::mount(source.as_str(), point, "fuse.hscm", flags, data.as_str()).map_err(
-        |e| {
-            std::io::Error::new(
-                std::io::Error::from(e).kind(),
-                format!("mount(2) at {}: {e}", point.display()),
-            )
-        },
-    )?;
-    Ok(dev.into())
-}
-
-/// After mounting at `mountpoint`: when the writeback cache is on and this process is
-/// root, lifts FUSE's strict 1% dirty share to [`DIRTY_SHARE_PERCENT`]. A failure
-/// only costs speed, so it is logged, not returned.
-fn after_mount(mountpoint: &Path, writeback_cache: bool) {
-    if !writeback_cache || !rustix::process::geteuid().is_root() {
-        return;
-    }
-    match dirty::lift_dirty_limit(mountpoint, DIRTY_SHARE_PERCENT) {
-        Ok(bdi) => tracing::info!(
-            "{}: this mount may hold {DIRTY_SHARE_PERCENT}% of the system's dirty page limit",
-            bdi.display()
-        ),
-        Err(e) => tracing::warn!(
-            "lifting the kernel's 1% dirty page share of {}: {e} (writes stall sooner)",
-            mountpoint.display()
-        ),
-    }
-}
-
-/// How a mount lets others in.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Access {
-    /// Other users than the one who mounted may use it (FUSE's `allow_other`), under
-    /// the kernel's permission checks, as on any local file system.
-    pub allow_other: bool,
-    /// Honour setuid and setgid bits (off: `nosuid`).
-    pub suid: bool,
-    /// Honour device nodes (off: `nodev`).
-    pub dev: bool,
-    /// Refuse every change (`ro`).
-    pub read_only: bool,
-}
-
-/// The session settings every hscm mount uses: named `fsname` (what `mount` and
-/// /proc/mounts show), kernel permission checks (`default_permissions`), `threads`
-/// serving threads each with its own /dev/fuse descriptor, and `nosuid,nodev`
-/// unless `access` asks otherwise (libfuse's default too: a volume made by someone
-/// else must not hand out their setuid files or device nodes).
-pub fn session_config(fsname: &str, threads: usize, access: Access) -> fuser::Config {
-    let mut config = fuser::Config::default();
-    config.mount_options = vec![
-        fuser::MountOption::FSName(fsname.to_string()),
-        fuser::MountOption::Subtype("hscm".into()),
-        fuser::MountOption::DefaultPermissions,
-        if access.read_only {
-            fuser::MountOption::RO
-        } else {
-            fuser::MountOption::RW
-        },
-        if access.dev {
-            fuser::MountOption::Dev
-        } else {
-            fuser::MountOption::NoDev
-        },
-        if access.suid {
-            fuser::MountOption::Suid
-        } else {
-            fuser::MountOption::NoSuid
-        },
-    ];
-    if access.allow_other {
-        config.acl = fuser::SessionACL::All;
-    }
-    config.n_threads = Some(threads);
-    config.clone_fd = true;
-    config
 }
 
 fn errno(e: hscm_fs::Error) -> Errno {
@@ -698,31 +606,49 @@ impl fuser::Filesystem for Fuse {
         self.empty(self.fs.fsync(ino.0), reply)
     }
 
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        match self.listing(ino.0) {
+            Ok(listing) => {
+                let fh = self.dirs.open(listing);
+                reply.opened(FileHandle(fh), FopenFlags::empty())
+            }
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.dirs.close(fh.0);
+        reply.ok();
+    }
+
+    /// Serves the listing the handle took at opendir (or at a rewind to offset 0),
+    /// so that a directory of n entries costs O(n) over all the calls that read it,
+    /// not O(n) per call.
     fn readdir(
         &self,
         _req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let entries = match self.fs.readdir(ino.0) {
-            Ok(e) => e,
-            Err(e) => return reply.error(errno(e)),
+        let listing = match self.dirs.get(fh.0, offset) {
+            Some(listing) => listing,
+            None => match self.listing(ino.0) {
+                Ok(listing) => self.dirs.refresh(fh.0, listing),
+                Err(e) => return reply.error(errno(e)),
+            },
         };
-        let parent = self.fs.parent_of(ino.0).unwrap_or(ino.0);
-        let dots = [
-            (b".".to_vec(), ino.0, Kind::Dir),
-            (b"..".to_vec(), parent, Kind::Dir),
-        ];
         // Offsets are positions: the entry at position i carries i + 1, the
         // position to resume after it.
-        for (i, (name, child, kind)) in dots
-            .into_iter()
-            .chain(entries)
-            .enumerate()
-            .skip(offset as usize)
-        {
+        for (i, (name, child, kind)) in listing.iter().cloned().enumerate().skip(offset as usize) {
             if reply.add(
                 INodeNo(child),
                 i as u64 + 1,

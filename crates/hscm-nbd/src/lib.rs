@@ -22,7 +22,7 @@ mod stream;
 #[cfg(feature = "testing")]
 pub mod testing;
 
-pub use listener::{Endpoint, Listener};
+pub use listener::{Endpoint, ListenLimits, Listener};
 pub use server::{ExportOptions, Server, Stats};
 pub use stream::Stream;
 

@@ -8,7 +8,7 @@ use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::{Error, Server, Stream};
 
@@ -29,6 +29,24 @@ enum Inner {
 /// A listening socket.
 pub struct Listener {
     inner: Inner,
+}
+
+/// What the accept loop allows.
+#[derive(Debug, Clone)]
+pub struct ListenLimits {
+    /// Connections served at once; more are closed as they arrive.
+    pub max_connections: usize,
+    /// How long a stop waits for requests already read to be answered.
+    pub grace: Duration,
+}
+
+impl Default for ListenLimits {
+    fn default() -> Self {
+        ListenLimits {
+            max_connections: 128,
+            grace: Duration::from_secs(5),
+        }
+    }
 }
 
 /// How often the accept loop looks at the stop flag.
@@ -118,17 +136,38 @@ impl Listener {
         }
     }
 
-    /// Accepts and serves clients, a thread each, until `stop` is set; then stops
-    /// reading from every client, lets the requests already read finish and reply,
-    /// and returns. The caller flushes and closes the target.
+    /// [`Self::serve_with`] with the default limits.
     pub fn serve(&self, server: Arc<Server>, stop: Arc<AtomicBool>) -> Result<(), Error> {
+        self.serve_with(server, stop, &ListenLimits::default())
+    }
+
+    /// Accepts and serves clients, a thread each, at most `limits.max_connections`
+    /// at once (more are closed at once), until `stop` is set; then stops reading
+    /// from every client and lets the requests already read finish and reply for up
+    /// to `limits.grace`, after which the connections still open are cut (a client
+    /// that does not read its replies cannot hold the stop up), and returns. The
+    /// caller flushes and closes the target.
+    pub fn serve_with(
+        &self,
+        server: Arc<Server>,
+        stop: Arc<AtomicBool>,
+        limits: &ListenLimits,
+    ) -> Result<(), Error> {
         self.set_nonblocking().map_err(|source| Error::Setup {
             what: "cannot make the listener non-blocking".into(),
             source,
         })?;
         let mut clients: Vec<(std::thread::JoinHandle<()>, Stream)> = Vec::new();
         while !stop.load(Ordering::Relaxed) {
+            clients.retain(|(h, _)| !h.is_finished());
             match self.accept() {
+                Ok(Some(stream)) if clients.len() >= limits.max_connections => {
+                    tracing::warn!(
+                        "refusing a connection: {} are open, the most allowed",
+                        limits.max_connections
+                    );
+                    stream.shutdown();
+                }
                 Ok(Some(stream)) => {
                     let watch = match stream.try_clone() {
                         Ok(w) => w,
@@ -162,10 +201,19 @@ impl Listener {
                     std::thread::sleep(POLL * 20);
                 }
             }
-            clients.retain(|(h, _)| !h.is_finished());
         }
         for (_, stream) in &clients {
             stream.shutdown_read();
+        }
+        let deadline = Instant::now() + limits.grace;
+        while Instant::now() < deadline && clients.iter().any(|(h, _)| !h.is_finished()) {
+            std::thread::sleep(POLL);
+        }
+        for (handle, stream) in &clients {
+            if !handle.is_finished() {
+                tracing::warn!("cutting a connection still busy after the grace period");
+                stream.shutdown();
+            }
         }
         for (handle, _) in clients {
             let _ = handle.join();

@@ -10,6 +10,7 @@
 use std::io::{self, Read, Write};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 use hscm_block::{BlockTarget, Capabilities, FuaSupport, WriteFlags, ZeroFlags};
 
@@ -29,6 +30,15 @@ pub struct ExportOptions {
     /// Requests each connection runs at once, at most (threads start as one and grow
     /// while requests wait on the device).
     pub workers_per_connection: usize,
+    /// A client must finish the handshake within this time, or it is dropped.
+    pub handshake_timeout: Duration,
+    /// A client that sends nothing for this long is dropped (None: never, as a
+    /// block device's client may rightly sit idle for hours).
+    pub idle_timeout: Option<Duration>,
+    /// A reply the client does not take within this time ends the connection: a
+    /// client that never reads holds a thread and one piece of a reply at most
+    /// this long.
+    pub send_timeout: Duration,
 }
 
 impl Default for ExportOptions {
@@ -38,6 +48,9 @@ impl Default for ExportOptions {
             description: "hscm durable hybrid RAM volume".into(),
             read_only: false,
             workers_per_connection: 16,
+            handshake_timeout: Duration::from_secs(10),
+            idle_timeout: None,
+            send_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -60,9 +73,8 @@ const MAX_PAYLOAD_SKIP: u32 = 64 << 20;
 const MAX_STATUS_RANGE: u64 = 64 << 20;
 /// BLOCK_STATUS looks at the data in units of this many bytes.
 const STATUS_UNIT: u64 = 4096;
-/// A simple reply's header, and a structured read's (chunk header and offset).
-const SIMPLE_HEADER: usize = 16;
-const STRUCTURED_READ_HEADER: usize = 28;
+/// A READ's reply goes out in pieces of this many bytes (see `answer_read`).
+const READ_PIECE: usize = 256 << 10;
 /// The id of the one metadata context, base:allocation.
 const BASE_ALLOCATION_ID: u32 = 1;
 
@@ -171,8 +183,15 @@ impl Server {
     /// is set (requests already read are answered first).
     pub fn serve(&self, mut stream: Stream, stop: &AtomicBool) -> Result<(), Error> {
         self.stats.connections.fetch_add(1, Ordering::Relaxed);
+        // Zero means no limit (a socket refuses a zero timeout).
+        let limit = |d: Duration| (!d.is_zero()).then_some(d);
+        let send = limit(self.export.send_timeout);
+        stream.set_timeouts(limit(self.export.handshake_timeout), send)?;
         let result = match self.handshake(&mut stream) {
-            Ok(Handshake::Transmit(session)) => self.transmit(stream, session, stop),
+            Ok(Handshake::Transmit(session)) => {
+                stream.set_timeouts(self.export.idle_timeout.and_then(limit), send)?;
+                self.transmit(stream, session, stop)
+            }
             Ok(Handshake::Done) => Ok(()),
             Err(e) => Err(e),
         };
@@ -461,7 +480,12 @@ impl Server {
                     }
                 }
             };
-            if !send(&conn.writer, &self.execute(&req, &payload, conn.session)) {
+            let sent = if req.kind == proto::CMD_READ {
+                self.answer_read(&conn.writer, &req, conn.session)
+            } else {
+                send(&conn.writer, &self.execute(&req, &payload, conn.session))
+            };
+            if !sent {
                 // The client is gone (the failed reply shut the stream down): the
                 // connection ends for every thread.
                 if let Ok(mut turn) = conn.turn.lock() {
@@ -540,24 +564,8 @@ impl Server {
                 req.len
             );
         }
-        match (result, req.kind) {
-            // The data was read in place behind room for the header: fill it in.
-            (Ok(Reply::Data(mut v)), _) if session.structured => {
-                let len = (v.len() - STRUCTURED_READ_HEADER) as u32;
-                v[..20].copy_from_slice(&proto::chunk_header(
-                    proto::REPLY_FLAG_DONE,
-                    proto::REPLY_TYPE_OFFSET_DATA,
-                    req.cookie,
-                    8 + len,
-                ));
-                v[20..28].copy_from_slice(&req.offset.to_be_bytes());
-                v
-            }
-            (Ok(Reply::Data(mut v)), _) => {
-                v[..SIMPLE_HEADER].copy_from_slice(&proto::simple_reply(0, req.cookie));
-                v
-            }
-            (Ok(Reply::Status(descriptors)), _) => {
+        match result {
+            Ok(Reply::Status(descriptors)) => {
                 let mut body = BASE_ALLOCATION_ID.to_be_bytes().to_vec();
                 for (len, flags) in descriptors {
                     body.extend_from_slice(&len.to_be_bytes());
@@ -573,19 +581,78 @@ impl Server {
                 v.extend_from_slice(&body);
                 v
             }
-            (Ok(Reply::Done), _) => proto::simple_reply(0, req.cookie).to_vec(),
-            // A structured client gets a READ's or BLOCK_STATUS's error as a chunk
-            // with the reason; anything else as a simple reply.
-            (Err((errno, why)), proto::CMD_READ | proto::CMD_BLOCK_STATUS)
-                if session.structured =>
-            {
-                proto::error_chunk(req.cookie, errno, &why)
-            }
-            (Err((errno, _)), _) => proto::simple_reply(errno, req.cookie).to_vec(),
+            Ok(Reply::Done) => proto::simple_reply(0, req.cookie).to_vec(),
+            Err((errno, why)) => error_reply(req, session, errno, &why),
         }
     }
 
-    fn run(&self, req: &Request, payload: &[u8], session: Session) -> Result<Reply, (u32, String)> {
+    /// Answers a READ a piece at a time, under the connection's writer lock: a
+    /// reply of up to the maximum block size (32 MiB) never sits whole in memory, so
+    /// a client that stops reading its replies holds at most one piece here. The
+    /// first piece is read before the header goes out, so an error found there is
+    /// answered as an error; one found later (the header already said success)
+    /// ends the connection. False once the client is gone.
+    fn answer_read(&self, writer: &Mutex<Stream>, req: &Request, session: Session) -> bool {
+        if let Err((errno, why)) = self.check(req, session) {
+            self.stats.errors.fetch_add(1, Ordering::Relaxed);
+            return send(writer, &error_reply(req, session, errno, &why));
+        }
+        let Ok(mut w) = writer.lock() else {
+            return false;
+        };
+        let len = req.len as usize;
+        let mut piece = Vec::with_capacity(len.min(READ_PIECE));
+        let mut at = 0;
+        while at < len {
+            let n = (len - at).min(READ_PIECE);
+            piece.clear();
+            let read = self
+                .target
+                .read_with(req.offset + at as u64, n, &mut |_, bytes| {
+                    piece.extend_from_slice(bytes)
+                });
+            if let Err(e) = read {
+                self.stats.errors.fetch_add(1, Ordering::Relaxed);
+                if at == 0 {
+                    let reply = error_reply(req, session, errno_of(&e), &e.to_string());
+                    drop(w);
+                    return send(writer, &reply);
+                }
+                tracing::warn!("a read failed after its reply began: {e}; dropping the client");
+                w.shutdown();
+                return false;
+            }
+            if at == 0 {
+                let header = if session.structured {
+                    let mut h = proto::chunk_header(
+                        proto::REPLY_FLAG_DONE,
+                        proto::REPLY_TYPE_OFFSET_DATA,
+                        req.cookie,
+                        8 + req.len,
+                    )
+                    .to_vec();
+                    h.extend_from_slice(&req.offset.to_be_bytes());
+                    h
+                } else {
+                    proto::simple_reply(0, req.cookie).to_vec()
+                };
+                if w.write_all(&header).is_err() {
+                    w.shutdown();
+                    return false;
+                }
+            }
+            if w.write_all(&piece).is_err() {
+                w.shutdown();
+                return false;
+            }
+            at += n;
+        }
+        true
+    }
+
+    /// What every command is checked for before it runs: known flags, the export's
+    /// mode, the range, and for READ its length.
+    fn check(&self, req: &Request, session: Session) -> Result<(), (u32, String)> {
         let invalid = |why: String| Err((proto::EINVAL, why));
         let size = self.target.size();
         let len = u64::from(req.len);
@@ -618,6 +685,26 @@ impl Server {
             ));
         }
         let max = self.caps.block_sizes.maximum;
+        if req.kind == proto::CMD_READ && req.len > max {
+            let errno = if session.structured {
+                proto::EOVERFLOW
+            } else {
+                proto::EINVAL
+            };
+            return Err((
+                errno,
+                format!("a read of {} bytes (at most {max})", req.len),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Runs one command other than READ ([`Self::answer_read`] streams those).
+    fn run(&self, req: &Request, payload: &[u8], session: Session) -> Result<Reply, (u32, String)> {
+        self.check(req, session)?;
+        let invalid = |why: String| Err((proto::EINVAL, why));
+        let len = u64::from(req.len);
+        let max = self.caps.block_sizes.maximum;
         let fua = req.flags & proto::CMD_FLAG_FUA != 0;
         let wflags = if fua {
             WriteFlags::FUA
@@ -626,34 +713,6 @@ impl Server {
         };
         let target_err = |e: hscm_block::Error| (errno_of(&e), e.to_string());
         match req.kind {
-            proto::CMD_READ => {
-                if req.len > max {
-                    let errno = if session.structured {
-                        proto::EOVERFLOW
-                    } else {
-                        proto::EINVAL
-                    };
-                    return Err((
-                        errno,
-                        format!("a read of {} bytes (at most {max})", req.len),
-                    ));
-                }
-                let room = if session.structured {
-                    STRUCTURED_READ_HEADER
-                } else {
-                    SIMPLE_HEADER
-                };
-                // The header's room, then the bytes as the target lends them: no
-                // zero-filling of a buffer the read would overwrite at once.
-                let mut reply = Vec::with_capacity(room + req.len as usize);
-                reply.resize(room, 0);
-                self.target
-                    .read_with(req.offset, req.len as usize, &mut |_, piece| {
-                        reply.extend_from_slice(piece)
-                    })
-                    .map_err(target_err)?;
-                Ok(Reply::Data(reply))
-            }
             proto::CMD_WRITE => {
                 if req.len > max {
                     return invalid(format!("a write of {} bytes (at most {max})", req.len));
@@ -750,8 +809,6 @@ impl Server {
 
 enum Reply {
     Done,
-    /// A whole read reply: room for its header, then the data.
-    Data(Vec<u8>),
     Status(Vec<(u32, u32)>),
 }
 
@@ -776,6 +833,17 @@ fn errno_of(e: &hscm_block::Error) -> u32 {
         22 => proto::EINVAL,
         95 => proto::ENOTSUP,
         _ => proto::EIO,
+    }
+}
+
+/// The reply to a command that failed: a structured client gets a READ's or
+/// BLOCK_STATUS's error as a chunk with the reason; anything else a simple reply.
+fn error_reply(req: &Request, session: Session, errno: u32, why: &str) -> Vec<u8> {
+    match req.kind {
+        proto::CMD_READ | proto::CMD_BLOCK_STATUS if session.structured => {
+            proto::error_chunk(req.cookie, errno, why)
+        }
+        _ => proto::simple_reply(errno, req.cookie).to_vec(),
     }
 }
 

@@ -27,7 +27,26 @@ impl Stream {
         count.unwrap_or(0)
     }
 
-    /// Ends both directions; a blocked read on any clone returns.
+    /// How long a read or a write may block before it fails (None: forever). Set on
+    /// the socket, so every clone shares them.
+    pub fn set_timeouts(
+        &self,
+        read: Option<std::time::Duration>,
+        write: Option<std::time::Duration>,
+    ) -> io::Result<()> {
+        match self {
+            Stream::Unix(s) => {
+                s.set_read_timeout(read)?;
+                s.set_write_timeout(write)
+            }
+            Stream::Tcp(s) => {
+                s.set_read_timeout(read)?;
+                s.set_write_timeout(write)
+            }
+        }
+    }
+
+    /// Ends both directions; a blocked read or write on any clone returns.
     pub fn shutdown(&self) {
         self.shutdown_how(Shutdown::Both)
     }

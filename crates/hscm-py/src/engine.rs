@@ -10,7 +10,7 @@ use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 use crate::HscmError;
 
@@ -47,37 +47,54 @@ fn durability(name: Option<&str>) -> PyResult<Option<Durability>> {
 
 /// An engine a Python object owns until `close`: calls share it, `close` takes it,
 /// and every call after that raises.
+///
+/// The lock guards only the slot, for the moment it takes to clone or take the
+/// `Arc`: no call holds it while the GIL is released, so a `close` on one thread
+/// cannot deadlock with a call on another (the call would hold the lock waiting for
+/// the GIL, `close` the GIL waiting for the lock). `close` waits, without the GIL,
+/// for the calls in flight to let go of the engine.
 struct Handle<T> {
-    inner: RwLock<Option<T>>,
+    inner: RwLock<Option<Arc<T>>>,
     path: String,
 }
 
-impl<T> Handle<T> {
+impl<T: Send + Sync> Handle<T> {
     fn new(engine: T, path: &std::path::Path) -> Self {
         Handle {
-            inner: RwLock::new(Some(engine)),
+            inner: RwLock::new(Some(Arc::new(engine))),
             path: path.display().to_string(),
         }
     }
 
-    fn with<R>(&self, f: impl FnOnce(&T) -> PyResult<R>) -> PyResult<R> {
-        let guard = self
-            .inner
-            .read()
-            .map_err(|_| HscmError::new_err(format!("{}: lock poisoned", self.path)))?;
-        match guard.as_ref() {
-            Some(engine) => f(engine),
-            None => Err(HscmError::new_err(format!("{} is closed", self.path))),
-        }
+    fn poisoned(&self) -> PyErr {
+        HscmError::new_err(format!("{}: lock poisoned", self.path))
     }
 
-    /// The engine, once; None when already closed.
-    fn take(&self) -> PyResult<Option<T>> {
-        Ok(self
+    fn with<R>(&self, f: impl FnOnce(&T) -> PyResult<R>) -> PyResult<R> {
+        let engine = self
             .inner
-            .write()
-            .map_err(|_| HscmError::new_err(format!("{}: lock poisoned", self.path)))?
-            .take())
+            .read()
+            .map_err(|_| self.poisoned())?
+            .clone()
+            .ok_or_else(|| HscmError::new_err(format!("{} is closed", self.path)))?;
+        f(&engine)
+    }
+
+    /// The engine, once, after every call in flight has returned (waited for
+    /// without the GIL); None when already closed.
+    fn take(&self, py: Python<'_>) -> PyResult<Option<T>> {
+        let Some(mut engine) = self.inner.write().map_err(|_| self.poisoned())?.take() else {
+            return Ok(None);
+        };
+        Ok(Some(py.detach(|| loop {
+            match Arc::try_unwrap(engine) {
+                Ok(e) => break e,
+                Err(shared) => {
+                    engine = shared;
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+            }
+        })))
     }
 
     fn is_closed(&self) -> bool {
@@ -250,7 +267,7 @@ impl Volume {
 
     /// Flushes, checkpoints and closes; later calls raise. Closing twice is harmless.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        match self.handle.take()? {
+        match self.handle.take(py)? {
             Some(v) => py.detach(|| v.close()).map_err(vol_err),
             None => Ok(()),
         }
@@ -380,7 +397,7 @@ impl KeyValueStore {
 
     /// Closes the store; later calls raise. Closing twice is harmless.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
-        match self.handle.take()? {
+        match self.handle.take(py)? {
             Some(s) => py.detach(|| s.close()).map_err(kv_err),
             None => Ok(()),
         }

@@ -626,3 +626,65 @@ fn any_block_target_can_be_served() {
     );
     assert_eq!(counted.write_bytes, data.len() as u64 + 5);
 }
+
+/// A client that changes its buffer while the server writes from it (a protocol
+/// violation) can garble only its own data: RAM gets exactly the bytes that went
+/// home, so reads now and after a restart agree.
+#[test]
+fn a_buffer_changed_during_its_write_leaves_ram_and_disk_the_same() {
+    let mut f = serve(8 * MIB, ServerOptions::default());
+    let client = Client::connect(
+        &f.socket,
+        &ClientOptions {
+            db_len: 2 * MIB,
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut q = client.queue().unwrap();
+    let len = MIB as usize;
+    let mut lease = client.lease(MIB).unwrap();
+    let mut served = Vec::new();
+    for round in 0..5u64 {
+        lease.write(0, &pattern(round, len));
+        q.submit_raw(SqEntry {
+            opcode: OP_WRITE,
+            start: round * 2048,
+            count: (MIB / 512) as u32,
+            buffer: lease.index(),
+            flags: hscm_ring::proto::FLAG_FUA,
+            ..Default::default()
+        })
+        .unwrap();
+        let mut scribble = 0u64;
+        let done = loop {
+            if let Some(c) = q.try_complete().unwrap() {
+                break c;
+            }
+            scribble += 1;
+            lease.write((scribble * 4096) % MIB, &pattern(100 + scribble, 4096));
+        };
+        assert_eq!(done.result, Ok(len as u32));
+        let mut now = vec![0u8; len];
+        q.read_bytes(round * MIB, &mut now).unwrap();
+        served.push(now);
+    }
+    drop(lease);
+    drop(q);
+    drop(client);
+    f.server.take().unwrap().shutdown();
+    let volume = std::mem::replace(
+        &mut f.volume,
+        common::volume_at(&f.dir.path().join("other.hscm"), MIB),
+    );
+    Arc::try_unwrap(volume).ok().unwrap().close().unwrap();
+    let reopened = common::volume_at(&f.volume_path, 8 * MIB);
+    for (round, now) in served.iter().enumerate() {
+        let mut home = vec![0u8; len];
+        reopened.read_at(round as u64 * MIB, &mut home).unwrap();
+        assert!(
+            home == *now,
+            "round {round}: what was read from RAM is what the device holds"
+        );
+    }
+}

@@ -262,6 +262,19 @@ pub fn detect(head: &[u8]) -> Option<Format> {
     None
 }
 
+/// Why a line of a text trace could not be read: bytes that are not text (a binary
+/// trace read as a text format) are named as such, with the format that expected
+/// text.
+pub(crate) fn read_failure(e: &std::io::Error, format: &str) -> String {
+    if e.kind() == std::io::ErrorKind::InvalidData {
+        format!(
+            "not text (invalid UTF-8), but the {format} format is text, one record per line: is this a binary trace? Read it with its binary format"
+        )
+    } else {
+        format!("read failed: {e}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -286,3 +299,4 @@ mod tests {
         assert_eq!(detect(b""), None);
     }
 }
+

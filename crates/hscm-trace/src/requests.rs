@@ -393,7 +393,10 @@ impl<R: BufRead> Iterator for TextRequests<R> {
             match self.input.read_line(&mut self.line) {
                 Ok(0) => return None,
                 Ok(_) => {}
-                Err(e) => return Some(Err(self.error(format!("read failed: {e}")))),
+                Err(e) => {
+                    self.line_no += 1;
+                    return Some(Err(self.error(crate::read_failure(&e, self.format.name()))));
+                }
             }
             self.line_no += 1;
             if let Err(e) = self.parse() {

@@ -198,7 +198,7 @@ impl<R: BufRead> TextReader<R> {
                     return Some(Err(TraceError::Parse {
                         name: self.name.clone(),
                         line: self.line_no + 1,
-                        message: format!("read failed: {e}"),
+                        message: crate::read_failure(&e, self.format.name()),
                     }))
                 }
             }

@@ -114,6 +114,11 @@ pub fn info_request(name: &str, infos: &[u16]) -> Vec<u8> {
 
 /// Negotiates with NBD_OPT_GO and returns the transmission flags.
 pub fn go(s: &mut UnixStream, name: &str) -> u16 {
+    go_sized(s, name, SIZE)
+}
+
+/// [`go`] with an export of `size` bytes.
+pub fn go_sized(s: &mut UnixStream, name: &str, size: u64) -> u16 {
     send_option(s, OPT_GO, &info_request(name, &[]));
     let mut flags = None;
     loop {
@@ -122,7 +127,7 @@ pub fn go(s: &mut UnixStream, name: &str) -> u16 {
         match kind {
             REP_INFO => {
                 if u16::from_be_bytes([data[0], data[1]]) == INFO_EXPORT {
-                    assert_eq!(u64::from_be_bytes(data[2..10].try_into().unwrap()), SIZE);
+                    assert_eq!(u64::from_be_bytes(data[2..10].try_into().unwrap()), size);
                     flags = Some(u16::from_be_bytes([data[10], data[11]]));
                 }
             }

@@ -93,6 +93,10 @@ impl Shared {
         }
         let skip = (offset - start) as usize;
         sectors[skip..skip + data.len()].copy_from_slice(data);
+        // From here on the bytes are this private copy's: `data` may be memory another
+        // process can change meanwhile (the ring's shared buffer), and RAM must get
+        // exactly what goes home.
+        let data = &sectors[skip..skip + data.len()];
 
         let ticket = match &self.journal {
             Some(j) => self.write_journaled(j, start, &sectors, durability)?,
