@@ -464,3 +464,29 @@ fn writes_truncates_and_chowns_drop_setuid_and_setgid_as_linux_does() {
     fs.setattr(dir, chown).unwrap();
     assert_eq!(perm(dir), 0o2775);
 }
+
+#[test]
+fn rename_of_a_directory_into_a_full_parent_is_too_many_links() {
+    let (_target, fs) = fresh(512 << 20);
+    let full = fs.mkdir(ROOT, b"full", 0o755, OWNER).unwrap().ino;
+    let mut made = 0;
+    let err = loop {
+        match fs.mkdir(full, format!("d{made}").as_bytes(), 0o755, OWNER) {
+            Ok(_) => made += 1,
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(err.errno(), 31, "EMLINK after {made}: {err}");
+    let other = fs.mkdir(ROOT, b"other", 0o755, OWNER).unwrap().ino;
+    fs.mkdir(other, b"mover", 0o755, OWNER).unwrap();
+    let err = fs
+        .rename(other, b"mover", full, b"mover", RenameFlags::default())
+        .unwrap_err();
+    assert_eq!(err.errno(), 31, "{err}");
+    let nlink = fs.getattr(full).unwrap().nlink;
+    assert!(nlink <= 65_000, "{nlink}");
+    // A file moves in: it adds no link to the directory.
+    fs.mknod(other, b"f", Kind::File, 0o644, 0, OWNER).unwrap();
+    fs.rename(other, b"f", full, b"f", RenameFlags::default())
+        .unwrap();
+}

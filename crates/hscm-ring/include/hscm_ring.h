@@ -64,7 +64,9 @@ int hscm_ring_read_in_place(hscm_ring_queue *queue, uint64_t offset, size_t len,
 int hscm_ring_submit_read(hscm_ring_queue *queue, uint64_t offset, uint32_t len, uint32_t *id);
 int hscm_ring_submit_write(hscm_ring_queue *queue, uint64_t offset, const void *buf, uint32_t len,
                            int fua, uint32_t *id);
-/* Waits for the next completion; a read's bytes go to buf (buf_len bytes of room). */
+/* Waits for the next completion; a read's bytes go to buf (buf_len bytes of room).
+ * A read that does not fit returns -1 with *out filled (out->len is the room needed)
+ * and is kept: the next call returns it again. */
 int hscm_ring_complete(hscm_ring_queue *queue, hscm_ring_completion *out, void *buf, size_t buf_len);
 
 #ifdef __cplusplus

@@ -9,7 +9,7 @@ use std::collections::HashMap;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::path::Path;
 
-use crate::client::{Client, ClientOptions, Op, Queue};
+use crate::client::{Client, ClientOptions, Completion, Op, Queue};
 use crate::error::Error;
 use crate::server::endpoint_path;
 
@@ -60,6 +60,9 @@ pub struct CQueue {
     queue: Queue,
     /// Commands submitted through the C submit calls: id -> is a read.
     reads: HashMap<u32, bool>,
+    /// A read's completion whose bytes did not fit the caller's buffer: kept, and
+    /// handed out again by the next `hscm_ring_complete`.
+    held: Option<Completion>,
 }
 
 #[repr(C)]
@@ -153,6 +156,7 @@ pub unsafe extern "C" fn hscm_ring_queue_open(client: *mut CClient) -> *mut CQue
             Ok(queue) => Box::into_raw(Box::new(CQueue {
                 queue,
                 reads: HashMap::new(),
+                held: None,
             })),
             Err(e) => {
                 set_error(e);
@@ -384,7 +388,9 @@ pub unsafe extern "C" fn hscm_ring_submit_write(
 }
 
 /// Waits for the next completion and fills `*out`. For a read, its bytes are copied
-/// to `buf` (which must hold `out->len` bytes; pass the size in `buf_len`).
+/// to `buf` (which must hold `out->len` bytes; pass the size in `buf_len`). A read
+/// whose bytes do not fit is not lost: this returns -1 with `*out` filled (its
+/// `len` says the room needed), and the next call returns the same completion.
 ///
 /// # Safety
 /// `queue` is live and used by this thread only; `out` is valid for one write; `buf`
@@ -404,11 +410,16 @@ pub unsafe extern "C" fn hscm_ring_complete(
         if out.is_null() {
             return set_error("out is NULL");
         }
-        let c = match q.queue.complete() {
-            Ok(c) => c,
-            Err(e) => return set_error(e),
+        let (c, is_read) = match q.held.take() {
+            Some(c) => (c, true),
+            None => match q.queue.complete() {
+                Ok(c) => {
+                    let is_read = q.reads.remove(&c.id).unwrap_or(false);
+                    (c, is_read)
+                }
+                Err(e) => return set_error(e),
+            },
         };
-        let is_read = q.reads.remove(&c.id).unwrap_or(false);
         let (status, len) = match c.result {
             Ok(n) => (0u32, n),
             Err(s) => (s as u32, 0),
@@ -423,8 +434,9 @@ pub unsafe extern "C" fn hscm_ring_complete(
         };
         if is_read && status == 0 {
             if buf.is_null() || buf_len < len as usize {
+                q.held = Some(c);
                 return set_error(format!(
-                    "read of {len} bytes completed but buf holds {buf_len}"
+                    "read of {len} bytes completed but buf holds {buf_len}: call again with room for {len} bytes (the completion is kept)"
                 ));
             }
             if let Some(lease) = &c.lease {

@@ -299,4 +299,3 @@ mod tests {
         assert_eq!(detect(b""), None);
     }
 }
-
