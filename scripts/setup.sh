@@ -18,6 +18,8 @@ command -v nbdkit >/dev/null || need_apt+=(nbdkit)
 [ -f /usr/include/nbdkit-plugin.h ] || need_apt+=(nbdkit-plugin-dev)
 command -v fusermount3 >/dev/null || need_apt+=(fuse3)
 command -v sqlite3 >/dev/null || need_apt+=(sqlite3)   # WAL databases through hscm mount
+command -v openssl >/dev/null || need_apt+=(openssl)   # test certificates for hscm nbd --tls
+command -v setpriv >/dev/null || need_apt+=(util-linux)   # another user's view of a mount
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::builder::TypedValueParser as _;
 use hscm_lab::units::human_bytes;
-use hscm_nbd::{Endpoint, ExportOptions, ListenLimits, Listener, Server};
+use hscm_nbd::{Endpoint, ExportOptions, ListenLimits, Listener, Server, Tls, TlsMode};
 use hscm_volume::{Durability, OpenOptions, Volume};
 
 #[derive(clap::Args)]
@@ -57,6 +57,19 @@ pub struct NbdArgs {
     #[arg(long, default_value_t = ExportOptions::default().send_timeout.as_secs_f64(),
           value_parser = seconds)]
     pub send_timeout: f64,
+    /// TLS (NBD_OPT_STARTTLS, as nbdkit and qemu-nbd): `off`; `on`, for clients
+    /// that ask; `require`, refusing every client that does not. Needs
+    /// --tls-certificates.
+    #[arg(long, default_value = "off", value_parser = clap::value_parser!(TlsMode))]
+    pub tls: TlsMode,
+    /// A directory with server-cert.pem and server-key.pem (nbdkit's and qemu-nbd's
+    /// layout; the CA that signed them, ca-cert.pem, goes to the clients).
+    #[arg(long, value_name = "DIR")]
+    pub tls_certificates: Option<PathBuf>,
+    /// A PSK file (psktool's `USERNAME:HEXKEY` lines) instead of certificates. Not
+    /// available yet: refused with the reason.
+    #[arg(long, value_name = "FILE", conflicts_with = "tls_certificates")]
+    pub tls_psk: Option<PathBuf>,
     /// Seconds SIGTERM or Ctrl-C waits for requests already read to be answered before
     /// the connections still open are cut; then the volume is flushed and closed.
     #[arg(long, default_value_t = ListenLimits::default().grace.as_secs_f64(),
@@ -73,6 +86,25 @@ fn seconds(s: &str) -> Result<f64, String> {
 }
 
 impl NbdArgs {
+    /// The TLS side the flags ask for, its credentials loaded.
+    fn tls(&self) -> Result<Tls> {
+        if let Some(psk) = &self.tls_psk {
+            bail!(
+                "--tls-psk {}: PSK is not available: hscm's TLS is rustls, which has no external pre-shared keys yet (rustls issue 174); use --tls-certificates",
+                psk.display()
+            );
+        }
+        match (self.tls, &self.tls_certificates) {
+            (TlsMode::Off, None) => Ok(Tls::off()),
+            (TlsMode::Off, Some(_)) => bail!("--tls-certificates needs --tls on or --tls require"),
+            (mode, Some(dir)) => Ok(Tls::with_certificates(mode, dir)?),
+            (mode, None) => bail!(
+                "--tls {} needs --tls-certificates DIR (server-cert.pem and server-key.pem)",
+                mode.name()
+            ),
+        }
+    }
+
     fn limits(&self) -> ListenLimits {
         ListenLimits {
             max_connections: self.max_connections,
@@ -158,9 +190,9 @@ pub fn serve(a: &NbdArgs) -> Result<()> {
                 (None, None) => Endpoint::Unix(default_socket(&a.volume)?),
             };
             if let Endpoint::Tcp(addr) = &endpoint {
-                if reaches_the_network(addr) {
+                if reaches_the_network(addr) && a.tls != TlsMode::Require {
                     note!(
-                        "hscm: warning: serving {} {} on {addr} in plaintext, without authentication: anyone who can reach this address can {} it",
+                        "hscm: warning: serving {} {} on {addr} in plaintext, without authentication: anyone who can reach this address can {} it (--tls require with --tls-certificates refuses plaintext clients)",
                         a.volume.display(),
                         if a.read_only { "read-only" } else { "read-write" },
                         if a.read_only { "read" } else { "read and overwrite" }
@@ -177,6 +209,7 @@ pub fn serve(a: &NbdArgs) -> Result<()> {
         handshake_timeout: Duration::from_secs_f64(a.handshake_timeout),
         idle_timeout: (a.idle_timeout > 0.0).then(|| Duration::from_secs_f64(a.idle_timeout)),
         send_timeout: Duration::from_secs_f64(a.send_timeout),
+        tls: a.tls()?,
         ..ExportOptions::default()
     };
     if crate::tier_cmd::is_tiered(&a.volume) {

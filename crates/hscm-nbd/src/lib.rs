@@ -21,10 +21,12 @@ mod server;
 mod stream;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod tls;
 
 pub use listener::{Endpoint, ListenLimits, Listener};
 pub use server::{ExportOptions, Server, Stats};
 pub use stream::Stream;
+pub use tls::{Tls, TlsMode};
 
 /// Why a connection or the server ended in failure.
 #[derive(Debug, thiserror::Error)]

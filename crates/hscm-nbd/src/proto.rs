@@ -35,6 +35,7 @@ pub const TX_SEND_FAST_ZERO: u16 = 1 << 11;
 pub const OPT_EXPORT_NAME: u32 = 1;
 pub const OPT_ABORT: u32 = 2;
 pub const OPT_LIST: u32 = 3;
+pub const OPT_STARTTLS: u32 = 5;
 pub const OPT_INFO: u32 = 6;
 pub const OPT_GO: u32 = 7;
 pub const OPT_STRUCTURED_REPLY: u32 = 8;
@@ -49,6 +50,7 @@ pub const REP_META_CONTEXT: u32 = 4;
 const REP_ERR: u32 = 1 << 31;
 pub const REP_ERR_UNSUP: u32 = REP_ERR + 1;
 pub const REP_ERR_INVALID: u32 = REP_ERR + 3;
+pub const REP_ERR_TLS_REQD: u32 = REP_ERR + 5;
 pub const REP_ERR_UNKNOWN: u32 = REP_ERR + 6;
 pub const REP_ERR_TOO_BIG: u32 = REP_ERR + 9;
 

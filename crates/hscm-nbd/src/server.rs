@@ -39,6 +39,9 @@ pub struct ExportOptions {
     /// client that never reads holds a thread and one piece of a reply at most
     /// this long.
     pub send_timeout: Duration,
+    /// Whether clients may or must start TLS (NBD_OPT_STARTTLS), with what
+    /// credentials.
+    pub tls: crate::Tls,
 }
 
 impl Default for ExportOptions {
@@ -51,6 +54,7 @@ impl Default for ExportOptions {
             handshake_timeout: Duration::from_secs(10),
             idle_timeout: None,
             send_timeout: Duration::from_secs(30),
+            tls: crate::Tls::off(),
         }
     }
 }
@@ -217,6 +221,8 @@ impl Server {
         }
         let no_zeroes = client_flags & proto::CLIENT_NO_ZEROES != 0;
         let mut session = Session::default();
+        let mut tls_started = false;
+        let tls_mode = self.export.tls.mode;
         loop {
             let magic = read_u64(s)?;
             if magic != proto::IHAVEOPT {
@@ -231,7 +237,53 @@ impl Server {
             }
             let mut data = vec![0u8; len as usize];
             s.read_exact(&mut data)?;
+            let plaintext_refused = tls_mode == crate::TlsMode::Require
+                && !tls_started
+                && !matches!(option, proto::OPT_STARTTLS | proto::OPT_ABORT);
+            if plaintext_refused {
+                if option == proto::OPT_EXPORT_NAME {
+                    // It has no error reply: hang up.
+                    return Ok(Handshake::Done);
+                }
+                reply(
+                    s,
+                    option,
+                    proto::REP_ERR_TLS_REQD,
+                    b"this server requires TLS",
+                )?;
+                continue;
+            }
             match option {
+                proto::OPT_STARTTLS => {
+                    if tls_mode == crate::TlsMode::Off {
+                        reply(
+                            s,
+                            option,
+                            proto::REP_ERR_UNSUP,
+                            b"TLS is off on this server",
+                        )?;
+                    } else if tls_started || !data.is_empty() {
+                        let msg: &[u8] = if tls_started {
+                            b"TLS is already on"
+                        } else {
+                            b"STARTTLS takes no data"
+                        };
+                        reply(s, option, proto::REP_ERR_INVALID, msg)?;
+                    } else {
+                        reply(s, option, proto::REP_ACK, &[])?;
+                        let raw = s.try_clone()?;
+                        *s = self.export.tls.start(raw, self.export.send_timeout)?;
+                        // The handshake's time limit holds past STARTTLS too.
+                        let limit = |d: Duration| (!d.is_zero()).then_some(d);
+                        s.set_timeouts(
+                            limit(self.export.handshake_timeout),
+                            limit(self.export.send_timeout),
+                        )?;
+                        tls_started = true;
+                        // Nothing agreed in plaintext carries over (the spec's rule).
+                        session = Session::default();
+                    }
+                }
                 proto::OPT_EXPORT_NAME => {
                     let name = String::from_utf8_lossy(&data);
                     if !self.name_matches(&name) {

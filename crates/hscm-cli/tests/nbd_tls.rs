@@ -1,0 +1,260 @@
+//! `hscm nbd` with TLS (NBD_OPT_STARTTLS, X.509) against libnbd's nbdinfo and
+//! nbdcopy and qemu-img: the export works over TLS, a plaintext client is refused
+//! when TLS is required, and the flags that cannot work say why. The certificates
+//! are made here with the openssl command (scripts/setup.sh installs it).
+
+mod util;
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use util::{hscm, run, signal, text};
+
+/// A CA, and a server certificate for localhost and 127.0.0.1 signed by it: the
+/// server's directory (`server-cert.pem`, `server-key.pem`) and the clients'
+/// (`ca-cert.pem`).
+fn certificates(dir: &Path) -> (PathBuf, PathBuf) {
+    let (server, client) = (dir.join("server"), dir.join("client"));
+    std::fs::create_dir_all(&server).unwrap();
+    std::fs::create_dir_all(&client).unwrap();
+    let sh = |script: &str| {
+        let o = Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .current_dir(dir)
+            .output()
+            .expect("sh");
+        assert!(o.status.success(), "{script}: {}", text(&o));
+    };
+    sh("openssl req -x509 -newkey rsa:2048 -nodes -keyout ca-key.pem -out client/ca-cert.pem -days 2 \
+        -subj '/CN=hscm test CA' -addext basicConstraints=critical,CA:TRUE \
+        -addext keyUsage=critical,keyCertSign,cRLSign");
+    sh("openssl req -newkey rsa:2048 -nodes -keyout server/server-key.pem -out server.csr -subj /CN=localhost");
+    std::fs::write(
+        dir.join("ext.cnf"),
+        "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n\
+         keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    sh("openssl x509 -req -in server.csr -CA client/ca-cert.pem -CAkey ca-key.pem -CAcreateserial \
+        -out server/server-cert.pem -days 2 -extfile ext.cnf");
+    (server, client)
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// `hscm nbd` on a loopback port with `args`, once it serves; its port.
+fn serve(volume: &Path, args: &[&str]) -> (Child, u16) {
+    let port = free_port();
+    let mut child = hscm()
+        .arg("nbd")
+        .arg(volume)
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"))
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn hscm nbd");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("nbd://"), "printed {line:?}");
+    (child, port)
+}
+
+fn stop(mut child: Child) {
+    signal(child.id(), 15);
+    assert!(child.wait().unwrap().success());
+}
+
+fn tool(name: &str) -> Command {
+    assert!(
+        hscm_lab::installed(name),
+        "{name} is not installed: run scripts/setup.sh"
+    );
+    Command::new(name)
+}
+
+#[test]
+fn clients_reach_the_export_over_tls_and_plaintext_is_refused_when_required() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, client) = certificates(dir.path());
+    let v = dir.path().join("v.hscm");
+    assert!(
+        run(&["volume", "create", v.to_str().unwrap(), "--size", "16M"])
+            .status
+            .success()
+    );
+    let certs = server.to_str().unwrap();
+    let (child, port) = serve(&v, &["--tls", "require", "--tls-certificates", certs]);
+    let tls_uri = format!(
+        "nbds://localhost:{port}/?tls-certificates={}",
+        client.display()
+    );
+    let o = tool("nbdinfo").arg(&tls_uri).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let info = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        info.contains("with TLS") && info.contains("16777216"),
+        "{info}"
+    );
+
+    // Data through TLS, both ways, larger than any one TLS record or reply piece.
+    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 13 % 251) as u8).collect();
+    let src = dir.path().join("src.bin");
+    let back = dir.path().join("back.bin");
+    std::fs::write(&src, &data).unwrap();
+    let o = tool("nbdcopy").arg(&src).arg(&tls_uri).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let o = tool("nbdcopy").arg(&tls_uri).arg(&back).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(std::fs::read(&back).unwrap()[..data.len()] == data[..]);
+
+    // qemu with its own TLS stack.
+    let o = tool("qemu-img")
+        .args(["info", "--object"])
+        .arg(format!(
+            "tls-creds-x509,id=tls0,endpoint=client,dir={}",
+            client.display()
+        ))
+        .arg("--image-opts")
+        .arg(format!(
+            "driver=nbd,host=localhost,port={port},tls-creds=tls0"
+        ))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("16 MiB"), "{}", text(&o));
+
+    // Plaintext clients are refused.
+    let o = tool("nbdinfo")
+        .arg(format!("nbd://localhost:{port}/"))
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "{}", text(&o));
+    let o = tool("qemu-img")
+        .arg("info")
+        .arg(format!("nbd://localhost:{port}/"))
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    assert!(text(&o).contains("requires TLS"), "{}", text(&o));
+    stop(child);
+}
+
+#[test]
+fn tls_on_serves_both_kinds_of_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, client) = certificates(dir.path());
+    let v = dir.path().join("v.hscm");
+    assert!(
+        run(&["volume", "create", v.to_str().unwrap(), "--size", "16M"])
+            .status
+            .success()
+    );
+    let (child, port) = serve(
+        &v,
+        &[
+            "--tls",
+            "on",
+            "--tls-certificates",
+            server.to_str().unwrap(),
+        ],
+    );
+    for uri in [
+        format!(
+            "nbds://localhost:{port}/?tls-certificates={}",
+            client.display()
+        ),
+        format!("nbd://localhost:{port}/"),
+    ] {
+        let o = tool("nbdinfo").arg(&uri).output().unwrap();
+        assert!(o.status.success(), "{uri}: {}", text(&o));
+    }
+    stop(child);
+}
+
+#[test]
+fn tls_flags_that_cannot_work_are_refused_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = dir.path().join("v.hscm");
+    assert!(
+        run(&["volume", "create", v.to_str().unwrap(), "--size", "16M"])
+            .status
+            .success()
+    );
+    let port = free_port().to_string();
+    let vs = v.to_str().unwrap();
+    let o = run(&["nbd", vs, "--listen", &port, "--tls", "require"]);
+    assert!(!o.status.success());
+    assert!(
+        text(&o).contains("needs --tls-certificates"),
+        "{}",
+        text(&o)
+    );
+    let o = run(&[
+        "nbd",
+        vs,
+        "--listen",
+        &port,
+        "--tls",
+        "require",
+        "--tls-psk",
+        "/dev/null",
+    ]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("PSK is not available"), "{}", text(&o));
+    let o = run(&[
+        "nbd",
+        vs,
+        "--listen",
+        &port,
+        "--tls",
+        "on",
+        "--tls-certificates",
+        "/nonexistent",
+    ]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("server-cert.pem"), "{}", text(&o));
+}
+
+#[test]
+fn plaintext_on_a_network_address_is_warned_about() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = dir.path().join("v.hscm");
+    assert!(
+        run(&["volume", "create", v.to_str().unwrap(), "--size", "16M"])
+            .status
+            .success()
+    );
+    let port = free_port();
+    let mut child = hscm()
+        .arg("nbd")
+        .arg(&v)
+        .arg("--listen")
+        .arg(format!("0.0.0.0:{port}"))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    signal(child.id(), 15);
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("in plaintext, without authentication"),
+        "{err}"
+    );
+}

@@ -1,0 +1,293 @@
+//! TLS as the NBD protocol defines it: the client asks with NBD_OPT_STARTTLS during
+//! the handshake, the server acknowledges, and everything after (the rest of the
+//! handshake and the transmission phase) runs inside TLS (the NBD project's
+//! `doc/proto.md`, "TLS support"). X.509 certificates in nbdkit's and qemu-nbd's
+//! layout (`server-cert.pem`, `server-key.pem` in one directory), on rustls.
+//!
+//! The server reads and writes a connection from several threads at once (one reads
+//! requests while others write replies), which a TLS session, one state for both
+//! directions, does not allow. So once TLS is up, a pump thread owns the session and
+//! the socket, and the server goes on over one end of a local socket pair whose other
+//! end the pump encrypts and decrypts: the server's code is the same with or without
+//! TLS. The pump is non-blocking on both sides, so a deep client that reads its
+//! replies never stalls it, and a client that stops reading is cut after the send
+//! timeout.
+
+use std::io::{self, Read, Write};
+use std::os::fd::AsFd;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+use rustls::{ServerConfig, ServerConnection};
+
+use crate::{Error, Stream};
+
+/// Whether clients may, or must, use TLS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TlsMode {
+    /// No TLS: NBD_OPT_STARTTLS is refused as unsupported.
+    #[default]
+    Off,
+    /// TLS for clients that ask; plaintext for the others.
+    On,
+    /// Only TLS: every option but STARTTLS and ABORT is refused with
+    /// NBD_REP_ERR_TLS_REQD until the client has started TLS.
+    Require,
+}
+
+impl TlsMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            TlsMode::Off => "off",
+            TlsMode::On => "on",
+            TlsMode::Require => "require",
+        }
+    }
+}
+
+impl std::str::FromStr for TlsMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "off" => Ok(TlsMode::Off),
+            "on" => Ok(TlsMode::On),
+            "require" => Ok(TlsMode::Require),
+            other => Err(format!("unknown TLS mode {other:?}: off, on or require")),
+        }
+    }
+}
+
+/// The TLS side of an export: its mode and, unless off, the server's credentials.
+#[derive(Clone, Default)]
+pub struct Tls {
+    pub mode: TlsMode,
+    config: Option<Arc<ServerConfig>>,
+}
+
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Tls({})", self.mode.name())
+    }
+}
+
+impl Tls {
+    /// TLS in `mode` with the certificate chain and key in `dir`
+    /// (`server-cert.pem`, `server-key.pem`, as nbdkit and qemu-nbd lay them out).
+    pub fn with_certificates(mode: TlsMode, dir: &Path) -> Result<Tls, Error> {
+        let setup = |what: String| move |e: io::Error| Error::Setup { what, source: e };
+        let cert_path = dir.join("server-cert.pem");
+        let key_path = dir.join("server-key.pem");
+        let cert_pem =
+            std::fs::read(&cert_path).map_err(setup(format!("reading {}", cert_path.display())))?;
+        let key_pem =
+            std::fs::read(&key_path).map_err(setup(format!("reading {}", key_path.display())))?;
+        let bad = |path: &Path, why: String| Error::Setup {
+            what: format!("{}: {why}", path.display()),
+            source: io::Error::from(io::ErrorKind::InvalidData),
+        };
+        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&cert_pem)
+            .collect::<Result<_, _>>()
+            .map_err(|e| bad(&cert_path, format!("not a PEM certificate chain ({e})")))?;
+        if certs.is_empty() {
+            return Err(bad(&cert_path, "holds no certificate".into()));
+        }
+        let key = PrivateKeyDer::from_pem_slice(&key_pem)
+            .map_err(|e| bad(&key_path, format!("not a PEM private key ({e})")))?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| bad(dir, e.to_string()))?
+            .with_no_client_auth()
+            .with_single_cert(certs, key)
+            .map_err(|e| bad(&cert_path, format!("certificate and key do not fit ({e})")))?;
+        Ok(Tls {
+            mode,
+            config: Some(Arc::new(config)),
+        })
+    }
+
+    pub fn off() -> Tls {
+        Tls::default()
+    }
+
+    /// Runs the TLS handshake on `socket` (whose timeouts bound it) and returns the
+    /// plaintext end the server goes on with; a pump thread carries the bytes.
+    pub(crate) fn start(&self, socket: Stream, send_timeout: Duration) -> Result<Stream, Error> {
+        let config = self
+            .config
+            .clone()
+            .ok_or_else(|| Error::Protocol("TLS asked of a server without credentials".into()))?;
+        let mut conn =
+            ServerConnection::new(config).map_err(|e| Error::Protocol(format!("TLS: {e}")))?;
+        let mut socket = socket;
+        while conn.is_handshaking() {
+            conn.complete_io(&mut socket)
+                .map_err(|e| Error::Protocol(format!("TLS handshake: {e}")))?;
+        }
+        let (plain, pumped) = UnixStream::pair()?;
+        std::thread::Builder::new()
+            .name("nbd-tls".into())
+            .spawn(move || {
+                if let Err(e) = pump(conn, socket, pumped, send_timeout) {
+                    tracing::debug!("TLS connection ended: {e}");
+                }
+            })?;
+        Ok(Stream::Unix(plain))
+    }
+}
+
+/// Plaintext waiting for the server beyond this is not read from the client.
+const PLAIN_BACKLOG: usize = 1 << 20;
+/// Ciphertext waiting for the client beyond this is not taken from the server.
+const TLS_BACKLOG: usize = 1 << 20;
+
+/// Carries bytes between the TLS session on `socket` and the server's plaintext
+/// `local` end until either side closes or the client stops taking what is sent.
+fn pump(
+    mut conn: ServerConnection,
+    socket: Stream,
+    mut local: UnixStream,
+    send_timeout: Duration,
+) -> io::Result<()> {
+    use rustix::event::{poll, PollFd, PollFlags};
+    set_nonblocking(&socket, true)?;
+    local.set_nonblocking(true)?;
+    conn.set_buffer_limit(Some(TLS_BACKLOG));
+    let mut socket = socket;
+    let mut to_local: Vec<u8> = Vec::new();
+    let mut buf = vec![0u8; 64 << 10];
+    let mut stalled_since: Option<Instant> = None;
+    // What came in with the handshake's last flight is decrypted already.
+    let mut client_open = take_plaintext(&mut conn, &mut buf, &mut to_local)?;
+    loop {
+        let wants_write = conn.wants_write();
+        if !client_open && !wants_write && to_local.is_empty() {
+            return Ok(());
+        }
+        let mut socket_flags = PollFlags::empty();
+        if client_open && to_local.len() < PLAIN_BACKLOG {
+            socket_flags |= PollFlags::IN;
+        }
+        if wants_write {
+            socket_flags |= PollFlags::OUT;
+        }
+        // Taken from the server only once the client has what came before: the
+        // session's ciphertext is the one place replies wait.
+        let mut local_flags = PollFlags::empty();
+        if !wants_write {
+            local_flags |= PollFlags::IN;
+        }
+        if !to_local.is_empty() {
+            local_flags |= PollFlags::OUT;
+        }
+        let (sfd, lfd) = (socket_fd(&socket), local.as_fd());
+        let mut fds = [
+            PollFd::from_borrowed_fd(sfd, socket_flags),
+            PollFd::from_borrowed_fd(lfd, local_flags),
+        ];
+        let _ = poll(&mut fds, 1000);
+        let (s_ready, l_ready) = (fds[0].revents(), fds[1].revents());
+        if wants_write {
+            match conn.write_tls(&mut socket) {
+                Ok(_) => stalled_since = None,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    let since = *stalled_since.get_or_insert_with(Instant::now);
+                    if since.elapsed() > send_timeout {
+                        return Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            "the client stopped taking replies",
+                        ));
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if s_ready.intersects(PollFlags::IN | PollFlags::HUP | PollFlags::ERR) && client_open {
+            match conn.read_tls(&mut socket) {
+                Ok(0) => client_open = false,
+                Ok(_) => {
+                    let state = conn
+                        .process_new_packets()
+                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+                    if !take_plaintext(&mut conn, &mut buf, &mut to_local)?
+                        || state.peer_has_closed()
+                    {
+                        client_open = false;
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+            if !client_open && to_local.is_empty() {
+                // The server sees the end of the stream.
+                let _ = local.shutdown(std::net::Shutdown::Write);
+            }
+        }
+        if !to_local.is_empty() {
+            match local.write(&to_local) {
+                Ok(n) => {
+                    to_local.drain(..n);
+                    if !client_open && to_local.is_empty() {
+                        let _ = local.shutdown(std::net::Shutdown::Write);
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if l_ready.intersects(PollFlags::IN | PollFlags::HUP) {
+            match local.read(&mut buf) {
+                Ok(0) => {
+                    // The server ended the connection: say so to the client and go.
+                    conn.send_close_notify();
+                    set_nonblocking(&socket, false)?;
+                    while conn.wants_write() {
+                        if conn.write_tls(&mut socket).is_err() {
+                            break;
+                        }
+                    }
+                    return Ok(());
+                }
+                Ok(n) => conn.writer().write_all(&buf[..n])?,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+/// Moves the plaintext the session has decrypted to `out`; false once the client has
+/// closed its side.
+fn take_plaintext(
+    conn: &mut ServerConnection,
+    buf: &mut [u8],
+    out: &mut Vec<u8>,
+) -> io::Result<bool> {
+    let mut reader = conn.reader();
+    loop {
+        match reader.read(buf) {
+            Ok(0) => return Ok(false),
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Ok(true),
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+fn socket_fd(s: &Stream) -> std::os::fd::BorrowedFd<'_> {
+    match s {
+        Stream::Unix(s) => s.as_fd(),
+        Stream::Tcp(s) => s.as_fd(),
+    }
+}
+
+fn set_nonblocking(s: &Stream, on: bool) -> io::Result<()> {
+    match s {
+        Stream::Unix(s) => s.set_nonblocking(on),
+        Stream::Tcp(s) => s.set_nonblocking(on),
+    }
+}
