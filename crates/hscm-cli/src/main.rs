@@ -472,6 +472,14 @@ enum BenchCmd {
     ///
     /// Example: hscm bench nbd --seconds 3 --json
     Nbd(hscm_lab::nbd::NbdBenchArgs),
+    /// What strangers cost an `hscm nbd` server, run as its own process: a
+    /// well-behaved client's 4 KiB read latency at QD1 and the server's resident
+    /// memory, unloaded, with a crowd of idle connections (--idle, default 1000), and
+    /// with clients that send two 32 MiB READs and never read the replies
+    /// (--stalled, default 64). Bounds: RSS under 64 MiB above unloaded, p50 within 2x.
+    ///
+    /// Example: hscm bench nbd-strangers --seconds 2 --json
+    NbdStrangers(hscm_lab::nbd_strangers::StrangersArgs),
     /// The file system of `hscm mount` against tmpfs (volatile, the bound), ext4 and
     /// ext3 on loop files on the same disk, and bindfs over tmpfs (a plain FUSE
     /// passthrough: FUSE's own cost), driven by fio. hscm runs in on-flush mode with
@@ -947,6 +955,15 @@ fn run(cli: Cli) -> Result<()> {
                 hscm_lab::out::json(&r)
             } else {
                 hscm_lab::nbd::print(&r)
+            }
+        }
+        Command::Bench(BenchCmd::NbdStrangers(a)) => {
+            let exe = std::env::current_exe().context("finding the hscm binary")?;
+            let r = hscm_lab::nbd_strangers::bench(&a, &exe)?;
+            if a.json {
+                hscm_lab::out::json(&r)
+            } else {
+                hscm_lab::nbd_strangers::print(&r)
             }
         }
         Command::Bench(BenchCmd::Ring(a)) => {

@@ -617,3 +617,46 @@ fn tiered_over_nbd(extra: &[&str]) -> serde_json::Value {
     kill_loop_on(dir.path(), &v, "immediate", 10);
     after["saved"].clone()
 }
+
+#[test]
+fn bench_nbd_strangers_json_contract() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = run(&[
+        "bench",
+        "nbd-strangers",
+        "--idle",
+        "20",
+        "--stalled",
+        "2",
+        "--seconds",
+        "0.2",
+        "--size",
+        "64M",
+        "--dir",
+        dir.path().to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let phases = v["phases"].as_array().unwrap();
+    let names: Vec<&str> = phases
+        .iter()
+        .map(|p| p["phase"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["unloaded", "idle", "stalled"]);
+    for p in phases {
+        for key in [
+            "connections",
+            "rss_mib",
+            "rss_above_unloaded_mib",
+            "reads",
+            "p50_us",
+            "p99_us",
+            "p50_ratio",
+        ] {
+            assert!(p[key].is_number(), "{key} in {p}");
+        }
+        assert!(p["reads"].as_u64().unwrap() > 0);
+    }
+    assert!(v["within_bounds"].is_boolean());
+}
