@@ -160,17 +160,8 @@ fn default_socket(volume: &std::path::Path) -> Result<PathBuf> {
     let stem = volume
         .file_stem()
         .map_or("volume".into(), |s| s.to_string_lossy().into_owned());
-    let stem: String = stem
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    Ok(hscm_durable::runtime::dir()?.join(format!("nbd-{stem}.sock")))
+    let name = format!("nbd-{}.sock", hscm_durable::runtime::safe_stem(&stem));
+    Ok(hscm_durable::runtime::dir()?.join(name))
 }
 
 pub fn serve(a: &NbdArgs) -> Result<()> {

@@ -4,7 +4,7 @@
 
 mod util;
 
-use util::{run, text};
+use util::{run, text, tiered_volume};
 
 fn json(o: &std::process::Output) -> serde_json::Value {
     serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}", text(o)))
@@ -14,22 +14,12 @@ fn json(o: &std::process::Output) -> serde_json::Value {
 fn info_and_check_speak_one_schema_for_flat_and_tiered_volumes() {
     let dir = tempfile::tempdir().unwrap();
     let flat = dir.path().join("flat.hscm");
-    let tiered = dir.path().join("tiered.hscm");
     assert!(
         run(&["volume", "create", flat.to_str().unwrap(), "--size", "16M"])
             .status
             .success()
     );
-    let o = run(&[
-        "volume",
-        "create",
-        tiered.to_str().unwrap(),
-        "--size",
-        "64M",
-        "--ram",
-        "16M",
-    ]);
-    assert!(o.status.success(), "{}", text(&o));
+    let tiered = tiered_volume(dir.path(), "64M", "16M");
     for (path, kind) in [(&flat, "flat"), (&tiered, "tiered")] {
         for cmd in ["info", "check"] {
             let o = run(&["volume", cmd, path.to_str().unwrap(), "--json"]);
@@ -89,17 +79,7 @@ fn a_dram_tier_larger_than_the_volume_is_refused() {
 #[test]
 fn a_binary_trace_read_as_a_text_format_is_named_as_such() {
     let dir = tempfile::tempdir().unwrap();
-    let t = dir.path().join("tiered.hscm");
-    let o = run(&[
-        "volume",
-        "create",
-        t.to_str().unwrap(),
-        "--size",
-        "64M",
-        "--ram",
-        "16M",
-    ]);
-    assert!(o.status.success(), "{}", text(&o));
+    let t = tiered_volume(dir.path(), "64M", "16M");
     let trace = dir.path().join("binary.trace");
     std::fs::write(&trace, [0xffu8, 0xfe, 0x00, 0x80, 0x81, 0x0a].repeat(100)).unwrap();
     let o = run(&[

@@ -4,32 +4,12 @@
 
 mod util;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
-use util::{fs_volume as volume, hscm, run, text};
-
-/// `hscm mount --foreground` as a child, once it serves.
-fn mount_foreground(volume: &Path, at: &Path, extra: &[&str]) -> Child {
-    let mut child = hscm()
-        .arg("mount")
-        .arg(volume)
-        .arg(at)
-        .arg("--foreground")
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn hscm mount");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.starts_with("mounted"), "printed {line:?}");
-    child
-}
+use util::{fs_volume as volume, mount_foreground, run, text};
 
 fn umount(at: &Path) {
     let o = run(&["umount", at.to_str().unwrap()]);

@@ -7,13 +7,14 @@
 
 mod util;
 
-use std::io::{BufRead, BufReader};
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use util::{fs_volume as volume, hscm, run, signal, text, wait_until};
+use util::{
+    fs_volume as volume, hscm, mount_foreground, run, signal, text, tiered_volume, wait_until,
+};
 
 fn root() -> bool {
     if rustix::process::geteuid().is_root() {
@@ -21,25 +22,6 @@ fn root() -> bool {
     }
     eprintln!("skipped: needs root");
     false
-}
-
-fn mount_foreground(volume: &Path, at: &Path, extra: &[&str]) -> Child {
-    let mut child = hscm()
-        .arg("mount")
-        .arg(volume)
-        .arg(at)
-        .arg("--foreground")
-        .args(extra)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn hscm mount");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.starts_with("mounted"), "printed {line:?}");
-    child
 }
 
 fn sh(cmd: &str) {
@@ -67,6 +49,17 @@ fn mounts_at(at: &Path) -> Vec<(String, String, String)> {
         .collect()
 }
 
+/// A temporary directory with a 16 MiB file-system volume in `durability` mode and
+/// an empty mount point, cleaned up whatever happens.
+fn scene(durability: &str) -> (tempfile::TempDir, PathBuf, PathBuf, Cleanup) {
+    let dir = tempfile::tempdir().unwrap();
+    let v = volume(dir.path(), "16M", durability);
+    let at = dir.path().join("mnt");
+    std::fs::create_dir(&at).unwrap();
+    let cleanup = Cleanup(at.clone());
+    (dir, v, at, cleanup)
+}
+
 /// Unmounts everything at `at` when the test ends, whatever happened.
 struct Cleanup(PathBuf);
 
@@ -92,11 +85,7 @@ fn unmounting_leaves_a_file_system_underneath_alone() {
     if !root() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let v = volume(dir.path(), "16M", "immediate");
-    let at = dir.path().join("mnt");
-    std::fs::create_dir(&at).unwrap();
-    let _c = Cleanup(at.clone());
+    let (_dir, v, at, _c) = scene("immediate");
     sh(&format!("mount -t tmpfs tmpfs {}", at.display()));
     std::fs::write(at.join("keep"), b"keep").unwrap();
 
@@ -109,15 +98,17 @@ fn unmounting_leaves_a_file_system_underneath_alone() {
     std::fs::write(at.join("inside"), b"x").unwrap();
     umount_ok(&at);
     assert!(daemon.wait().unwrap().success());
-    let kinds: Vec<String> = mounts_at(&at).into_iter().map(|m| m.0).collect();
-    assert_eq!(kinds, ["tmpfs"], "only the hscm mount went");
-    assert_eq!(std::fs::read(at.join("keep")).unwrap(), b"keep");
+    only_the_tmpfs_is_left(&at);
 
     // The same with a signal instead of `hscm umount`.
     let mut daemon = mount_foreground(&v, &at, &["--nonempty"]);
     signal(daemon.id(), 15);
     assert!(daemon.wait().unwrap().success());
-    let kinds: Vec<String> = mounts_at(&at).into_iter().map(|m| m.0).collect();
+    only_the_tmpfs_is_left(&at);
+}
+
+fn only_the_tmpfs_is_left(at: &Path) {
+    let kinds: Vec<String> = mounts_at(at).into_iter().map(|m| m.0).collect();
     assert_eq!(kinds, ["tmpfs"], "only the hscm mount went");
     assert_eq!(std::fs::read(at.join("keep")).unwrap(), b"keep");
 }
@@ -127,11 +118,7 @@ fn a_mount_covered_by_another_is_never_unmounted_through_it() {
     if !root() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let v = volume(dir.path(), "16M", "immediate");
-    let at = dir.path().join("mnt");
-    std::fs::create_dir(&at).unwrap();
-    let _c = Cleanup(at.clone());
+    let (dir, v, at, _c) = scene("immediate");
     let mut daemon = mount_foreground(&v, &at, &[]);
     std::fs::write(at.join("f"), b"under").unwrap();
 
@@ -180,11 +167,7 @@ fn a_mount_covered_by_another_is_never_unmounted_through_it() {
 
 #[test]
 fn a_busy_mount_stops_on_a_later_signal_once_free() {
-    let dir = tempfile::tempdir().unwrap();
-    let v = volume(dir.path(), "16M", "immediate");
-    let at = dir.path().join("mnt");
-    std::fs::create_dir(&at).unwrap();
-    let _c = Cleanup(at.clone());
+    let (_dir, v, at, _c) = scene("immediate");
     let mut daemon = mount_foreground(&v, &at, &[]);
     std::fs::write(at.join("f"), b"kept").unwrap();
     let held = std::fs::File::open(at.join("f")).unwrap();
@@ -368,11 +351,7 @@ fn cp_a_and_tar_p_keep_modes_as_on_tmpfs() {
 
 #[test]
 fn a_read_only_mount_serves_reads_and_refuses_writes() {
-    let dir = tempfile::tempdir().unwrap();
-    let v = volume(dir.path(), "16M", "immediate");
-    let at = dir.path().join("mnt");
-    std::fs::create_dir(&at).unwrap();
-    let _c = Cleanup(at.clone());
+    let (_dir, v, at, _c) = scene("immediate");
     let mut daemon = mount_foreground(&v, &at, &[]);
     std::fs::write(at.join("f"), b"data").unwrap();
     signal(daemon.id(), 15);
@@ -390,17 +369,7 @@ fn a_read_only_mount_serves_reads_and_refuses_writes() {
 #[test]
 fn a_tiered_volume_is_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
-    let t = dir.path().join("t.hscm");
-    let o = run(&[
-        "volume",
-        "create",
-        t.to_str().unwrap(),
-        "--size",
-        "64M",
-        "--ram",
-        "16M",
-    ]);
-    assert!(o.status.success(), "{}", text(&o));
+    let t = tiered_volume(dir.path(), "64M", "16M");
     let at = dir.path().join("mnt");
     std::fs::create_dir(&at).unwrap();
     let o = run(&["mount", t.to_str().unwrap(), at.to_str().unwrap()]);
@@ -415,11 +384,7 @@ fn a_tiered_volume_is_refused_by_name() {
 #[test]
 fn filling_the_metadata_through_the_mount_loses_nothing_acknowledged() {
     for durability in ["immediate", "on-flush"] {
-        let dir = tempfile::tempdir().unwrap();
-        let v = volume(dir.path(), "16M", durability);
-        let at = dir.path().join("mnt");
-        std::fs::create_dir(&at).unwrap();
-        let _c = Cleanup(at.clone());
+        let (_dir, v, at, _c) = scene(durability);
         let mut daemon = mount_foreground(&v, &at, &[]);
         let mut made = 0;
         let err = loop {

@@ -3,11 +3,10 @@
 
 mod util;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use util::{hscm, run, signal, text};
+use util::{hscm, run, signal, spawn_until_line, text};
 
 /// A real client tool, or a failure that says how to get it.
 fn tool(name: &str) -> Command {
@@ -20,22 +19,13 @@ fn tool(name: &str) -> Command {
 
 /// `hscm nbd VOLUME --socket SOCKET ARGS` as a child, and the URI it printed.
 fn serve(volume: &Path, socket: &Path, args: &[&str]) -> (Child, String) {
-    let mut child = hscm()
-        .arg("nbd")
+    let mut cmd = hscm();
+    cmd.arg("nbd")
         .arg(volume)
         .arg("--socket")
         .arg(socket)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn hscm nbd");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.starts_with("nbd+unix:///"), "printed {line:?}");
-    (child, line.trim().to_string())
+        .args(args);
+    spawn_until_line(&mut cmd, "nbd+unix:///")
 }
 
 fn stop(mut child: Child) {

@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-use util::{hscm, run, signal, text};
+use util::{hscm, run, signal, spawn_until_line, text};
 
 /// A CA, and a server certificate for localhost and 127.0.0.1 signed by it: the
 /// server's directory (`server-cert.pem`, `server-key.pem`) and the clients'
@@ -53,22 +53,13 @@ fn free_port() -> u16 {
 /// `hscm nbd` on a loopback port with `args`, once it serves; its port.
 fn serve(volume: &Path, args: &[&str]) -> (Child, u16) {
     let port = free_port();
-    let mut child = hscm()
-        .arg("nbd")
+    let mut cmd = hscm();
+    cmd.arg("nbd")
         .arg(volume)
         .arg("--listen")
         .arg(format!("127.0.0.1:{port}"))
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn hscm nbd");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.starts_with("nbd://"), "printed {line:?}");
-    (child, port)
+        .args(args);
+    (spawn_until_line(&mut cmd, "nbd://").0, port)
 }
 
 fn stop(mut child: Child) {

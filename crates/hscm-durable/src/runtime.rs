@@ -118,8 +118,13 @@ fn libc_nofollow() -> i32 {
 /// A name for a runtime file of this process: `PREFIX-STEM-PID.EXT`, where STEM is
 /// reduced to the characters safe in any file name.
 pub fn file_name(prefix: &str, stem: &str, ext: &str) -> String {
-    let stem: String = stem
-        .chars()
+    format!("{prefix}-{}-{}.{ext}", safe_stem(stem), std::process::id())
+}
+
+/// `stem` with every character but ASCII letters, digits, `-` and `_` made `_`, and
+/// at most 64 of them: a part of a file name that cannot climb out of its directory.
+pub fn safe_stem(stem: &str) -> String {
+    stem.chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
                 c
@@ -128,8 +133,7 @@ pub fn file_name(prefix: &str, stem: &str, ext: &str) -> String {
             }
         })
         .take(64)
-        .collect();
-    format!("{prefix}-{stem}-{}.{ext}", std::process::id())
+        .collect()
 }
 
 #[cfg(test)]

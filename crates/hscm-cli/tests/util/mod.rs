@@ -135,3 +135,47 @@ pub fn volume_with(dir: &Path, size: &str, durability: &str, extra: &[&str]) -> 
 pub fn fs_volume(dir: &Path, size: &str, durability: &str) -> PathBuf {
     volume_with(dir, size, durability, &["--fs"])
 }
+
+/// Spawns `cmd` with standard output piped and waits for its first line, which must
+/// start with `prefix` (what a server prints once it serves); the child and the line.
+pub fn spawn_until_line(cmd: &mut Command, prefix: &str) -> (Child, String) {
+    use std::io::BufRead;
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn hscm");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with(prefix), "printed {line:?}");
+    (child, line.trim().to_string())
+}
+
+/// `hscm mount VOLUME AT --foreground EXTRA…` as a child, once it serves.
+pub fn mount_foreground(volume: &Path, at: &Path, extra: &[&str]) -> Child {
+    let mut cmd = hscm();
+    cmd.arg("mount")
+        .arg(volume)
+        .arg(at)
+        .arg("--foreground")
+        .args(extra);
+    spawn_until_line(&mut cmd, "mounted").0
+}
+
+/// A volume of `size` with a tiered layout (`--ram`).
+pub fn tiered_volume(dir: &Path, size: &str, ram: &str) -> PathBuf {
+    let v = dir.join("tiered.hscm");
+    let o = run(&[
+        "volume",
+        "create",
+        v.to_str().unwrap(),
+        "--size",
+        size,
+        "--ram",
+        ram,
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    v
+}
