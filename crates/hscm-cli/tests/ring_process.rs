@@ -189,3 +189,52 @@ fn the_socket_is_private_and_a_second_server_is_refused() {
     server.kill().unwrap();
     server.wait().unwrap();
 }
+
+/// A server another user runs (one that could have squatted the endpoint's name) is
+/// refused by the client library before it sends anything: the kernel's peer
+/// credentials say who answered.
+#[test]
+fn a_server_run_by_another_user_is_not_trusted() {
+    use std::os::unix::fs::PermissionsExt;
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: needs root to run a server as another user");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let theirs = dir.path().join("theirs");
+    std::fs::create_dir(&theirs).unwrap();
+    let volume = new_volume(&theirs);
+    let chown = std::process::Command::new("chown")
+        .args(["-R", "65534:65534"])
+        .arg(&theirs)
+        .status()
+        .unwrap();
+    assert!(chown.success());
+    let socket = theirs.join("s.sock");
+    let mut server = std::process::Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_hscm"))
+        .arg("serve")
+        .arg(&volume)
+        .arg("--shm")
+        .arg(&socket)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_until(Duration::from_secs(20), || socket.exists()));
+    let err = Client::connect(&socket, &ClientOptions::default())
+        .err()
+        .expect("refused");
+    let msg = err.to_string();
+    assert!(
+        msg.contains("uid 65534") && msg.contains("not trusting"),
+        "{msg}"
+    );
+    // The library's rule: its own user's servers and root's.
+    assert!(hscm_ring::trusted_server(1000, 1000));
+    assert!(hscm_ring::trusted_server(0, 1000));
+    assert!(!hscm_ring::trusted_server(65534, 0));
+    server.kill().unwrap();
+    server.wait().unwrap();
+}

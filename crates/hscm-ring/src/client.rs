@@ -110,6 +110,7 @@ impl Client {
             what: format!("connecting to {}", path.display()),
             source: e,
         })?;
+        check_server(&stream, path)?;
         let hello = Hello {
             queues: opts.queues,
             depth: opts.depth,
@@ -911,6 +912,32 @@ fn sector_offset(sector: u64) -> Result<u64> {
     sector
         .checked_mul(SECTOR)
         .ok_or_else(|| Error::Invalid(format!("sector {sector} is beyond any volume")))
+}
+
+/// Whether a server running as `server_uid` may serve a client running as `my_uid`:
+/// one of the client's own, or root's. Anyone else could have bound the socket's
+/// name first (in /dev/shm, which every user may write) to read what the client
+/// writes.
+pub fn trusted_server(server_uid: u32, my_uid: u32) -> bool {
+    server_uid == my_uid || server_uid == 0
+}
+
+/// Refuses a server that runs as another user than this process's or root
+/// (SO_PEERCRED, which the kernel fills in: the peer cannot lie about it).
+fn check_server(stream: &UnixStream, path: &Path) -> Result<()> {
+    let peer = rustix::net::sockopt::get_socket_peercred(stream).map_err(|e| Error::Io {
+        what: format!("asking who serves {}", path.display()),
+        source: e.into(),
+    })?;
+    let me = rustix::process::geteuid().as_raw();
+    if !trusted_server(peer.uid.as_raw(), me) {
+        return Err(Error::Refused(format!(
+            "the server at {} runs as uid {}, neither this process's uid {me} nor root: not trusting it with data",
+            path.display(),
+            peer.uid.as_raw()
+        )));
+    }
+    Ok(())
 }
 
 /// Waits `timeout` for `path` to accept connections (a server starting up).

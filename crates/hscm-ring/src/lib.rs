@@ -46,7 +46,9 @@ mod wire;
 #[cfg(not(loom))]
 pub use buddy::{Block, Buddy};
 #[cfg(not(loom))]
-pub use client::{wait_for_server, Client, ClientOptions, Completion, Lease, Op, Queue};
+pub use client::{
+    trusted_server, wait_for_server, Client, ClientOptions, Completion, Lease, Op, Queue,
+};
 #[cfg(not(loom))]
 pub use error::{Error, Result};
 /// The flags of a write or discard (the block layer's).

@@ -173,8 +173,22 @@ impl Region {
                 "{len} bytes, shorter than a header"
             )));
         }
-        // SAFETY: the server sealed the memfd against shrinking (F_SEAL_SHRINK), so the
-        // pages stay backed while mapped.
+        // A region that could shrink under the mapping would turn this process's
+        // accesses into SIGBUS: only a memfd sealed against it, and against new
+        // seals, is mapped.
+        let seals = rustix::fs::fcntl_get_seals(file).map_err(|e| {
+            Error::BadRegion(format!(
+                "not a sealed memfd (its seals cannot be read: {e})"
+            ))
+        })?;
+        let needed = rustix::fs::SealFlags::SHRINK | rustix::fs::SealFlags::SEAL;
+        if !seals.contains(needed) {
+            return Err(Error::BadRegion(format!(
+                "the memfd is not sealed against shrinking ({seals:?}): a server that can shrink it could crash this process"
+            )));
+        }
+        // SAFETY: the memfd is sealed against shrinking (F_SEAL_SHRINK, checked just
+        // above, and F_SEAL_SEAL keeps it so), so the pages stay backed while mapped.
         let map = unsafe { MmapMut::map_mut(file) }.map_err(Error::io("mapping the region"))?;
         let probe = Region {
             map,
@@ -332,6 +346,32 @@ impl Region {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A region file that could shrink under the client's mapping is refused before
+    /// it is mapped; the same file sealed as the server seals it is taken.
+    #[test]
+    fn only_a_memfd_sealed_against_shrinking_is_attached() {
+        use rustix::fs::{MemfdFlags, SealFlags};
+        let g = Geometry {
+            queues: 1,
+            depth: 16,
+            db_len: 1 << 16,
+            volume_size: 1 << 20,
+        };
+        let fd =
+            rustix::fs::memfd_create("t", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING).unwrap();
+        let file = File::from(fd);
+        let _server = Region::create(&file, g).unwrap();
+        let err = Region::attach(&file).err().expect("unsealed: refused");
+        assert!(err.to_string().contains("not sealed"), "{err}");
+        rustix::fs::fcntl_add_seals(&file, SealFlags::SHRINK | SealFlags::GROW | SealFlags::SEAL)
+            .unwrap();
+        assert!(Region::attach(&file).is_ok());
+        // A plain file has no seals at all.
+        let plain = tempfile::tempfile().unwrap();
+        plain.set_len(g.region_len()).unwrap();
+        assert!(Region::attach(&plain).is_err());
+    }
 
     #[test]
     fn layout_is_as_documented() {
