@@ -19,6 +19,9 @@ command -v nbdkit >/dev/null || need_apt+=(nbdkit)
 command -v fusermount3 >/dev/null || need_apt+=(fuse3)
 command -v sqlite3 >/dev/null || need_apt+=(sqlite3)   # WAL databases through hscm mount
 command -v openssl >/dev/null || need_apt+=(openssl)   # test certificates for hscm nbd --tls
+# hscm nbd --tls-psk runs on the system's OpenSSL (the openssl crate links libssl).
+[ -f /usr/include/openssl/ssl.h ] || need_apt+=(libssl-dev)
+command -v pkg-config >/dev/null || need_apt+=(pkg-config)
 command -v setpriv >/dev/null || need_apt+=(util-linux)   # another user's view of a mount
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"

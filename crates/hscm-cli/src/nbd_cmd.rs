@@ -59,15 +59,15 @@ pub struct NbdArgs {
     pub send_timeout: f64,
     /// TLS (NBD_OPT_STARTTLS, as nbdkit and qemu-nbd): `off`; `on`, for clients
     /// that ask; `require`, refusing every client that does not. Needs
-    /// --tls-certificates.
+    /// --tls-certificates or --tls-psk.
     #[arg(long, default_value = "off", value_parser = clap::value_parser!(TlsMode))]
     pub tls: TlsMode,
     /// A directory with server-cert.pem and server-key.pem (nbdkit's and qemu-nbd's
     /// layout; the CA that signed them, ca-cert.pem, goes to the clients).
     #[arg(long, value_name = "DIR")]
     pub tls_certificates: Option<PathBuf>,
-    /// A PSK file (psktool's `USERNAME:HEXKEY` lines) instead of certificates. Not
-    /// available yet: refused with the reason.
+    /// A PSK file (psktool's `USERNAME:HEXKEY` lines, as nbdkit and qemu-nbd read it)
+    /// instead of certificates: clients prove themselves with a username and its key.
     #[arg(long, value_name = "FILE", conflicts_with = "tls_certificates")]
     pub tls_psk: Option<PathBuf>,
     /// Seconds SIGTERM or Ctrl-C waits for requests already read to be answered before
@@ -88,20 +88,18 @@ fn seconds(s: &str) -> Result<f64, String> {
 impl NbdArgs {
     /// The TLS side the flags ask for, its credentials loaded.
     fn tls(&self) -> Result<Tls> {
-        if let Some(psk) = &self.tls_psk {
-            bail!(
-                "--tls-psk {}: PSK is not available: hscm's TLS is rustls, which has no external pre-shared keys yet (rustls issue 174); use --tls-certificates",
-                psk.display()
-            );
-        }
-        match (self.tls, &self.tls_certificates) {
-            (TlsMode::Off, None) => Ok(Tls::off()),
-            (TlsMode::Off, Some(_)) => bail!("--tls-certificates needs --tls on or --tls require"),
-            (mode, Some(dir)) => Ok(Tls::with_certificates(mode, dir)?),
-            (mode, None) => bail!(
-                "--tls {} needs --tls-certificates DIR (server-cert.pem and server-key.pem)",
+        match (self.tls, &self.tls_certificates, &self.tls_psk) {
+            (TlsMode::Off, None, None) => Ok(Tls::off()),
+            (TlsMode::Off, _, _) => {
+                bail!("--tls-certificates and --tls-psk need --tls on or --tls require")
+            }
+            (mode, Some(dir), None) => Ok(Tls::with_certificates(mode, dir)?),
+            (mode, None, Some(file)) => Ok(Tls::with_psk(mode, file)?),
+            (mode, None, None) => bail!(
+                "--tls {} needs --tls-certificates DIR (server-cert.pem and server-key.pem) or --tls-psk FILE",
                 mode.name()
             ),
+            (_, Some(_), Some(_)) => bail!("--tls-certificates and --tls-psk: one or the other"),
         }
     }
 

@@ -1,5 +1,5 @@
-//! `hscm nbd` with TLS (NBD_OPT_STARTTLS, X.509) against libnbd's nbdinfo and
-//! nbdcopy and qemu-img: the export works over TLS, a plaintext client is refused
+//! `hscm nbd` with TLS (NBD_OPT_STARTTLS, X.509 and PSK) against libnbd's nbdinfo
+//! and nbdcopy and qemu-img: the export works over TLS, a plaintext client is refused
 //! when TLS is required, and the flags that cannot work say why. The certificates
 //! are made here with the openssl command (scripts/setup.sh installs it).
 
@@ -192,18 +192,12 @@ fn tls_flags_that_cannot_work_are_refused_by_name() {
         "{}",
         text(&o)
     );
-    let o = run(&[
-        "nbd",
-        vs,
-        "--listen",
-        &port,
-        "--tls",
-        "require",
-        "--tls-psk",
-        "/dev/null",
-    ]);
+    let empty = dir.path().join("empty.psk");
+    std::fs::write(&empty, "# no keys\n").unwrap();
+    let psk_args = ["--tls", "require", "--tls-psk", empty.to_str().unwrap()];
+    let o = run(&[&["nbd", vs, "--listen", &port][..], &psk_args[..]].concat());
     assert!(!o.status.success());
-    assert!(text(&o).contains("PSK is not available"), "{}", text(&o));
+    assert!(text(&o).contains("no keys"), "{}", text(&o));
     let o = run(&[
         "nbd",
         vs,
@@ -248,4 +242,83 @@ fn plaintext_on_a_network_address_is_warned_about() {
         err.contains("in plaintext, without authentication"),
         "{err}"
     );
+}
+
+#[test]
+fn clients_with_the_pre_shared_key_get_in_and_others_do_not() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = dir.path().join("v.hscm");
+    assert!(
+        run(&["volume", "create", v.to_str().unwrap(), "--size", "16M"])
+            .status
+            .success()
+    );
+    // psktool's format, in the directory layout qemu's tls-creds-psk reads.
+    let keys = dir.path().join("keys.psk");
+    std::fs::write(&keys, format!("alice:{}\n", "5a".repeat(32))).unwrap();
+    let wrong = dir.path().join("wrong.psk");
+    std::fs::write(&wrong, format!("alice:{}\n", "a5".repeat(32))).unwrap();
+    let (child, port) = serve(
+        &v,
+        &["--tls", "require", "--tls-psk", keys.to_str().unwrap()],
+    );
+    let uri = |file: &Path| {
+        format!(
+            "nbds://alice@localhost:{port}/?tls-psk-file={}",
+            file.display()
+        )
+    };
+    let o = tool("nbdinfo").arg(uri(&keys)).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let info = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        info.contains("with TLS") && info.contains("16777216"),
+        "{info}"
+    );
+
+    let data: Vec<u8> = (0..2_000_000u32).map(|i| (i * 7 % 253) as u8).collect();
+    let (src, back) = (dir.path().join("src.bin"), dir.path().join("back.bin"));
+    std::fs::write(&src, &data).unwrap();
+    let o = tool("nbdcopy").arg(&src).arg(uri(&keys)).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    let o = tool("nbdcopy").arg(uri(&keys)).arg(&back).output().unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(std::fs::read(&back).unwrap()[..data.len()] == data[..]);
+
+    let qemu_dir = dir.path().join("qemu");
+    std::fs::create_dir(&qemu_dir).unwrap();
+    std::fs::copy(&keys, qemu_dir.join("keys.psk")).unwrap();
+    let o = tool("qemu-img")
+        .args(["info", "--object"])
+        .arg(format!(
+            "tls-creds-psk,id=tls0,endpoint=client,dir={},username=alice",
+            qemu_dir.display()
+        ))
+        .arg("--image-opts")
+        .arg(format!(
+            "driver=nbd,host=localhost,port={port},tls-creds=tls0"
+        ))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+
+    // A wrong key, an unknown user and plaintext are all refused.
+    let o = tool("nbdinfo").arg(uri(&wrong)).output().unwrap();
+    assert!(!o.status.success(), "a wrong key: {}", text(&o));
+    let bob = dir.path().join("bob.psk");
+    std::fs::write(&bob, format!("bob:{}\n", "5a".repeat(32))).unwrap();
+    let o = tool("nbdinfo")
+        .arg(format!(
+            "nbds://bob@localhost:{port}/?tls-psk-file={}",
+            bob.display()
+        ))
+        .output()
+        .unwrap();
+    assert!(!o.status.success(), "an unknown user: {}", text(&o));
+    let o = tool("nbdinfo")
+        .arg(format!("nbd://localhost:{port}/"))
+        .output()
+        .unwrap();
+    assert!(!o.status.success());
+    stop(child);
 }

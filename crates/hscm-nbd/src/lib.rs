@@ -22,6 +22,8 @@ mod stream;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod tls;
+#[cfg(feature = "psk")]
+mod tls_psk;
 
 pub use listener::{Endpoint, ListenLimits, Listener};
 pub use server::{ExportOptions, Server, Stats};

@@ -2,7 +2,8 @@
 //! the handshake, the server acknowledges, and everything after (the rest of the
 //! handshake and the transmission phase) runs inside TLS (the NBD project's
 //! `doc/proto.md`, "TLS support"). X.509 certificates in nbdkit's and qemu-nbd's
-//! layout (`server-cert.pem`, `server-key.pem` in one directory), on rustls.
+//! layout (`server-cert.pem`, `server-key.pem` in one directory), on rustls; or
+//! pre-shared keys, on OpenSSL (`tls_psk`: rustls has none).
 //!
 //! The server reads and writes a connection from several threads at once (one reads
 //! requests while others write replies), which a TLS session, one state for both
@@ -65,7 +66,15 @@ impl std::str::FromStr for TlsMode {
 #[derive(Clone, Default)]
 pub struct Tls {
     pub mode: TlsMode,
-    config: Option<Arc<ServerConfig>>,
+    credentials: Option<Credentials>,
+}
+
+/// What the server proves itself with.
+#[derive(Clone)]
+enum Credentials {
+    X509(Arc<ServerConfig>),
+    #[cfg(feature = "psk")]
+    Psk(crate::tls_psk::PskServer),
 }
 
 impl std::fmt::Debug for Tls {
@@ -106,8 +115,37 @@ impl Tls {
             .map_err(|e| bad(&cert_path, format!("certificate and key do not fit ({e})")))?;
         Ok(Tls {
             mode,
-            config: Some(Arc::new(config)),
+            credentials: Some(Credentials::X509(Arc::new(config))),
         })
+    }
+
+    /// TLS in `mode` with the pre-shared keys in `file` (psktool's `USERNAME:HEXKEY`
+    /// lines, as nbdkit and qemu-nbd read them), on OpenSSL (see `tls_psk`).
+    pub fn with_psk(mode: TlsMode, file: &Path) -> Result<Tls, Error> {
+        #[cfg(feature = "psk")]
+        {
+            let server = crate::tls_psk::PskServer::from_file(file)?;
+            tracing::info!(
+                "TLS with {} pre-shared keys from {}",
+                server.users(),
+                file.display()
+            );
+            Ok(Tls {
+                mode,
+                credentials: Some(Credentials::Psk(server)),
+            })
+        }
+        #[cfg(not(feature = "psk"))]
+        {
+            let _ = mode;
+            Err(Error::Setup {
+                what: format!(
+                    "{}: this build of hscm-nbd has no PSK support (feature `psk`)",
+                    file.display()
+                ),
+                source: io::Error::from(io::ErrorKind::Unsupported),
+            })
+        }
     }
 
     pub fn off() -> Tls {
@@ -117,10 +155,16 @@ impl Tls {
     /// Runs the TLS handshake on `socket` (whose timeouts bound it) and returns the
     /// plaintext end the server goes on with; a pump thread carries the bytes.
     pub(crate) fn start(&self, socket: Stream, send_timeout: Duration) -> Result<Stream, Error> {
-        let config = self
-            .config
-            .clone()
-            .ok_or_else(|| Error::Protocol("TLS asked of a server without credentials".into()))?;
+        let config = match &self.credentials {
+            Some(Credentials::X509(config)) => config.clone(),
+            #[cfg(feature = "psk")]
+            Some(Credentials::Psk(psk)) => return psk.start(socket, send_timeout),
+            None => {
+                return Err(Error::Protocol(
+                    "TLS asked of a server without credentials".into(),
+                ))
+            }
+        };
         let mut conn =
             ServerConnection::new(config).map_err(|e| Error::Protocol(format!("TLS: {e}")))?;
         let mut socket = socket;
@@ -278,14 +322,14 @@ fn take_plaintext(
     }
 }
 
-fn socket_fd(s: &Stream) -> std::os::fd::BorrowedFd<'_> {
+pub(crate) fn socket_fd(s: &Stream) -> std::os::fd::BorrowedFd<'_> {
     match s {
         Stream::Unix(s) => s.as_fd(),
         Stream::Tcp(s) => s.as_fd(),
     }
 }
 
-fn set_nonblocking(s: &Stream, on: bool) -> io::Result<()> {
+pub(crate) fn set_nonblocking(s: &Stream, on: bool) -> io::Result<()> {
     match s {
         Stream::Unix(s) => s.set_nonblocking(on),
         Stream::Tcp(s) => s.set_nonblocking(on),

@@ -446,7 +446,13 @@ mod tests {
 
     #[test]
     fn attach_rejects_foreign_and_truncated_regions() {
-        let file = tempfile::tempfile().unwrap();
+        use rustix::fs::{MemfdFlags, SealFlags};
+        // A memfd sealed as a server seals it (it may still grow), so that what is
+        // refused is its contents.
+        let fd =
+            rustix::fs::memfd_create("t", MemfdFlags::CLOEXEC | MemfdFlags::ALLOW_SEALING).unwrap();
+        let file = File::from(fd);
+        rustix::fs::fcntl_add_seals(&file, SealFlags::SHRINK | SealFlags::SEAL).unwrap();
         file.set_len(100).unwrap();
         assert!(matches!(Region::attach(&file), Err(Error::BadRegion(_))));
         file.set_len(8192).unwrap();
