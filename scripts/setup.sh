@@ -23,6 +23,7 @@ command -v openssl >/dev/null || need_apt+=(openssl)   # test certificates for h
 [ -f /usr/include/openssl/ssl.h ] || need_apt+=(libssl-dev)
 command -v pkg-config >/dev/null || need_apt+=(pkg-config)
 command -v setpriv >/dev/null || need_apt+=(util-linux)   # another user's view of a mount
+command -v rsync >/dev/null || need_apt+=(rsync)   # modes kept by rsync -aA through hscm mount
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq

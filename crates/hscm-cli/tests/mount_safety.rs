@@ -2,7 +2,7 @@
 //! file system under or over it), refuses places no one means to mount on, mounts
 //! `nosuid,nodev` and open to every user under the kernel's checks (as tmpfs) unless
 //! asked otherwise, keeps its log where no one else can write, keeps modes through
-//! `cp -a` and `tar -p`, and stops on every signal once it is no longer busy.
+//! `cp -a`, `rsync -aA` and `tar -p`, and stops on every signal once it is no longer busy.
 //! These tests need root (mounting tmpfs); without it they say so and pass.
 
 mod util;
@@ -296,7 +296,7 @@ fn background_mounts_log_one_file_each_where_no_one_else_writes() {
 }
 
 #[test]
-fn cp_a_and_tar_p_keep_modes_as_on_tmpfs() {
+fn cp_a_rsync_a_and_tar_p_keep_modes_as_on_tmpfs() {
     if !root() {
         return;
     }
@@ -329,6 +329,10 @@ fn cp_a_and_tar_p_keep_modes_as_on_tmpfs() {
             "cp/f600",
             "tar/src/f644",
             "tar/src/sub/f755",
+            "rsync",
+            "rsync/f644",
+            "rsync/sub/f755",
+            "rsync/f600",
         ] {
             let m = std::fs::metadata(root.join(rel)).unwrap().mode() & 0o7777;
             out.push((rel.to_string(), m));
@@ -340,6 +344,12 @@ fn cp_a_and_tar_p_keep_modes_as_on_tmpfs() {
         sh(&format!(
             "mkdir {1}/tar && tar -C {0} -cf - src | tar -C {1}/tar -xpf -",
             dir.path().display(),
+            root.display()
+        ));
+        // -A copies ACLs too: refused by hscm, so rsync falls back to the mode.
+        sh(&format!(
+            "rsync -aA {}/ {}/rsync",
+            src.display(),
             root.display()
         ));
     }
