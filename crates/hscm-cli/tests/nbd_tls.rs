@@ -75,6 +75,44 @@ fn tool(name: &str) -> Command {
     Command::new(name)
 }
 
+/// `nbdinfo URI`: it gets in and sees the 16 MiB export over TLS.
+fn nbdinfo_over_tls(uri: &str) {
+    let o = tool("nbdinfo").arg(uri).output().unwrap();
+    assert!(o.status.success(), "{uri}: {}", text(&o));
+    let info = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        info.contains("with TLS") && info.contains("16777216"),
+        "{info}"
+    );
+}
+
+/// `len` bytes to the export at `uri` and back with nbdcopy, compared: more than one
+/// TLS record or reply piece each way.
+fn nbdcopy_round_trip(dir: &Path, uri: &str, len: u32) {
+    let data: Vec<u8> = (0..len).map(|i| (i * 13 % 251) as u8).collect();
+    let (src, back) = (dir.join("src.bin"), dir.join("back.bin"));
+    std::fs::write(&src, &data).unwrap();
+    for (from, to) in [(src.to_str().unwrap(), uri), (uri, back.to_str().unwrap())] {
+        let o = tool("nbdcopy").arg(from).arg(to).output().unwrap();
+        assert!(o.status.success(), "nbdcopy {from} {to}: {}", text(&o));
+    }
+    assert!(std::fs::read(&back).unwrap()[..data.len()] == data[..]);
+}
+
+/// `qemu-img info` through qemu's own TLS stack, with the credentials object `creds`
+/// (id tls0): what it printed.
+fn qemu_img_info(port: u16, creds: &str) -> std::process::Output {
+    let o = tool("qemu-img")
+        .args(["info", "--object", creds, "--image-opts"])
+        .arg(format!(
+            "driver=nbd,host=localhost,port={port},tls-creds=tls0"
+        ))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    o
+}
+
 #[test]
 fn clients_reach_the_export_over_tls_and_plaintext_is_refused_when_required() {
     let dir = tempfile::tempdir().unwrap();
@@ -91,40 +129,13 @@ fn clients_reach_the_export_over_tls_and_plaintext_is_refused_when_required() {
         "nbds://localhost:{port}/?tls-certificates={}",
         client.display()
     );
-    let o = tool("nbdinfo").arg(&tls_uri).output().unwrap();
-    assert!(o.status.success(), "{}", text(&o));
-    let info = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        info.contains("with TLS") && info.contains("16777216"),
-        "{info}"
+    nbdinfo_over_tls(&tls_uri);
+    nbdcopy_round_trip(dir.path(), &tls_uri, 3_000_000);
+    let creds = format!(
+        "tls-creds-x509,id=tls0,endpoint=client,dir={}",
+        client.display()
     );
-
-    // Data through TLS, both ways, larger than any one TLS record or reply piece.
-    let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 13 % 251) as u8).collect();
-    let src = dir.path().join("src.bin");
-    let back = dir.path().join("back.bin");
-    std::fs::write(&src, &data).unwrap();
-    let o = tool("nbdcopy").arg(&src).arg(&tls_uri).output().unwrap();
-    assert!(o.status.success(), "{}", text(&o));
-    let o = tool("nbdcopy").arg(&tls_uri).arg(&back).output().unwrap();
-    assert!(o.status.success(), "{}", text(&o));
-    assert!(std::fs::read(&back).unwrap()[..data.len()] == data[..]);
-
-    // qemu with its own TLS stack.
-    let o = tool("qemu-img")
-        .args(["info", "--object"])
-        .arg(format!(
-            "tls-creds-x509,id=tls0,endpoint=client,dir={}",
-            client.display()
-        ))
-        .arg("--image-opts")
-        .arg(format!(
-            "driver=nbd,host=localhost,port={port},tls-creds=tls0"
-        ))
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", text(&o));
-    assert!(text(&o).contains("16 MiB"), "{}", text(&o));
+    assert!(text(&qemu_img_info(port, &creds)).contains("16 MiB"));
 
     // Plaintext clients are refused.
     let o = tool("nbdinfo")
@@ -192,6 +203,9 @@ fn tls_flags_that_cannot_work_are_refused_by_name() {
         "{}",
         text(&o)
     );
+    let o = run(&["nbd", vs, "--listen", &port, "--grace=-1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(text(&o).contains("not a number of seconds"), "{}", text(&o));
     let empty = dir.path().join("empty.psk");
     std::fs::write(&empty, "# no keys\n").unwrap();
     let psk_args = ["--tls", "require", "--tls-psk", empty.to_str().unwrap()];
@@ -268,39 +282,18 @@ fn clients_with_the_pre_shared_key_get_in_and_others_do_not() {
             file.display()
         )
     };
-    let o = tool("nbdinfo").arg(uri(&keys)).output().unwrap();
-    assert!(o.status.success(), "{}", text(&o));
-    let info = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        info.contains("with TLS") && info.contains("16777216"),
-        "{info}"
-    );
-
-    let data: Vec<u8> = (0..2_000_000u32).map(|i| (i * 7 % 253) as u8).collect();
-    let (src, back) = (dir.path().join("src.bin"), dir.path().join("back.bin"));
-    std::fs::write(&src, &data).unwrap();
-    let o = tool("nbdcopy").arg(&src).arg(uri(&keys)).output().unwrap();
-    assert!(o.status.success(), "{}", text(&o));
-    let o = tool("nbdcopy").arg(uri(&keys)).arg(&back).output().unwrap();
-    assert!(o.status.success(), "{}", text(&o));
-    assert!(std::fs::read(&back).unwrap()[..data.len()] == data[..]);
-
+    nbdinfo_over_tls(&uri(&keys));
+    nbdcopy_round_trip(dir.path(), &uri(&keys), 2_000_000);
     let qemu_dir = dir.path().join("qemu");
     std::fs::create_dir(&qemu_dir).unwrap();
     std::fs::copy(&keys, qemu_dir.join("keys.psk")).unwrap();
-    let o = tool("qemu-img")
-        .args(["info", "--object"])
-        .arg(format!(
+    qemu_img_info(
+        port,
+        &format!(
             "tls-creds-psk,id=tls0,endpoint=client,dir={},username=alice",
             qemu_dir.display()
-        ))
-        .arg("--image-opts")
-        .arg(format!(
-            "driver=nbd,host=localhost,port={port},tls-creds=tls0"
-        ))
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "{}", text(&o));
+        ),
+    );
 
     // A wrong key, an unknown user and plaintext are all refused.
     let o = tool("nbdinfo").arg(uri(&wrong)).output().unwrap();

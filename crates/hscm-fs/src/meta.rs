@@ -262,8 +262,7 @@ impl Edit {
                 ATTR_LEN + body + 4
             }
             Edit::Link { name, .. } => entry_len(name),
-            // A new run, and a run it lands in the middle of split in two.
-            Edit::Map { .. } => 2 * RUN_LEN,
+            Edit::Map { .. } => MAP_GROWTH,
             // A run split in two by the hole.
             Edit::Unmap { .. } => RUN_LEN,
             Edit::SetXattr { name, value, .. } => xattr_len(name, value),
@@ -275,6 +274,10 @@ impl Edit {
         }
     }
 }
+
+/// The most a Map edit adds: a new run, and a run it lands in the middle of split in
+/// two.
+pub(crate) const MAP_GROWTH: u64 = 2 * RUN_LEN;
 
 /// What the smallest file costs the metadata: its inode and a directory entry with
 /// a name of this many bytes (for `statfs`'s count of the files that still fit).

@@ -190,8 +190,6 @@ impl Server {
     /// is set (requests already read are answered first).
     pub fn serve(&self, mut stream: Stream, stop: &AtomicBool) -> Result<(), Error> {
         self.stats.connections.fetch_add(1, Ordering::Relaxed);
-        // Zero means no limit (a socket refuses a zero timeout).
-        let limit = |d: Duration| (!d.is_zero()).then_some(d);
         let send = limit(self.export.send_timeout);
         stream.set_timeouts(limit(self.export.handshake_timeout), send)?;
         let result = match self.handshake(&mut stream) {
@@ -277,7 +275,6 @@ impl Server {
                         let raw = s.try_clone()?;
                         *s = self.export.tls.start(raw, self.export.send_timeout)?;
                         // The handshake's time limit holds past STARTTLS too.
-                        let limit = |d: Duration| (!d.is_zero()).then_some(d);
                         s.set_timeouts(
                             limit(self.export.handshake_timeout),
                             limit(self.export.send_timeout),
@@ -889,6 +886,11 @@ fn errno_of(e: &hscm_block::Error) -> u32 {
         95 => proto::ENOTSUP,
         _ => proto::EIO,
     }
+}
+
+/// A socket timeout from a limit: zero means none (a socket refuses a zero timeout).
+fn limit(d: Duration) -> Option<Duration> {
+    (!d.is_zero()).then_some(d)
 }
 
 /// The reply to a command that failed: a structured client gets a READ's or

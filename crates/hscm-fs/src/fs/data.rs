@@ -395,23 +395,11 @@ impl FileSystem {
             .take(hole_count as usize)
             .collect();
         let runs = self.allocate(st, hole_count)?;
-        // Each run of new blocks is one Map edit, and the file's attributes follow:
-        // refused here, before any byte is written in place, if the metadata area
-        // could not describe them.
-        let growth = runs.len() as u64
-            * Edit::Map {
-                ino,
-                file_block: 0,
-                target: 0,
-                count: 0,
-            }
-            .max_growth();
-        let (used, limit) = (st.meta.encoded_len(), self.geometry.checkpoint_len());
-        if used.saturating_add(growth) > limit && self.bounds_metadata() {
+        // Each run of new blocks is one Map edit: refused here, before any byte is
+        // written in place, if the metadata area could not describe them.
+        if let Err(e) = self.metadata_room(st, runs.len() as u64 * meta::MAP_GROWTH) {
             st.alloc.release(runs.iter().flat_map(|&(s, c)| s..s + c));
-            return Err(Error::NoSpace(format!(
-                "the metadata area is full ({used} of {limit} bytes used)"
-            )));
+            return Err(e);
         }
         let start = self.geometry.data_start();
         // Holes, in file order, get the allocated blocks in order.

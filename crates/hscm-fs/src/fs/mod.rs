@@ -298,9 +298,18 @@ impl FileSystem {
             .store(false, std::sync::atomic::Ordering::Relaxed);
     }
 
-    fn bounds_metadata(&self) -> bool {
-        self.bound_metadata
-            .load(std::sync::atomic::Ordering::Relaxed)
+    /// NoSpace if `growth` more bytes of metadata would not fit a checkpoint slot.
+    fn metadata_room(&self, st: &State, growth: u64) -> Result<()> {
+        let (used, limit) = (st.meta.encoded_len(), self.geometry.checkpoint_len());
+        let bounded = self
+            .bound_metadata
+            .load(std::sync::atomic::Ordering::Relaxed);
+        if bounded && used.saturating_add(growth) > limit {
+            return Err(Error::NoSpace(format!(
+                "the metadata area is full ({used} of {limit} bytes used; this operation needs up to {growth} more)"
+            )));
+        }
+        Ok(())
     }
 
     /// Why this mount refuses every change, if it does.
@@ -375,8 +384,8 @@ impl FileSystem {
             // Refused before anything is applied: the metadata must always fit a
             // checkpoint slot, or the next checkpoint (and every mount) would fail.
             let growth: u64 = edits.iter().map(Edit::max_growth).sum();
-            let (used, limit) = (st.meta.encoded_len(), self.geometry.checkpoint_len());
-            if used.saturating_add(growth) > limit && self.bounds_metadata() {
+            if let Err(e) = self.metadata_room(&st, growth) {
+                // Map edits name blocks this operation took; nothing maps them yet.
                 let start = self.geometry.data_start();
                 let fresh = edits.iter().filter_map(|e| match e {
                     Edit::Map { target, count, .. } => {
@@ -385,9 +394,7 @@ impl FileSystem {
                     _ => None,
                 });
                 st.alloc.release(fresh.flatten());
-                return Err(Error::NoSpace(format!(
-                    "the metadata area is full ({used} of {limit} bytes used; this operation needs up to {growth} more)"
-                )));
+                return Err(e);
             }
             let seq = st.next_seq;
             let mut freed = Vec::new();
