@@ -9,6 +9,7 @@ use anyhow::Result;
 use serde_json::json;
 
 use crate::nbd::{self, NbdBench, NbdBenchArgs};
+use crate::nbd_strangers;
 use crate::report::{named_checks_json, plot, targets, targets_table, Check, Section};
 
 fn ratio(b: &NbdBench, key: &str) -> f64 {
@@ -125,16 +126,74 @@ pub fn section(out: &Path, quick: bool) -> Result<Section> {
             ),
         ),
     ];
+    let mut checks = checks;
+    let strangers = strangers(&mut md, quick, &mut checks)?;
     let passed = targets_table(&mut md, "Targets", &checks);
     writeln!(md)?;
     plot_iops(&out.join("nbd_iops.svg"), &b)?;
     writeln!(md, "![NBD IOPS](nbd_iops.svg)\n")?;
     Ok(Section {
         md,
-        json: json!({"bench": b, "checks": named_checks_json(&checks)}),
+        json: json!({"bench": b, "strangers": strangers, "checks": named_checks_json(&checks)}),
         passed,
         total: checks.len(),
     })
+}
+
+/// What strangers cost the server (`hscm bench nbd-strangers`), with its checks; run
+/// only from the hscm binary, which it starts again as the server.
+fn strangers(
+    md: &mut String,
+    quick: bool,
+    checks: &mut Vec<(String, Check)>,
+) -> Result<Option<nbd_strangers::Strangers>> {
+    let exe = std::env::current_exe()?;
+    if exe.file_name().and_then(|n| n.to_str()) != Some("hscm") {
+        writeln!(md, "Strangers: not run (it starts the `hscm` binary as the server; this process is not it).\n")?;
+        return Ok(None);
+    }
+    let args = nbd_strangers::StrangersArgs {
+        idle: if quick { 200 } else { 1000 },
+        stalled: 64,
+        seconds: if quick { 0.3 } else { 2.0 },
+        ..crate::flag_defaults()
+    };
+    note!("[nbd] strangers: idle connections and clients that never read");
+    let r = nbd_strangers::bench(&args, &exe)?;
+    writeln!(md, "**Strangers** (`hscm bench nbd-strangers`): the server as its own process, a well-behaved client \
+        reading 4 KiB at QD1 while {} idle connections (handshake done, then silence), then {} clients that each send two \
+        32 MiB READs and never read the replies, are connected; the server's VmRSS after each phase.\n",
+        args.idle, args.stalled)?;
+    writeln!(
+        md,
+        "| phase | connections | RSS MiB | above unloaded | p50 µs | p99 µs | p50 / unloaded |"
+    )?;
+    writeln!(md, "|---|---:|---:|---:|---:|---:|---:|")?;
+    for p in &r.phases {
+        writeln!(
+            md,
+            "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} |",
+            p.phase,
+            p.connections,
+            p.rss_mib,
+            p.rss_above_unloaded_mib,
+            p.p50_us,
+            p.p99_us,
+            p.p50_ratio
+        )?;
+    }
+    writeln!(md)?;
+    for p in r.phases.iter().skip(1) {
+        checks.push((
+            p.phase.clone(),
+            Check::new(&targets::NBD_STRANGERS_RSS, p.rss_above_unloaded_mib),
+        ));
+        checks.push((
+            p.phase.clone(),
+            Check::new(&targets::NBD_STRANGERS_LATENCY, p.p50_ratio),
+        ));
+    }
+    Ok(Some(r))
 }
 
 fn plot_iops(path: &Path, b: &NbdBench) -> Result<()> {

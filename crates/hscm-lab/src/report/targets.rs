@@ -142,6 +142,10 @@ target!(NBD_ONFLUSH_WRITE_VS_MEMORY, "4 KiB random writes, on-flush: hscm / nbdk
     ThisProject, "", "writes that reach the device cost little more than volatile ones");
 target!(NBD_IMMEDIATE_WRITE_VS_FUA_FILE, "4 KiB random writes, immediate: hscm / nbdkit file plugin with FUA (IOPS)", >= 1.0, "x",
     ThisProject, "", "every write durable, no slower than a file export that syncs each write");
+target!(NBD_STRANGERS_RSS, "server RSS above unloaded, with idle connections or clients that never read (MiB)", <= 64.0, "MiB",
+    ThisProject, "", "strangers cannot grow the server's memory past a bound");
+target!(NBD_STRANGERS_LATENCY, "a well-behaved client's 4 KiB read p50 with strangers / unloaded", <= 2.0, "x",
+    ThisProject, "", "strangers cannot slow a well-behaved client more than 2x");
 
 // The file system of `hscm mount` (seed 000's fast mode; the issue's own bars).
 target!(FS_TABLE3_VS_EXT3, "hscm / ext3, mean IOPS ratio over 1-16 KiB random reads and writes, cold", >= 30.07, "x",
@@ -233,6 +237,8 @@ pub static ALL: &[&Target] = &[
     &NBD_READ_QD16_VS_MEMORY,
     &NBD_ONFLUSH_WRITE_VS_MEMORY,
     &NBD_IMMEDIATE_WRITE_VS_FUA_FILE,
+    &NBD_STRANGERS_RSS,
+    &NBD_STRANGERS_LATENCY,
     &FS_TABLE3_VS_EXT3,
     &FS_RANDREAD_VS_TMPFS,
     &FS_DURABLE_WRITE_VS_EXT4_FSYNC,
