@@ -151,8 +151,11 @@ enum VolumeCmd {
         #[arg(long)]
         fs: bool,
         /// Make it a tiered volume with this much DRAM for the hot blocks (e.g. 4G); the
-        /// volume may then be far larger than RAM.
-        #[arg(long, value_parser = units::parse_size, allow_hyphen_values = true, conflicts_with_all = ["journal", "fs", "larger_than_ram"])]
+        /// volume may then be far larger than RAM. With --fs: a file system that
+        /// holds at most this much of its files' data in RAM (the hot files; the rest
+        /// is read from the device), so it too may be larger than RAM; `hscm mount`
+        /// takes the budget from the volume (its --ram overrides it).
+        #[arg(long, value_parser = units::parse_size, allow_hyphen_values = true, conflicts_with_all = ["journal", "larger_than_ram"])]
         ram: Option<u64>,
         /// Tiered: the unit of caching, 4K to 1M [default: 4k].
         #[arg(long, value_parser = units::parse_size, allow_hyphen_values = true, requires = "ram")]
@@ -730,6 +733,13 @@ fn run(cli: Cli) -> Result<()> {
             fast_policy,
             fast_admission,
         }) => {
+            if let (true, Some(budget)) = (fs, ram) {
+                // A flat volume whose file system keeps only `budget` of file data in
+                // RAM: it need not fit in memory.
+                volume_cmd::create(&path, size, chunk, durability, journal, force)?;
+                volume_cmd::format_fs(&path)?;
+                return volume_cmd::set_fs_ram_budget(&path, budget);
+            }
             if let Some(ram) = ram {
                 let args = tier_cmd::TierArgs {
                     size,

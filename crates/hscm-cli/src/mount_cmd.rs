@@ -57,9 +57,33 @@ pub struct MountArgs {
     /// writes.
     #[arg(long)]
     pub no_writeback_cache: bool,
+    /// At most this much of the files' data in RAM (e.g. 4G): the hot files, chosen
+    /// by --ram-policy; the rest is read from the device. Default: the budget
+    /// `hscm volume create --fs --ram` recorded, else every file (and no more than
+    /// the memory this machine has free for volumes).
+    #[arg(long, value_parser = crate::units::parse_size)]
+    pub ram: Option<u64>,
+    /// Which files stay in RAM under a budget, as `hscm sim cache` names policies
+    /// (lru, fifo, clock, sieve, s3fifo, arc, with +second-miss admission).
+    #[arg(long, default_value = "lru", value_parser = parse_ram_policy)]
+    pub ram_policy: hscm_policy::cache::PolicySpec,
+    /// Serve every read through the daemon and the kernel's page cache, as FUSE did
+    /// before passthrough: slower cold reads, and a second copy of what is read.
+    /// Passthrough (Linux 6.9 on, root mounts) lets the kernel read a file's RAM
+    /// directly for read-only opens.
+    #[arg(long)]
+    pub no_passthrough: bool,
     /// Threads serving requests.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64).map(usize::from))]
     pub threads: usize,
+}
+
+fn parse_ram_policy(s: &str) -> Result<hscm_policy::cache::PolicySpec, String> {
+    hscm_policy::cache::PolicySpec::parse(s).ok_or_else(|| {
+        format!(
+            "{s:?} is no cache policy (lru, fifo, clock, sieve, s3fifo, arc, lru+second-miss, ...)"
+        )
+    })
 }
 
 impl MountArgs {
@@ -114,11 +138,13 @@ pub fn mount(a: &MountArgs) -> Result<()> {
         return mount_in_background(a);
     }
     // The file system decides when the device syncs; the volume only writes through.
+    // It keeps no RAM copy: the file system keeps each file's bytes in RAM itself.
     let volume = Volume::open(
         &a.volume,
         &OpenOptions {
             durability: Some(Durability::OnFlush),
             read_only: a.read_only,
+            ram_copy: false,
             ..OpenOptions::default()
         },
     )
@@ -128,14 +154,35 @@ pub fn mount(a: &MountArgs) -> Result<()> {
         Durability::OnFlush => hscm_fs::Durability::OnFlush,
     };
     let volume = Arc::new(volume);
-    let fs = FileSystem::mount(
-        volume.clone(),
-        MountOptions {
-            durability,
-            read_only: a.read_only,
-        },
-    )
-    .with_context(|| format!("mounting the file system of {}", a.volume.display()))?;
+    let data_size = volume.size();
+    let mount_with = |budget: Option<u64>| {
+        FileSystem::mount(
+            volume.clone(),
+            MountOptions {
+                durability,
+                read_only: a.read_only,
+                ram: hscm_fs::RamOptions {
+                    enabled: true,
+                    budget,
+                    policy: a.ram_policy,
+                },
+            },
+        )
+        .with_context(|| format!("mounting the file system of {}", a.volume.display()))
+    };
+    let mut fs = mount_with(a.ram)?;
+    if a.ram.is_none() {
+        // The budget the volume records, else every file, as long as this machine
+        // has the memory.
+        let free = hscm_volume::memory_available_for_volumes().unwrap_or(u64::MAX);
+        let budget = fs
+            .recorded_ram_budget()
+            .or_else(|| (data_size > free).then_some(free));
+        if budget.is_some() {
+            drop(fs);
+            fs = mount_with(budget)?;
+        }
+    }
     if let Some(why) = fs.read_only() {
         if !a.read_only {
             note!(
@@ -145,6 +192,7 @@ pub fn mount(a: &MountArgs) -> Result<()> {
         }
     }
     let fs = Arc::new(fs);
+    let loader = fs.load_in_background();
     let source = std::fs::canonicalize(&a.volume).unwrap_or_else(|_| a.volume.clone());
     let config = hscm_fuse::session_config(
         &format!("hscm:{}", source.display()),
@@ -160,6 +208,11 @@ pub fn mount(a: &MountArgs) -> Result<()> {
     if a.no_writeback_cache {
         served = served.without_writeback_cache();
     }
+    if a.no_passthrough || !rustix::process::geteuid().is_root() {
+        // Registering a backing file takes CAP_SYS_ADMIN.
+        served = served.without_passthrough();
+    }
+    let passthrough = served.passthrough_wanted();
     let writeback_cache = served.writeback_cache();
     let (session, mounted) = hscm_fuse::mount(served, &a.mountpoint, &config)
         .with_context(|| format!("mounting on {}", a.mountpoint.display()))?;
@@ -185,11 +238,22 @@ pub fn mount(a: &MountArgs) -> Result<()> {
     note!(
         "serving {} ({}) at {} with {} threads; `hscm umount {}` stops it",
         a.volume.display(),
-        match (fs.read_only().is_some(), durability, writeback_cache) {
-            (true, _, _) => "read-only",
-            (false, hscm_fs::Durability::Immediate, _) => "immediate",
-            (false, hscm_fs::Durability::OnFlush, true) => "on-flush, kernel writeback cache",
-            (false, hscm_fs::Durability::OnFlush, false) => "on-flush, writes through",
+        match (
+            fs.read_only().is_some(),
+            durability,
+            writeback_cache,
+            passthrough
+        ) {
+            (true, _, _, true) => "read-only, FUSE passthrough from RAM",
+            (true, _, _, false) => "read-only",
+            (false, hscm_fs::Durability::Immediate, _, true) =>
+                "immediate, FUSE passthrough reads from RAM",
+            (false, hscm_fs::Durability::Immediate, _, false) => "immediate",
+            (false, hscm_fs::Durability::OnFlush, _, true) =>
+                "on-flush, FUSE passthrough: reads and writes in RAM, home at fsync",
+            (false, hscm_fs::Durability::OnFlush, true, false) =>
+                "on-flush, kernel writeback cache",
+            (false, hscm_fs::Durability::OnFlush, false, false) => "on-flush, writes through",
         },
         a.mountpoint.display(),
         a.threads,
@@ -201,6 +265,10 @@ pub fn mount(a: &MountArgs) -> Result<()> {
         a.mountpoint.display()
     )?;
     session.run().context("serving the file system")?;
+    fs.stop_loading();
+    if let Some(loader) = loader {
+        let _ = loader.join();
+    }
     fs.sync_all().context("committing at unmount")?;
     drop(fs);
     let volume = Arc::try_unwrap(volume)

@@ -2,6 +2,7 @@
 
 use std::io::IsTerminal;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Instant;
 
 use anyhow::{Context, Result};
@@ -65,6 +66,33 @@ pub fn format_fs(path: &Path) -> Result<()> {
         human_bytes(g.data_blocks() * hscm_fs::BLOCK),
         human_bytes(g.log_len()),
         human_bytes(g.checkpoint_len())
+    )?;
+    Ok(())
+}
+
+/// Records in the file system of the volume at `path` how many bytes of file data
+/// its mounts keep in RAM by default (`hscm_fs::RAM_BUDGET_XATTR` on its root).
+pub fn set_fs_ram_budget(path: &Path, budget: u64) -> Result<()> {
+    let volume = Arc::new(Volume::open(
+        path,
+        &OpenOptions {
+            durability: Some(Durability::OnFlush),
+            ram_copy: false,
+            ..OpenOptions::default()
+        },
+    )?);
+    let fs = hscm_fs::FileSystem::mount(volume.clone(), hscm_fs::MountOptions::default())
+        .with_context(|| format!("mounting the file system of {}", path.display()))?;
+    fs.set_ram_budget(budget)
+        .with_context(|| format!("recording the RAM budget in {}", path.display()))?;
+    fs.sync_all()?;
+    drop(fs);
+    Arc::try_unwrap(volume)
+        .map_err(|_| anyhow::anyhow!("the volume is still in use"))?
+        .close()?;
+    outln!(
+        "its mounts keep at most {} of file data in RAM (hscm mount --ram overrides it)",
+        human_bytes(budget)
     )?;
     Ok(())
 }

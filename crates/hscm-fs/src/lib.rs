@@ -27,8 +27,9 @@ pub use format::{Geometry, BLOCK, FORMAT_VERSION};
 #[doc(hidden)]
 pub use fs::{reencode_for_fuzzing, replay_for_fuzzing};
 pub use fs::{
-    Allocate, DropSetid, Durability, FileSystem, MountOptions, Owner, RenameFlags, SetAttr, StatFs,
-    WriteOptions, NO_GROUP, XATTR_BYTES_PER_INODE,
+    Allocate, DropSetid, Durability, FileRam, FileSystem, MountOptions, Owner, RamOptions,
+    RamUsage, RenameFlags, SetAttr, StatFs, WriteOptions, NO_GROUP, RAM_BUDGET_XATTR,
+    XATTR_BYTES_PER_INODE,
 };
 pub use meta::{Attr, Kind, Time, ROOT};
 

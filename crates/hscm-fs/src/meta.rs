@@ -58,9 +58,14 @@ pub struct Time {
 
 impl Time {
     pub fn now() -> Time {
-        let d = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default();
+        Time::from(std::time::SystemTime::now())
+    }
+}
+
+impl From<std::time::SystemTime> for Time {
+    /// Times before the epoch count as the epoch.
+    fn from(t: std::time::SystemTime) -> Time {
+        let d = t.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
         Time {
             secs: d.as_secs() as i64,
             nanos: d.subsec_nanos(),

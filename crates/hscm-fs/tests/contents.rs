@@ -1,5 +1,7 @@
 //! One file's contents against a plain byte vector, under random writes, truncates,
 //! hole punches and fallocates, with remounts in between: the data path's model test.
+//! The file is open, so its bytes are in RAM (its memfd): each step checks what RAM
+//! reads and what the target holds, both against the model.
 
 mod common;
 
@@ -70,6 +72,7 @@ proptest! {
         FileSystem::format(target.as_ref(), 0, 0).unwrap();
         let mut fs = FileSystem::mount(target.clone(), MountOptions::default()).unwrap();
         let ino = fs.mknod(ROOT, b"f", Kind::File, 0o644, 0, OWNER).unwrap().ino;
+        fs.open(ino).unwrap();
         let mut model = Vec::new();
         for op in &ops {
             match *op {
@@ -82,13 +85,17 @@ proptest! {
                 Op::Remount => {
                     drop(fs);
                     fs = FileSystem::mount(target.clone(), MountOptions::default()).unwrap();
+                    fs.open(ino).unwrap();
                 }
             }
             apply(&mut model, op);
             let attr = fs.getattr(ino).unwrap();
             prop_assert_eq!(attr.size, model.len() as u64, "size after {:?}", op);
+            prop_assert!(fs.file_ram(ino).is_some(), "the open file is in RAM");
             let got = fs.read(ino, 0, model.len() as u32 + 1).unwrap();
-            prop_assert!(got == model, "contents after {:?}", op);
+            prop_assert!(got == model, "contents (RAM) after {:?}", op);
+            let home = fs.read_from_target(ino, 0, model.len() as u32 + 1).unwrap();
+            prop_assert!(home == model, "contents (target) after {:?}", op);
         }
     }
 }

@@ -28,6 +28,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 pub mod dirty;
 mod mounting;
 pub mod mounts;
+mod passthrough;
+
+use passthrough::{OpenAccess, OpenReply, Opens, Served};
 
 pub use mounting::{mount, session_config, Access, DIRTY_SHARE_PERCENT};
 
@@ -43,6 +46,12 @@ use hscm_fs::{
 /// How long the kernel may trust an attribute or a name: every change comes through
 /// this mount, so the only risk is a file changed by the daemon itself (none is).
 const TTL: Duration = Duration::from_secs(1);
+/// A file's read path, as an extended attribute only root can read and no listing
+/// shows (`getfattr -n trusted.hscm.in_ram FILE`): `passthrough` (wholly in RAM, the
+/// kernel reads it there), `ram` (in RAM, read through the daemon), or `device`
+/// (not in RAM, or not loaded yet).
+pub const IN_RAM_XATTR: &[u8] = b"trusted.hscm.in_ram";
+
 /// The largest write the kernel sends in one request.
 pub const MAX_WRITE: u32 = 1 << 20;
 
@@ -59,6 +68,10 @@ pub struct Fuse {
     notifier: Arc<OnceLock<fuser::Notifier>>,
     /// Open directory handles and the listing each reads from.
     dirs: Dirs,
+    /// Ask the kernel for FUSE passthrough at mount.
+    passthrough_wanted: bool,
+    /// How each open file is served (`passthrough.rs`).
+    opens: Opens,
 }
 
 impl Fuse {
@@ -71,7 +84,23 @@ impl Fuse {
             kills_setid: false,
             notifier: Arc::default(),
             dirs: Dirs::default(),
+            passthrough_wanted: true,
+            opens: Opens::default(),
         }
+    }
+
+    /// Serves every open through the page cache, as FUSE did before passthrough
+    /// (Linux 6.9): reads of files in RAM then cost a round trip to the daemon.
+    pub fn without_passthrough(mut self) -> Fuse {
+        self.passthrough_wanted = false;
+        self
+    }
+
+    /// True while the kernel serves read-only opens of files in RAM by passthrough:
+    /// set once the kernel agreed at mount, cleared if it later refuses a backing
+    /// file.
+    pub fn passthrough_flag(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        self.opens.flag()
     }
 
     /// Every write(2) reaches the file system before it returns, in OnFlush mode too
@@ -83,8 +112,66 @@ impl Fuse {
     }
 
     /// Whether the kernel's writeback cache is asked for at mount.
+    /// (The kernel takes FUSE passthrough or the writeback cache, not both
+    /// (`fs/fuse/inode.c`, `process_init_reply`): with passthrough asked for, the
+    /// cache is asked for only if the kernel refuses passthrough.)
     pub fn writeback_cache(&self) -> bool {
-        self.writeback_cache
+        self.writeback_cache && !self.passthrough_wanted
+    }
+
+    /// Whether FUSE passthrough is asked for at mount.
+    pub fn passthrough_wanted(&self) -> bool {
+        self.passthrough_wanted
+    }
+
+    /// Serves an open (or a create) of a file the file system has opened: through
+    /// the page cache or by passthrough from the file's RAM (`passthrough.rs`).
+    fn serve_open(&self, ino: u64, flags: i32, reply: impl OpenReply) -> Served {
+        let writable = flags & libc_o_accmode() != O_RDONLY;
+        let ram = if self.opens.enabled() {
+            self.fs.file_ram(ino)
+        } else {
+            None
+        };
+        let access = if !writable {
+            OpenAccess::Read
+        } else if self.fs.durability() == hscm_fs::Durability::OnFlush
+            && !self.write_must_drop_privileges(ino)
+        {
+            OpenAccess::WriteByKernel
+        } else {
+            OpenAccess::WriteThroughDaemon
+        };
+        let kernel_writes = || match self.fs.begin_kernel_writes(ino) {
+            Ok(started) => started,
+            Err(e) => {
+                tracing::warn!("serving file {ino} through the daemon: {e}");
+                false
+            }
+        };
+        self.opens.open(ino, access, ram, kernel_writes, reply)
+    }
+
+    /// A write to the file must drop setuid, setgid or a file capability: the
+    /// kernel does that only on writes the file system sees, so such a file's
+    /// writes never go to RAM behind its back.
+    fn write_must_drop_privileges(&self, ino: u64) -> bool {
+        let setid = self
+            .fs
+            .getattr(ino)
+            .map(|a| a.perm & 0o6000 != 0)
+            .unwrap_or(true);
+        setid || self.fs.getxattr(ino, b"security.capability").is_ok()
+    }
+
+    /// Drops the kernel's cached pages of a file whose last cached open closed: the
+    /// next opens may read its RAM directly, and the pages would be a second copy.
+    fn drop_cached_pages(&self, ino: INodeNo) {
+        if let Some(n) = self.notifier.get() {
+            if let Err(e) = n.inval_inode(ino, 0, 0) {
+                tracing::debug!("dropping the cached pages of inode {ino}: {e}");
+            }
+        }
     }
 
     /// Makes the kernel forget `ino`'s cached attributes: for a mode the file
@@ -314,16 +401,36 @@ impl fuser::Filesystem for Fuse {
         self.kills_setid = config
             .add_capabilities(fuser::InitFlags::FUSE_HANDLE_KILLPRIV_V2)
             .is_ok();
-        if self.writeback_cache {
+        if !self.passthrough_wanted {
+            tracing::info!("FUSE passthrough off: every read goes through the daemon");
+        } else {
+            // Depth 1: the backing files (memfds) sit on no stacked file system, and
+            // this mount can still be stacked under one.
+            match config.add_capabilities(fuser::InitFlags::FUSE_PASSTHROUGH) {
+                Ok(()) if config.set_max_stack_depth(1).is_ok() => {
+                    tracing::info!("FUSE passthrough on: the kernel reads and writes files in RAM directly");
+                    self.opens.enable(true)
+                }
+                _ => tracing::warn!(
+                    "the kernel offers no FUSE passthrough (Linux 6.9 and later have it): files are read through the daemon"
+                ),
+            }
+        }
+        if self.writeback_cache && !self.opens.enabled() {
             if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_WRITEBACK_CACHE) {
                 tracing::warn!("the kernel has no writeback cache for FUSE ({missing:?}): every write goes through");
                 self.writeback_cache = false;
             }
+        } else {
+            self.writeback_cache = false;
         }
         Ok(())
     }
 
     fn destroy(&mut self) {
+        if let Err(e) = self.fs.write_back_all() {
+            tracing::error!("writing home what the kernel wrote in RAM: {e}");
+        }
         if let Err(e) = self.fs.sync_all() {
             tracing::error!("committing at unmount: {e}");
         }
@@ -482,9 +589,11 @@ impl fuser::Filesystem for Fuse {
         self.entry(self.fs.link(ino.0, newparent.0, newname.as_bytes()), reply)
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         match self.fs.open(ino.0) {
-            Ok(_) => reply.opened(FileHandle(0), FopenFlags::FOPEN_KEEP_CACHE),
+            Ok(_) => {
+                self.serve_open(ino.0, flags.0, reply);
+            }
             Err(e) => reply.error(errno(e)),
         }
     }
@@ -496,7 +605,7 @@ impl fuser::Filesystem for Fuse {
         name: &OsStr,
         mode: u32,
         umask: u32,
-        _flags: i32,
+        flags: i32,
         reply: ReplyCreate,
     ) {
         let (owner, perm) = self.owner(req, parent.0, mode & !umask, false);
@@ -505,13 +614,16 @@ impl fuser::Filesystem for Fuse {
             .mknod(parent.0, name.as_bytes(), Kind::File, perm, 0, owner)
             .and_then(|a| self.fs.open(a.ino));
         match made {
-            Ok(a) => reply.created(
-                &TTL,
-                &file_attr(&a),
-                Generation(0),
-                FileHandle(0),
-                FopenFlags::FOPEN_KEEP_CACHE,
-            ),
+            Ok(a) => {
+                self.serve_open(
+                    a.ino,
+                    flags,
+                    Created {
+                        attr: file_attr(&a),
+                        reply,
+                    },
+                );
+            }
             Err(e) => reply.error(errno(e)),
         }
     }
@@ -586,24 +698,41 @@ impl fuser::Filesystem for Fuse {
         &self,
         _req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
-        self.empty(self.fs.release(ino.0), reply)
+        let served = Served::of(fh);
+        let written_back = if served.kernel_writes() {
+            // Its writes and shared mappings changed RAM only: a close takes them
+            // home, as a cached open's dirty pages reach the file system at close.
+            let done = self.fs.write_back_ram(ino.0).map(|_| ());
+            self.fs.end_kernel_writes(ino.0);
+            done
+        } else {
+            Ok(())
+        };
+        if self.opens.release(ino.0, served) {
+            self.drop_cached_pages(ino);
+        }
+        self.empty(written_back.and_then(|()| self.fs.release(ino.0)), reply)
     }
 
     fn fsync(
         &self,
         _req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        self.empty(self.fs.fsync(ino.0), reply)
+        let _ = fh;
+        // An fsync commits everything, so it takes home every file the kernel wrote
+        // in RAM, not only this one.
+        let written_back = self.fs.write_back_all().map(|_| ());
+        self.empty(written_back.and_then(|()| self.fs.fsync(ino.0)), reply)
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -710,6 +839,14 @@ impl fuser::Filesystem for Fuse {
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        if name.as_bytes() == IN_RAM_XATTR {
+            let state = match (self.fs.file_ram(ino.0), self.opens.enabled()) {
+                (Some(_), true) => "passthrough",
+                (Some(_), false) => "ram",
+                (None, _) => "device",
+            };
+            return Self::xattr_reply(state.as_bytes().to_vec(), size, reply);
+        }
         match self.fs.getxattr(ino.0, name.as_bytes()) {
             Ok(v) => Self::xattr_reply(v, size, reply),
             Err(e) => reply.error(errno(e)),
@@ -765,5 +902,63 @@ impl fuser::Filesystem for Fuse {
             self.forget_attributes(ino);
         }
         self.empty(done, reply)
+    }
+}
+
+const O_RDONLY: i32 = 0;
+
+/// O_ACCMODE: the bits of open(2)'s flags that say read, write or both.
+const fn libc_o_accmode() -> i32 {
+    3
+}
+
+impl OpenReply for ReplyOpen {
+    fn register(&self, ram: &hscm_fs::FileRam) -> std::io::Result<fuser::BackingId> {
+        self.open_backing(ram.fd())
+    }
+
+    fn cached(self, fh: FileHandle) {
+        self.opened(fh, FopenFlags::FOPEN_KEEP_CACHE)
+    }
+
+    fn passthrough(self, fh: FileHandle, direct: bool, backing: &fuser::BackingId) {
+        let flags = if direct {
+            FopenFlags::FOPEN_DIRECT_IO
+        } else {
+            FopenFlags::empty()
+        };
+        self.opened_passthrough(fh, flags, backing)
+    }
+}
+
+/// A create's reply, with the new file's attributes.
+struct Created {
+    attr: FileAttr,
+    reply: ReplyCreate,
+}
+
+impl OpenReply for Created {
+    fn register(&self, ram: &hscm_fs::FileRam) -> std::io::Result<fuser::BackingId> {
+        self.reply.open_backing(ram.fd())
+    }
+
+    fn cached(self, fh: FileHandle) {
+        self.reply.created(
+            &TTL,
+            &self.attr,
+            Generation(0),
+            fh,
+            FopenFlags::FOPEN_KEEP_CACHE,
+        )
+    }
+
+    fn passthrough(self, fh: FileHandle, direct: bool, backing: &fuser::BackingId) {
+        let flags = if direct {
+            FopenFlags::FOPEN_DIRECT_IO
+        } else {
+            FopenFlags::empty()
+        };
+        self.reply
+            .created_passthrough(&TTL, &self.attr, Generation(0), fh, flags, backing)
     }
 }

@@ -514,3 +514,42 @@ fn a_volume_has_one_read_write_owner() {
     drop((r1, r2));
     Volume::open(&p, &OpenOptions::default()).unwrap();
 }
+
+/// A volume opened as its home only (`ram_copy: false`) loads nothing and answers
+/// every read from the device, unaligned writes included (their partial sectors are
+/// completed from home), and what it wrote is there for a normal open.
+#[test]
+fn home_only_reads_and_writes_go_to_the_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("v.hscm");
+    Volume::create(&p, 4 * MIB, &small(64 << 10)).unwrap();
+    let mut model = vec![0u8; 4 * MIB as usize];
+    let writes: Vec<(u64, Vec<u8>)> = vec![
+        (0, pattern(1, 4096)),
+        (1000, pattern(2, 1000)),
+        (65_536 - 10, pattern(3, 20)),
+        (3 * MIB + 17, pattern(4, 70_000)),
+        (4 * MIB - 1, pattern(5, 1)),
+        (1003, pattern(6, 5)), // over the earlier unaligned write
+    ];
+    {
+        let home_only = OpenOptions {
+            ram_copy: false,
+            ..OpenOptions::default()
+        };
+        let v = Volume::open(&p, &home_only).unwrap();
+        for (off, data) in &writes {
+            v.write_at(*off, data).unwrap();
+            model[*off as usize..*off as usize + data.len()].copy_from_slice(data);
+        }
+        let mut all = vec![0u8; model.len()];
+        v.read_at(0, &mut all).unwrap();
+        assert!(all == model, "home-only reads differ from what was written");
+        assert_eq!(v.load_progress().loaded_bytes, 0, "nothing is loaded");
+        v.close().unwrap();
+    }
+    let v = Volume::open(&p, &OpenOptions::default()).unwrap();
+    let mut all = vec![0u8; model.len()];
+    v.read_at(0, &mut all).unwrap();
+    assert!(all == model, "a normal open reads what home-only wrote");
+}

@@ -5,6 +5,8 @@
 //! whatever makes a file longer zeroes them first, so a hole or an extension always
 //! reads as zeroes.
 
+use std::sync::atomic::Ordering;
+
 use super::*;
 
 /// A mode of `fallocate`.
@@ -48,16 +50,32 @@ fn fits(st: &State, ino: u64, offset: u64, len: u64) -> Result<u64> {
 }
 
 impl FileSystem {
-    /// Up to `len` bytes at `offset` (fewer at the end of the file).
+    /// Up to `len` bytes at `offset` (fewer at the end of the file): from the file's
+    /// RAM once it is loaded, else from the target.
     pub fn read(&self, ino: u64, offset: u64, len: u32) -> Result<Vec<u8>> {
         let st = self.state.read();
         let inode = st.meta.get(ino)?;
         expect_kind(inode, Kind::File)?;
-        let size = inode.attr.size;
+        let ram_error =
+            |e: std::io::Error| Error::Failed(format!("reading file {ino} from RAM: {e}"));
+        let ram = self.file_ram(ino);
+        let size = match &ram {
+            // The kernel may have written RAM past the size the file system knows.
+            Some(f) if f.kernel_may_write() => f.byte_len().map_err(ram_error)?,
+            _ => inode.attr.size,
+        };
         if offset >= size {
             return Ok(Vec::new());
         }
-        let end = size.min(offset + u64::from(len));
+        let end = size.min(offset.saturating_add(u64::from(len)));
+        if let Some(f) = ram {
+            return f.read(offset, (end - offset) as usize).map_err(ram_error);
+        }
+        self.read_target(inode, offset, end)
+    }
+
+    /// The bytes `[offset, end)` of a file (inside its size) from the target.
+    pub(super) fn read_target(&self, inode: &Inode, offset: u64, end: u64) -> Result<Vec<u8>> {
         let blocks = inode.blocks().expect("file");
         let mut out = Vec::with_capacity((end - offset) as usize);
         let mut at = offset;
@@ -124,6 +142,19 @@ impl FileSystem {
 
     /// [`write`](Self::write) as `how` says.
     pub fn write_with(&self, ino: u64, offset: u64, data: &[u8], how: WriteOptions) -> Result<u32> {
+        self.write_inner(ino, offset, data, how, true)
+    }
+
+    /// A write to the file and, with `to_ram`, to its RAM; without, to the target
+    /// only (bytes that came from RAM: writes through a shared mapping).
+    pub(super) fn write_inner(
+        &self,
+        ino: u64,
+        offset: u64,
+        data: &[u8],
+        how: WriteOptions,
+        to_ram: bool,
+    ) -> Result<u32> {
         if data.is_empty() {
             return Ok(0);
         }
@@ -133,13 +164,15 @@ impl FileSystem {
         {
             return Err(Error::Invalid("a write past the largest file".into()));
         }
-        if let Some(written) = self.write_in_place(ino, offset, data, how.drop_setid)? {
+        if let Some(written) = self.write_in_place(ino, offset, data, how.drop_setid, to_ram)? {
             return Ok(written);
         }
         self.with_space(|| {
             self.mutate(|st, edits| {
                 let inode = st.meta.get(ino)?;
                 expect_kind(inode, Kind::File)?;
+                let ram = self.ram.get(ino).filter(|_| to_ram);
+                let _same_file = ram.as_ref().map(|f| f.lock.lock());
                 let mut a = inode.attr;
                 // As a disk does: a short write while there is room, ENOSPC when none.
                 let fit = fits(st, ino, offset, data.len() as u64)?;
@@ -155,6 +188,9 @@ impl FileSystem {
                     self.zero_tail(st, ino, a.size, offset)?;
                 }
                 self.put_bytes(st, edits, ino, offset, data.len() as u64, Some(data))?;
+                if let Some(f) = &ram {
+                    self.mirror(ino, f.write(offset, data))?;
+                }
                 let now = Time::now();
                 a.size = a.size.max(end);
                 a.mtime = now;
@@ -183,14 +219,20 @@ impl FileSystem {
         offset: u64,
         data: &[u8],
         drop_setid: DropSetid,
+        to_ram: bool,
     ) -> Result<Option<u32>> {
         self.refuse_writes()?;
         let end = offset + data.len() as u64;
         let in_flight = self.in_place.read();
         // (target offset, offset in data, length): runs contiguous on the target.
         let mut runs: Vec<(u64, usize, usize)> = Vec::new();
+        let ram = self.ram.get(ino).filter(|_| to_ram);
+        let cut;
         {
             let st = self.state.read();
+            // Under the state lock, as the block lookup: whatever frees blocks bumps
+            // it under the state lock held exclusively.
+            cut = ram.as_ref().map(|f| f.cut.load(Ordering::Acquire));
             let inode = st.meta.get(ino)?;
             expect_kind(inode, Kind::File)?;
             if end > inode.attr.size {
@@ -212,6 +254,8 @@ impl FileSystem {
                 at += n as u64;
             }
         }
+        // The target and RAM change under the file's lock, in one order for both.
+        let same_file = ram.as_ref().map(|f| f.lock.lock());
         for (on_target, from, n) in runs {
             if let Err(e) = self
                 .target
@@ -220,6 +264,14 @@ impl FileSystem {
                 return Err(self.fail(format!("writing file data: {e}")));
             }
         }
+        if let (Some(f), Some(cut)) = (&ram, cut) {
+            // Blocks freed since the lookup took these bytes to a block no file
+            // maps: RAM must not show them either.
+            if f.cut.load(Ordering::Acquire) == cut {
+                self.mirror(ino, f.write(offset, data))?;
+            }
+        }
+        drop(same_file);
         drop(in_flight);
         let mut drops_setid = false;
         let (written, seq) = self.record(|st, edits| {
@@ -251,10 +303,13 @@ impl FileSystem {
         if size > i64::MAX as u64 {
             return Err(Error::Invalid("a size past the largest file".into()));
         }
+        self.catch_up_with_kernel(ino)?;
         self.mutate(|st, edits| {
             let inode = st.meta.get(ino)?;
             expect_kind(inode, Kind::File)?;
             let mut a = inode.attr;
+            let ram = self.ram.get(ino);
+            let _same_file = ram.as_ref().map(|f| f.lock.lock());
             if size > a.size {
                 self.zero_tail(st, ino, a.size, size)?;
             } else {
@@ -263,6 +318,12 @@ impl FileSystem {
                     from: size.div_ceil(BLOCK),
                     to: u64::MAX,
                 });
+            }
+            if let Some(f) = &ram {
+                if size < a.size {
+                    f.cut.fetch_add(1, Ordering::AcqRel);
+                }
+                self.mirror(ino, f.set_len(size))?;
             }
             let now = Time::now();
             a.size = size;
@@ -292,12 +353,15 @@ impl FileSystem {
             .checked_add(len)
             .filter(|&e| len > 0 && e <= i64::MAX as u64)
             .ok_or_else(|| Error::Invalid("fallocate of an empty or too large range".into()))?;
+        self.catch_up_with_kernel(ino)?;
         self.with_space(|| {
             self.mutate(|st, edits| {
                 let inode = st.meta.get(ino)?;
                 expect_kind(inode, Kind::File)?;
                 let mut a = inode.attr;
                 let now = Time::now();
+                let ram = self.ram.get(ino);
+                let _same_file = ram.as_ref().map(|f| f.lock.lock());
                 match mode {
                     Allocate::PunchHole => {
                         let (first_whole, end_whole) = (offset.div_ceil(BLOCK), block_of(end));
@@ -317,6 +381,13 @@ impl FileSystem {
                                 to: end_whole,
                             });
                         }
+                        if let Some(f) = &ram {
+                            f.cut.fetch_add(1, Ordering::AcqRel);
+                            let stop = end.min(a.size);
+                            if offset < stop {
+                                self.mirror(ino, f.punch(offset, stop - offset))?;
+                            }
+                        }
                     }
                     Allocate::Extend | Allocate::KeepSize => {
                         if mode == Allocate::Extend && end > a.size {
@@ -324,6 +395,9 @@ impl FileSystem {
                         }
                         self.put_bytes(st, edits, ino, offset, len, None)?;
                         if mode == Allocate::Extend {
+                            if let (Some(f), true) = (&ram, end > a.size) {
+                                self.mirror(ino, f.set_len(end))?;
+                            }
                             a.size = a.size.max(end);
                         }
                     }
@@ -339,6 +413,23 @@ impl FileSystem {
         })
     }
 
+    /// Before an operation that depends on a file's size (truncate, fallocate):
+    /// what the kernel wrote in RAM goes home first, so the size the file system
+    /// knows is the one the kernel has shown.
+    fn catch_up_with_kernel(&self, ino: u64) -> Result<()> {
+        if self.ram.get(ino).is_some_and(|f| f.kernel_may_write()) {
+            self.write_back_ram(ino)?;
+        }
+        Ok(())
+    }
+
+    /// A change to a file's RAM failed (the system is out of memory for shmem): the
+    /// RAM copy can no longer be trusted, so the file system refuses writes from now
+    /// on, as after a failed device write.
+    fn mirror(&self, ino: u64, result: std::io::Result<()>) -> Result<()> {
+        result.map_err(|e| self.fail(format!("changing file {ino} in RAM: {e}")))
+    }
+
     /// fsync and fdatasync: commits everything done so far.
     pub fn fsync(&self, _ino: u64) -> Result<()> {
         self.sync_all()
@@ -346,14 +437,38 @@ impl FileSystem {
 
     /// Runs a data operation; if it ran out of space while freed blocks wait for
     /// their record to be durable, commits and tries once more.
+    ///
+    /// Files unlinked while open hold their blocks until their last handle closes,
+    /// and FUSE sends that close after close(2) has returned: a program that closes,
+    /// unlinks and writes again may find the space still held. So while such files
+    /// exist, a write that finds no space waits for their release, up to a second.
     fn with_space<T>(&self, op: impl Fn() -> Result<T>) -> Result<T> {
-        match op() {
-            Err(Error::NoSpace(_)) if self.state.read().alloc.has_pending() => {
-                self.sync_all()?;
-                op()
+        const RELEASE_WAIT: std::time::Duration = std::time::Duration::from_millis(10);
+        let mut waits = 0;
+        loop {
+            match op() {
+                Err(Error::NoSpace(_)) if self.state.read().alloc.has_pending() => {
+                    self.sync_all()?;
+                    return op();
+                }
+                Err(Error::NoSpace(why)) => {
+                    if waits == 100 || !self.unlinked_while_open() {
+                        return Err(Error::NoSpace(why));
+                    }
+                    waits += 1;
+                    std::thread::sleep(RELEASE_WAIT);
+                }
+                other => return other,
             }
-            other => other,
         }
+    }
+
+    /// Some file's last name is gone while a handle keeps it (and its blocks).
+    fn unlinked_while_open(&self) -> bool {
+        let st = self.state.read();
+        st.open
+            .keys()
+            .any(|ino| st.meta.inodes.get(ino).is_some_and(|i| i.attr.nlink == 0))
     }
 
     /// Writes `data` over `[offset, offset + len)` of a file: mapped blocks in place,

@@ -3,10 +3,14 @@
 //! `names` (the namespace and attributes) and `data` (file contents).
 
 mod data;
+mod loader;
 mod names;
+mod ram;
 
 pub use data::Allocate;
+pub use loader::RAM_BUDGET_XATTR;
 pub use names::{Owner, XATTR_BYTES_PER_INODE};
+pub use ram::{FileRam, RamOptions, RamUsage};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -28,11 +32,13 @@ pub enum Durability {
     OnFlush,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct MountOptions {
     pub durability: Durability,
     /// Write nothing: no checkpoint at mount, no operation that changes anything.
     pub read_only: bool,
+    /// Which files keep their bytes in RAM (docs/fs.md, "RAM by use").
+    pub ram: RamOptions,
 }
 
 impl Default for MountOptions {
@@ -40,6 +46,7 @@ impl Default for MountOptions {
         MountOptions {
             durability: Durability::Immediate,
             read_only: false,
+            ram: RamOptions::default(),
         }
     }
 }
@@ -151,6 +158,8 @@ pub struct FileSystem {
     /// Refuse operations whose metadata would outgrow a checkpoint slot; off only in
     /// tests that make the metadata an hscm without the bound could leave.
     bound_metadata: std::sync::atomic::AtomicBool,
+    /// The files' bytes in RAM (`ram.rs`).
+    ram: Arc<ram::Ram>,
 }
 
 struct State {
@@ -256,6 +265,7 @@ impl FileSystem {
             failed: Mutex::new(None),
             in_place: RwLock::new(()),
             bound_metadata: std::sync::atomic::AtomicBool::new(true),
+            ram: Arc::new(ram::Ram::new(opts.ram.clone())),
         };
         if fs.read_only.is_some() {
             // Files unlinked while open stay until a mount that writes drops them.
@@ -399,6 +409,9 @@ impl FileSystem {
             let seq = st.next_seq;
             let mut freed = Vec::new();
             for e in &edits {
+                if let Edit::Drop { ino } = e {
+                    self.ram.forget(*ino);
+                }
                 match st.meta.apply(e) {
                     Ok(f) => freed.extend(f),
                     // The operation checked everything first: this is a bug, and
@@ -539,7 +552,8 @@ impl FileSystem {
     }
 
     pub fn getattr(&self, ino: u64) -> Result<Attr> {
-        Ok(Self::attr_of(self.state.read().meta.get(ino)?))
+        let a = Self::attr_of(self.state.read().meta.get(ino)?);
+        Ok(self.live_attr(a))
     }
 
     /// Space and inodes: data blocks free, and no more of either than the metadata
@@ -569,12 +583,16 @@ impl FileSystem {
         let mut st = self.state.write();
         let attr = Self::attr_of(st.meta.get(ino)?);
         *st.open.entry(ino).or_default() += 1;
+        drop(st);
+        if attr.kind == Kind::File {
+            self.make_resident(ino, attr.size);
+        }
         Ok(attr)
     }
 
     /// Closes a handle; the last one of an unlinked file drops it and frees its blocks.
     pub fn release(&self, ino: u64) -> Result<()> {
-        let drop_now = {
+        let (last, drop_now) = {
             let mut st = self.state.write();
             let n = st.open.entry(ino).or_default();
             *n = n.saturating_sub(1);
@@ -582,8 +600,12 @@ impl FileSystem {
             if last {
                 st.open.remove(&ino);
             }
-            last && matches!(st.meta.inodes.get(&ino), Some(i) if i.attr.nlink == 0)
+            let unlinked = matches!(st.meta.inodes.get(&ino), Some(i) if i.attr.nlink == 0);
+            (last, last && unlinked)
         };
+        if last {
+            self.ram.closed(ino);
+        }
         if drop_now {
             self.mutate(|st, edits| {
                 if matches!(st.meta.inodes.get(&ino), Some(i) if i.attr.nlink == 0)

@@ -31,7 +31,9 @@ impl FileSystem {
             .entries()
             .and_then(|e| e.get(name))
             .ok_or(Error::NotFound)?;
-        Ok(Self::attr_of(st.meta.get(ino)?))
+        let a = Self::attr_of(st.meta.get(ino)?);
+        drop(st);
+        Ok(self.live_attr(a))
     }
 
     /// Every entry of a directory (without "." and ".."): name, inode, kind.

@@ -53,7 +53,7 @@ pub fn run(bytes: &[u8], durability: Durability) {
         durability,
         ..Default::default()
     };
-    let fs = FileSystem::mount(target.clone(), opts).unwrap();
+    let fs = FileSystem::mount(target.clone(), opts.clone()).unwrap();
     let mut input = Input(bytes);
     let mut touched = vec![0u64];
     let lookup = |fs: &FileSystem, n: u8| fs.lookup(ROOT, &name(n)).map(|a| a.ino).unwrap_or(0);

@@ -161,6 +161,12 @@ pub struct OpenOptions {
     /// Ask the kernel to back the RAM copy with transparent huge pages (the default):
     /// fewer TLB misses on random reads over large volumes, harmless where THP is off.
     pub huge_pages: bool,
+    /// Keep a RAM copy of the whole volume (the normal case). Without it the volume
+    /// is its durable home only: every read goes to the backend (O_DIRECT where it
+    /// can, so no page cache either), nothing is loaded and no RAM is mapped for it.
+    /// For an engine that keeps its own RAM copy of what it uses (the file system's
+    /// per-file memory), so no byte sits in RAM twice.
+    pub ram_copy: bool,
 }
 
 impl Default for OpenOptions {
@@ -170,6 +176,7 @@ impl Default for OpenOptions {
             read_only: false,
             background_load: true,
             huge_pages: true,
+            ram_copy: true,
         }
     }
 }
@@ -283,6 +290,9 @@ struct Shared {
     durability: Durability,
     read_only: bool,
     ram: RamImage,
+    /// False for a volume opened as its home only (`OpenOptions::ram_copy`): no chunk
+    /// is ever loaded, and `ram` is a stand-in nothing touches.
+    ram_copy: bool,
     chunks: Box<[Chunk]>,
     loaded_chunks: AtomicUsize,
     loaded_bytes: AtomicU64,
@@ -414,8 +424,13 @@ impl Volume {
         let size = usize::try_from(header.volume_size).map_err(|_| {
             Error::InvalidArgument(format!("{name}: volume too large for this address space"))
         })?;
-        check_fits_in_memory(&name, header.volume_size)?;
-        let ram = RamImage::new(size, opts.huge_pages)
+        if opts.ram_copy {
+            check_fits_in_memory(&name, header.volume_size)?;
+        }
+        // Home only: one page stands in for the mapping nothing will touch.
+        let mapped = if opts.ram_copy { size } else { 4096 };
+        let background_load = opts.background_load && opts.ram_copy;
+        let ram = RamImage::new(mapped, opts.huge_pages)
             .map_err(|e| Error::io(format!("cannot map {size} bytes of RAM for {name}"), e))?;
         let chunks = (0..header.chunk_count())
             .map(|_| Chunk {
@@ -456,8 +471,13 @@ impl Volume {
             urgent: Mutex::new(VecDeque::new()),
             cursor: Mutex::new(0),
             stop: AtomicBool::new(false),
-            active_loaders: AtomicUsize::new(if opts.background_load { LOADERS } else { 0 }),
-            load_state: Mutex::new(LoadState::Running),
+            active_loaders: AtomicUsize::new(if background_load { LOADERS } else { 0 }),
+            load_state: Mutex::new(if opts.ram_copy {
+                LoadState::Running
+            } else {
+                LoadState::Stopped
+            }),
+            ram_copy: opts.ram_copy,
             load_cv: Condvar::new(),
             failure: Poison::default(),
             completed: AtomicU64::new(0),
@@ -466,7 +486,7 @@ impl Volume {
             overlay,
             replayed_batches,
         });
-        let loaders = if opts.background_load {
+        let loaders = if background_load {
             let mut handles = Vec::new();
             for i in 0..LOADERS {
                 let s = Arc::clone(&shared);

@@ -58,7 +58,9 @@ impl Shared {
                 // touches these bytes while the slice lives (module invariant).
                 sink(done, unsafe { self.ram.slice(at as usize, n) });
             } else {
-                self.prioritise(c);
+                if self.ram_copy {
+                    self.prioritise(c);
+                }
                 cold.resize(n, 0);
                 self.read_backend(at, &mut cold)?;
                 sink(done, &cold);

@@ -69,27 +69,39 @@ impl Shared {
         let (start, stop) = (align_down(offset), align_up(end));
         let head_partial = start != offset;
         let tail_partial = stop != end;
-        if head_partial {
-            self.ensure_loaded_locked(first)?;
-        }
-        if tail_partial {
-            self.ensure_loaded_locked(last)?;
-        }
         let mut sectors = AlignedBuf::zeroed((stop - start) as usize);
-        // SAFETY (both copies): we hold the io lock of the chunk, which every RAM writer
-        // also holds, and the chunk is Loaded (ensured above).
-        if head_partial {
-            unsafe {
-                self.ram
-                    .copy_out(start as usize, &mut sectors[..SECTOR as usize])
-            };
-        }
-        if tail_partial {
-            let at = sectors.len() - SECTOR as usize;
-            unsafe {
-                self.ram
-                    .copy_out((stop - SECTOR) as usize, &mut sectors[at..])
-            };
+        if self.ram_copy {
+            if head_partial {
+                self.ensure_loaded_locked(first)?;
+            }
+            if tail_partial {
+                self.ensure_loaded_locked(last)?;
+            }
+            // SAFETY (both copies): we hold the io lock of the chunk, which every RAM
+            // writer also holds, and the chunk is Loaded (ensured above).
+            if head_partial {
+                unsafe {
+                    self.ram
+                        .copy_out(start as usize, &mut sectors[..SECTOR as usize])
+                };
+            }
+            if tail_partial {
+                let at = sectors.len() - SECTOR as usize;
+                unsafe {
+                    self.ram
+                        .copy_out((stop - SECTOR) as usize, &mut sectors[at..])
+                };
+            }
+        } else {
+            // Home only: nothing is ever loaded, so home is current, and the io locks
+            // we hold keep every other writer of these sectors out meanwhile.
+            if head_partial {
+                self.read_backend(start, &mut sectors[..SECTOR as usize])?;
+            }
+            if tail_partial {
+                let at = sectors.len() - SECTOR as usize;
+                self.read_backend(stop - SECTOR, &mut sectors[at..])?;
+            }
         }
         let skip = (offset - start) as usize;
         sectors[skip..skip + data.len()].copy_from_slice(data);

@@ -1,0 +1,364 @@
+//! Loading files into their RAM (`ram.rs`): at mount, a background thread loads every
+//! file the budget admits, files opened while not resident first; until a file is
+//! wholly loaded, its reads go to the target. So the file system is usable the moment
+//! it mounts, as the volume is (Baek & Park 2020, §3.3, rapid resilience).
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use super::*;
+use crate::ROOT;
+
+/// The loader copies a file in pieces of this size, holding the state lock (read) and
+/// the file's lock for one piece at a time, so writers wait at most one piece.
+const LOAD_PIECE: u64 = 4 << 20;
+
+/// Where the file system records its default RAM budget: an extended attribute of
+/// its root directory, in the `trusted` namespace (only root sees or changes it
+/// through a mount), holding the budget in bytes as decimal text.
+pub const RAM_BUDGET_XATTR: &[u8] = b"trusted.hscm.ram_budget";
+
+impl FileSystem {
+    /// Admits a file to RAM if the policy takes it, and asks for it to be loaded.
+    pub(super) fn make_resident(&self, ino: u64, size: u64) {
+        if !self.ram.enabled() {
+            return;
+        }
+        let is_open = |k: u64| self.state.read().open.contains_key(&k);
+        match self.ram.admit(ino, size, is_open) {
+            Ok(Some(f)) if !f.is_loaded() => {
+                self.writes_in_place_see_ram();
+                if self
+                    .ram
+                    .background
+                    .load(std::sync::atomic::Ordering::Relaxed)
+                {
+                    self.ram.want(ino)
+                } else if let Err(e) = self.load_file(ino) {
+                    // Without a loader thread (a library user), open loads the file.
+                    tracing::warn!("loading file {ino} into RAM: {e}; it is read from the target");
+                    self.ram.forget(ino);
+                }
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!("no RAM for file {ino}: {e}; it is read from the target"),
+        }
+    }
+
+    /// A file's RAM, once every byte of it is there: what the kernel may read
+    /// directly (FUSE passthrough).
+    pub fn file_ram(&self, ino: u64) -> Option<Arc<FileRam>> {
+        self.ram.get(ino).filter(|f| f.is_loaded())
+    }
+
+    /// From now on the kernel may write this file's RAM itself (a passthrough open
+    /// that writes, whose shared mappings write too): keeps a hash of each block as
+    /// the target holds it, to find what the kernel changed. False if the file is
+    /// not wholly in RAM (the open must then be served otherwise).
+    pub fn begin_kernel_writes(&self, ino: u64) -> Result<bool> {
+        let Some(f) = self.file_ram(ino) else {
+            return Ok(false);
+        };
+        let _same_file = f.lock.lock();
+        f.start_sums()
+            .map_err(|e| Error::Failed(format!("hashing file {ino} in RAM: {e}")))?;
+        f.kernel_writers
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
+        Ok(true)
+    }
+
+    /// One open through which the kernel wrote RAM closed. (Its mappings may still
+    /// write; the hashes stay until a write-back finds the file unchanged with no
+    /// such open left.)
+    pub fn end_kernel_writes(&self, ino: u64) {
+        if let Some(f) = self.ram.get(ino) {
+            let _ = f.kernel_writers.fetch_update(
+                std::sync::atomic::Ordering::AcqRel,
+                std::sync::atomic::Ordering::Acquire,
+                |n| n.checked_sub(1),
+            );
+        }
+    }
+
+    /// Writes home what the kernel wrote into a file's RAM behind the file system's
+    /// back (passthrough writes, shared mappings): the blocks whose hash changed, and
+    /// whatever the kernel appended. The file's size and mtime follow. Returns the
+    /// bytes written.
+    pub fn write_back_ram(&self, ino: u64) -> Result<u64> {
+        let Some(f) = self.ram.get(ino) else {
+            return Ok(0);
+        };
+        if f.sums.lock().is_none() {
+            return Ok(0);
+        }
+        let ram_error =
+            |e: std::io::Error| Error::Failed(format!("reading file {ino} from RAM: {e}"));
+        let mut written = 0u64;
+        let mut at = 0u64;
+        loop {
+            // A piece's changed runs, found under the file's lock (no write of the
+            // file system's own is half done) and written after it.
+            // The size the file system knows: blocks past it are the kernel's
+            // appends, written even where they hash as zeroes did.
+            let known_size = match self.state.read().meta.get(ino) {
+                Ok(inode) => inode.attr.size,
+                Err(_) => return Ok(written),
+            };
+            let runs: Vec<(u64, Vec<u8>, Vec<u64>)> = {
+                let _same_file = f.lock.lock();
+                let len = f.byte_len().map_err(ram_error)?;
+                if at >= len {
+                    break;
+                }
+                let piece = f
+                    .read(at, (len - at).min(LOAD_PIECE) as usize)
+                    .map_err(ram_error)?;
+                let sums = f.sums.lock();
+                let Some(sums) = sums.as_ref() else {
+                    return Ok(written);
+                };
+                let mut runs: Vec<(u64, Vec<u8>, Vec<u64>)> = Vec::new();
+                for (i, block) in piece.chunks(BLOCK as usize).enumerate() {
+                    let b = (at / BLOCK) as usize + i;
+                    let mut padded = block.to_vec();
+                    padded.resize(BLOCK as usize, 0);
+                    let sum = ram::block_sum(&padded);
+                    let offset = b as u64 * BLOCK;
+                    let appended = offset + block.len() as u64 > known_size;
+                    if sums.get(b) == Some(&sum) && !appended {
+                        continue;
+                    }
+                    match runs.last_mut() {
+                        Some(r) if r.0 + r.1.len() as u64 == offset => {
+                            r.1.extend_from_slice(block);
+                            r.2.push(sum);
+                        }
+                        _ => runs.push((offset, block.to_vec(), vec![sum])),
+                    }
+                }
+                at += piece.len() as u64;
+                if piece.is_empty() {
+                    break;
+                }
+                runs
+            };
+            for (offset, bytes, new_sums) in runs {
+                let how = WriteOptions {
+                    all_or_nothing: true,
+                    drop_setid: DropSetid::Keep,
+                };
+                tracing::debug!(
+                    "write-back of file {ino}: {} bytes at {offset}",
+                    bytes.len()
+                );
+                self.write_inner(ino, offset, &bytes, how, false)?;
+                written += bytes.len() as u64;
+                // What went home is what these hashes describe; a later change by
+                // the kernel makes them differ again.
+                let _same_file = f.lock.lock();
+                if let Some(sums) = f.sums.lock().as_mut() {
+                    let first = (offset / BLOCK) as usize;
+                    for (i, s) in new_sums.into_iter().enumerate() {
+                        if let Some(slot) = sums.get_mut(first + i) {
+                            *slot = s;
+                        }
+                    }
+                }
+            }
+        }
+        if written == 0 && f.kernel_writers.load(std::sync::atomic::Ordering::Acquire) == 0 {
+            *f.sums.lock() = None;
+        }
+        Ok(written)
+    }
+
+    /// [`Self::write_back_ram`] for every file the kernel may have written.
+    pub fn write_back_all(&self) -> Result<u64> {
+        let mut total = 0;
+        for ino in self.ram.kernel_written() {
+            total += self.write_back_ram(ino)?;
+        }
+        Ok(total)
+    }
+
+    /// A file's attributes as the kernel sees them while it writes the file's RAM
+    /// itself: the size and mtime its writes gave the memfd.
+    pub(super) fn live_attr(&self, mut a: Attr) -> Attr {
+        if a.kind != Kind::File {
+            return a;
+        }
+        if let Some(f) = self.ram.get(a.ino) {
+            if f.kernel_may_write() {
+                if let Ok(len) = f.byte_len() {
+                    a.size = len;
+                }
+                if let Some(t) = f.modified() {
+                    let t = Time::from(t);
+                    if t > a.mtime {
+                        a.mtime = t;
+                        a.ctime = a.ctime.max(t);
+                    }
+                }
+            }
+        }
+        a
+    }
+
+    /// For tests: a file's bytes as the target holds them, whatever RAM holds.
+    #[doc(hidden)]
+    pub fn read_from_target(&self, ino: u64, offset: u64, len: u32) -> Result<Vec<u8>> {
+        let st = self.state.read();
+        let inode = st.meta.get(ino)?;
+        expect_kind(inode, Kind::File)?;
+        let end = inode.attr.size.min(offset.saturating_add(u64::from(len)));
+        if offset >= end {
+            return Ok(Vec::new());
+        }
+        self.read_target(inode, offset, end)
+    }
+
+    /// The RAM budget recorded in the file system (`hscm volume create --fs --ram`).
+    pub fn recorded_ram_budget(&self) -> Option<u64> {
+        let v = self.getxattr(ROOT, RAM_BUDGET_XATTR).ok()?;
+        std::str::from_utf8(&v).ok()?.trim().parse().ok()
+    }
+
+    /// Records the RAM budget mounts use by default.
+    pub fn set_ram_budget(&self, budget: u64) -> Result<()> {
+        self.setxattr(
+            ROOT,
+            RAM_BUDGET_XATTR,
+            budget.to_string().as_bytes(),
+            false,
+            false,
+        )
+    }
+
+    pub fn ram_usage(&self) -> RamUsage {
+        self.ram.usage()
+    }
+
+    /// Loads a resident file's bytes from the target into its RAM now (nothing if it
+    /// is not resident, loaded already, or gone).
+    pub fn load_file(&self, ino: u64) -> Result<()> {
+        let Some(f) = self.ram.get(ino) else {
+            return Ok(());
+        };
+        let mut at = 0u64;
+        while !f.is_loaded() {
+            let st = self.state.read();
+            let Ok(inode) = st.meta.get(ino) else {
+                return Ok(());
+            };
+            let _bytes = f.lock.lock();
+            let size = inode.attr.size;
+            let io = |e: std::io::Error| Error::Failed(format!("loading file {ino} into RAM: {e}"));
+            if at == 0 {
+                f.set_len(size).map_err(io)?;
+            }
+            if at >= size {
+                f.set_loaded();
+                break;
+            }
+            let end = size.min(at + LOAD_PIECE);
+            let bytes = self.read_target(inode, at, end)?;
+            f.write(at, &bytes).map_err(io)?;
+            at = end;
+        }
+        Ok(())
+    }
+
+    /// Starts the thread that loads files into RAM: those opened first, then every
+    /// file in inode order while the budget admits them. It ends with the file system.
+    pub fn load_in_background(self: &Arc<Self>) -> Option<std::thread::JoinHandle<()>> {
+        if !self.ram.enabled() {
+            return None;
+        }
+        let files: Vec<(u64, u64)> = {
+            let st = self.state.read();
+            let mut v: Vec<(u64, u64)> = st
+                .meta
+                .inodes
+                .values()
+                .filter(|i| i.attr.kind == Kind::File)
+                .map(|i| (i.attr.ino, i.attr.size))
+                .collect();
+            v.sort_unstable();
+            v
+        };
+        self.ram
+            .background
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        let weak: Weak<FileSystem> = Arc::downgrade(self);
+        let ram = self.ram.clone();
+        std::thread::Builder::new()
+            .name("hscm-fs-loader".into())
+            .spawn(move || run_loader(weak, ram, files))
+            .ok()
+    }
+
+    /// Ends the loader thread (at unmount).
+    pub fn stop_loading(&self) {
+        self.ram
+            .stop
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self.ram.queued.notify_all();
+    }
+}
+
+fn run_loader(fs: Weak<FileSystem>, ram: Arc<ram::Ram>, files: Vec<(u64, u64)>) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let mut sweep = files.into_iter();
+    let mut sweep_done = false;
+    while !ram.stop.load(Relaxed) {
+        let asked = {
+            let mut q = ram.queue.lock();
+            if q.is_empty() && sweep_done {
+                // Nothing asked for and the sweep is over: wait for an open. The
+                // file system is not held meanwhile, so it can go.
+                ram.queued.wait_for(&mut q, Duration::from_millis(200));
+            }
+            q.pop_front()
+        };
+        let Some(fs) = fs.upgrade() else { return };
+        let ino = match asked {
+            Some(ino) => ino,
+            None if sweep_done => continue,
+            None => match sweep.next() {
+                Some((ino, size)) if fs.admit_in_sweep(ino, size) => ino,
+                Some(_) => continue,
+                None => {
+                    sweep_done = true;
+                    continue;
+                }
+            },
+        };
+        if let Err(e) = fs.load_file(ino) {
+            tracing::warn!("loading file {ino} into RAM: {e}; it is read from the target");
+            ram.forget(ino);
+        }
+    }
+}
+
+impl FileSystem {
+    /// The sweep admits a file only while the budget has room, evicting nothing:
+    /// what users open decides what goes.
+    fn admit_in_sweep(&self, ino: u64, size: u64) -> bool {
+        if !self.ram.has_room(size) {
+            return false;
+        }
+        let is_open = |k: u64| self.state.read().open.contains_key(&k);
+        let admitted = matches!(self.ram.admit(ino, size, is_open), Ok(Some(_)));
+        if admitted {
+            self.writes_in_place_see_ram();
+        }
+        admitted
+    }
+
+    /// After a file is admitted: waits out the writes in place that looked for its
+    /// RAM before it existed (they write the target only), so that the loader, which
+    /// copies the target, sees their bytes. Later ones find the RAM and change it.
+    fn writes_in_place_see_ram(&self) {
+        drop(self.in_place.write());
+    }
+}

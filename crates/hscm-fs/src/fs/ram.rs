@@ -1,0 +1,418 @@
+//! Per-file RAM: each resident regular file's bytes in a shmem file (memfd) of its
+//! own, the one RAM copy of them. The daemon reads it, and the FUSE front-end hands the
+//! same file to the kernel as the backing file of passthrough opens, so the kernel
+//! reads it without a round trip and without a second copy in its page cache.
+//!
+//! Invariants (what keeps RAM and the target the same):
+//! * A file's memfd is as long as the file. Every operation that changes a file's
+//!   bytes or size changes its memfd too, holding the file's `lock` across both the
+//!   target's change and the memfd's, so the two see the changes in one order.
+//! * An operation that frees blocks of a file (a truncate down, a punched hole) bumps
+//!   `cut` under that lock. A write in place looked its blocks up before; if `cut`
+//!   moved meanwhile its bytes went to a block the file no longer maps, and the memfd
+//!   must not get them either.
+//! * Writers change the memfd whether or not it is loaded yet; the loader copies a
+//!   piece from the target under the state lock (read) and the file's lock, so it
+//!   copies what the writers before it left, and those after it change the memfd.
+//!   Reads use the memfd only once it is wholly loaded.
+//! * With a RAM budget, a policy of `hscm-policy` chooses which files stay resident
+//!   (sizes counted when a file is admitted); a file it evicts while open stays
+//!   until it is admitted again or dropped, so memory can run over the budget by the
+//!   open files it wanted gone.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::fs::File;
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+
+use hscm_policy::cache::{CacheOutcome, CachePolicy, PolicySpec};
+use parking_lot::{Condvar, Mutex};
+
+/// One resident file's RAM.
+pub struct FileRam {
+    memfd: File,
+    admitted: u64,
+    pub(crate) lock: Mutex<()>,
+    loaded: AtomicBool,
+    pub(crate) cut: AtomicU64,
+    /// While the kernel may write the memfd itself (passthrough opens that write,
+    /// shared mappings of passthrough opens): a hash of each block as the target
+    /// holds it, so that what the kernel changed is found by hashing RAM rather
+    /// than reading the device. Changed under `lock`.
+    pub(crate) sums: Mutex<Option<Vec<u64>>>,
+    /// Opens through which the kernel writes the memfd.
+    pub(crate) kernel_writers: std::sync::atomic::AtomicU32,
+}
+
+/// The unit of the kernel-write hashes: the file system's block.
+pub(crate) const SUM_BLOCK: u64 = crate::format::BLOCK;
+
+/// A block whose content on the target is not known: it never matches a hash.
+const UNKNOWN: u64 = 0;
+
+/// A block's hash (never [`UNKNOWN`]).
+pub(crate) fn block_sum(bytes: &[u8]) -> u64 {
+    xxhash_rust::xxh3::xxh3_64(bytes).max(1)
+}
+
+impl FileRam {
+    /// The memfd: the file's bytes, for the kernel to read (FUSE passthrough).
+    pub fn fd(&self) -> BorrowedFd<'_> {
+        self.memfd.as_fd()
+    }
+
+    /// The kernel may have written the memfd itself: it, not the file system's
+    /// metadata, has the file's size and newest bytes until they are written back.
+    pub fn kernel_may_write(&self) -> bool {
+        self.sums.lock().is_some()
+    }
+
+    /// Every byte of the file is in RAM.
+    pub fn is_loaded(&self) -> bool {
+        self.loaded.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn set_loaded(&self) {
+        self.loaded.store(true, Ordering::Release);
+    }
+
+    /// The file system's own write: RAM and the target get the same bytes.
+    pub(crate) fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        self.memfd.write_all_at(data, offset)?;
+        let end = offset + data.len() as u64;
+        if let Some(v) = self.sums.lock().as_mut() {
+            // A write past the end grew the memfd: its new blocks need hashes too
+            // (a hole reads zeroes on both sides).
+            let blocks = end.div_ceil(SUM_BLOCK) as usize;
+            if v.len() < blocks {
+                v.resize(blocks, zero_sum());
+            }
+            // Whole blocks: the target holds exactly these bytes. Partial ones also
+            // hold bytes the kernel may have changed in RAM alone: unknown, so the
+            // next write-back writes them from RAM.
+            let mut at = offset;
+            while at < end {
+                let b = at / SUM_BLOCK;
+                let (start, stop) = (b * SUM_BLOCK, (b + 1) * SUM_BLOCK);
+                v[b as usize] = if at == start && end >= stop {
+                    let from = (start - offset) as usize;
+                    block_sum(&data[from..from + SUM_BLOCK as usize])
+                } else {
+                    UNKNOWN
+                };
+                at = stop.min(end);
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn set_len(&self, len: u64) -> std::io::Result<()> {
+        let old = self.byte_len()?;
+        self.memfd.set_len(len)?;
+        if let Some(v) = self.sums.lock().as_mut() {
+            v.resize(len.div_ceil(SUM_BLOCK) as usize, zero_sum());
+            // The block the old or new end falls in holds bytes the kernel may have
+            // changed beside ones the target has.
+            let edge = (old.min(len) / SUM_BLOCK) as usize;
+            if let Some(sum) = v.get_mut(edge) {
+                *sum = UNKNOWN;
+            }
+        }
+        Ok(())
+    }
+
+    /// The memfd's length: the file's size as the kernel's writes left it.
+    pub fn byte_len(&self) -> std::io::Result<u64> {
+        Ok(self.memfd.metadata()?.len())
+    }
+
+    /// The memfd's modification time (the kernel's writes set it).
+    pub(crate) fn modified(&self) -> Option<std::time::SystemTime> {
+        self.memfd.metadata().ok()?.modified().ok()
+    }
+
+    /// Bytes of the file up to `len` from `offset` (fewer where the memfd ends).
+    pub(crate) fn read(&self, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+        let mut out = vec![0u8; len];
+        let mut done = 0;
+        while done < len {
+            match self.memfd.read_at(&mut out[done..], offset + done as u64) {
+                Ok(0) => break,
+                Ok(n) => done += n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        out.truncate(done);
+        Ok(out)
+    }
+
+    /// Hashes the whole memfd, which is what the target holds now: from here on the
+    /// kernel may write it, and [`FileRam::changed_by_kernel`] finds what it wrote.
+    pub(crate) fn start_sums(&self) -> std::io::Result<()> {
+        let mut sums = self.sums.lock();
+        if sums.is_some() {
+            return Ok(());
+        }
+        let len = self.byte_len()?;
+        let mut v = Vec::with_capacity(len.div_ceil(SUM_BLOCK) as usize);
+        let mut at = 0;
+        while at < len {
+            let piece = self.read(at, (4 << 20).min(len - at) as usize)?;
+            v.extend(
+                piece
+                    .chunks(SUM_BLOCK as usize)
+                    .map(|c| block_sum(&padded(c.to_vec()))),
+            );
+            at += piece.len().max(1) as u64;
+        }
+        *sums = Some(v);
+        Ok(())
+    }
+
+    /// Frees `[offset, offset + len)` of the memfd, which then reads zeroes.
+    pub(crate) fn punch(&self, offset: u64, len: u64) -> std::io::Result<()> {
+        use rustix::fs::FallocateFlags;
+        if len == 0 {
+            return Ok(());
+        }
+        rustix::fs::fallocate(
+            &self.memfd,
+            FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
+            offset,
+            len,
+        )
+        .map_err(std::io::Error::from)?;
+        if let Some(v) = self.sums.lock().as_mut() {
+            // Whole blocks read zeroes on both sides; the edges are unknown.
+            let end = offset.saturating_add(len);
+            let (first, last) = (offset / SUM_BLOCK, end.div_ceil(SUM_BLOCK));
+            for b in first..last.min(v.len() as u64) {
+                let whole = b * SUM_BLOCK >= offset && (b + 1) * SUM_BLOCK <= end;
+                v[b as usize] = if whole { zero_sum() } else { UNKNOWN };
+            }
+        }
+        Ok(())
+    }
+
+    /// Bytes of RAM the memfd holds (its pages, not its length).
+    fn resident_bytes(&self) -> u64 {
+        rustix::fs::fstat(&self.memfd)
+            .map(|s| s.st_blocks as u64 * 512)
+            .unwrap_or(0)
+    }
+}
+
+/// How much RAM the files may hold and who chooses them.
+#[derive(Debug, Clone)]
+pub struct RamOptions {
+    /// Keep files in RAM at all (off: every read goes to the target).
+    pub enabled: bool,
+    /// At most this many bytes of files (None: every file).
+    pub budget: Option<u64>,
+    /// The policy that chooses resident files under a budget (`hscm-policy` names).
+    pub policy: PolicySpec,
+}
+
+impl Default for RamOptions {
+    fn default() -> Self {
+        RamOptions {
+            enabled: true,
+            budget: None,
+            policy: PolicySpec::parse("lru").expect("lru is a policy"),
+        }
+    }
+}
+
+/// What the files hold in RAM now.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RamUsage {
+    pub resident_files: u64,
+    pub loaded_files: u64,
+    /// Pages the memfds hold.
+    pub resident_bytes: u64,
+    pub budget: Option<u64>,
+}
+
+struct Resident {
+    files: HashMap<u64, Arc<FileRam>>,
+    policy: Option<Box<dyn CachePolicy>>,
+    /// Files the policy evicted while they were open: they go at their last close.
+    evicted_open: HashSet<u64>,
+    /// Sum of the sizes the resident files had when they were admitted.
+    admitted_bytes: u64,
+}
+
+impl Resident {
+    fn remove(&mut self, ino: u64) {
+        if let Some(f) = self.files.remove(&ino) {
+            self.admitted_bytes -= f.admitted;
+        }
+    }
+}
+
+/// Every resident file's RAM, and the queue of files to load.
+pub(crate) struct Ram {
+    options: RamOptions,
+    resident: Mutex<Resident>,
+    /// Files to load first (opened while not resident), then the mount's sweep.
+    pub(crate) queue: Mutex<VecDeque<u64>>,
+    pub(crate) queued: Condvar,
+    pub(crate) stop: AtomicBool,
+    /// A loader thread runs; without one, opening a file loads it.
+    pub(crate) background: AtomicBool,
+}
+
+impl Ram {
+    pub(crate) fn new(options: RamOptions) -> Ram {
+        let policy = options.budget.map(|b| options.policy.build(b));
+        Ram {
+            options,
+            resident: Mutex::new(Resident {
+                files: HashMap::new(),
+                policy,
+                evicted_open: HashSet::new(),
+                admitted_bytes: 0,
+            }),
+            queue: Mutex::new(VecDeque::new()),
+            queued: Condvar::new(),
+            stop: AtomicBool::new(false),
+            background: AtomicBool::new(false),
+        }
+    }
+
+    pub(crate) fn enabled(&self) -> bool {
+        self.options.enabled
+    }
+
+    pub(crate) fn get(&self, ino: u64) -> Option<Arc<FileRam>> {
+        if !self.options.enabled {
+            return None;
+        }
+        self.resident.lock().files.get(&ino).cloned()
+    }
+
+    /// The file's RAM, made resident (empty, not loaded) if the policy takes it;
+    /// `is_open` tells which files evicted must stay because they are open.
+    pub(crate) fn admit(
+        &self,
+        ino: u64,
+        size: u64,
+        is_open: impl Fn(u64) -> bool,
+    ) -> std::io::Result<Option<Arc<FileRam>>> {
+        if !self.options.enabled {
+            return Ok(None);
+        }
+        let mut guard = self.resident.lock();
+        let r = &mut *guard;
+        if let Some(policy) = r.policy.as_mut() {
+            if policy.lookup(ino) {
+                r.evicted_open.remove(&ino);
+                if let Some(f) = r.files.get(&ino) {
+                    return Ok(Some(f.clone()));
+                }
+                // Evicted while open, kept, then closed and dropped: admit again.
+            } else {
+                let mut evicted = Vec::new();
+                let outcome = policy.insert_evicting(ino, size.max(1), &mut |k| evicted.push(k));
+                for k in evicted {
+                    if is_open(k) {
+                        r.evicted_open.insert(k);
+                    } else {
+                        r.remove(k);
+                    }
+                }
+                if outcome == CacheOutcome::Bypassed {
+                    return Ok(None);
+                }
+            }
+        }
+        if let Some(f) = r.files.get(&ino) {
+            return Ok(Some(f.clone()));
+        }
+        let memfd =
+            rustix::fs::memfd_create(format!("hscm-file-{ino}"), rustix::fs::MemfdFlags::CLOEXEC)
+                .map_err(std::io::Error::from)?;
+        let f = Arc::new(FileRam {
+            memfd: File::from(memfd),
+            admitted: size,
+            lock: Mutex::new(()),
+            loaded: AtomicBool::new(false),
+            cut: AtomicU64::new(0),
+            sums: Mutex::new(None),
+            kernel_writers: std::sync::atomic::AtomicU32::new(0),
+        });
+        r.files.insert(ino, f.clone());
+        r.admitted_bytes += size;
+        Ok(Some(f))
+    }
+
+    /// The file is gone: its RAM goes (the kernel keeps a backing file it still
+    /// reads until its last passthrough open closes).
+    pub(crate) fn forget(&self, ino: u64) {
+        if !self.options.enabled {
+            return;
+        }
+        let mut r = self.resident.lock();
+        r.remove(ino);
+        r.evicted_open.remove(&ino);
+    }
+
+    /// Drops a file the policy evicted while it was open, once it is not.
+    pub(crate) fn closed(&self, ino: u64) {
+        let mut r = self.resident.lock();
+        if r.evicted_open.remove(&ino) {
+            r.remove(ino);
+        }
+    }
+
+    /// Room under the budget for a file of `size` bytes more, evicting nothing.
+    pub(crate) fn has_room(&self, size: u64) -> bool {
+        let r = self.resident.lock();
+        self.options
+            .budget
+            .is_none_or(|b| r.admitted_bytes.saturating_add(size) <= b)
+    }
+
+    pub(crate) fn usage(&self) -> RamUsage {
+        let r = self.resident.lock();
+        RamUsage {
+            resident_files: r.files.len() as u64,
+            loaded_files: r.files.values().filter(|f| f.is_loaded()).count() as u64,
+            resident_bytes: r.files.values().map(|f| f.resident_bytes()).sum(),
+            budget: self.options.budget,
+        }
+    }
+
+    /// Files whose RAM the kernel may have written (they keep block hashes).
+    pub(crate) fn kernel_written(&self) -> Vec<u64> {
+        let r = self.resident.lock();
+        r.files
+            .iter()
+            .filter(|(_, f)| f.sums.lock().is_some())
+            .map(|(&ino, _)| ino)
+            .collect()
+    }
+
+    /// Asks the loader to load `ino` before anything else.
+    pub(crate) fn want(&self, ino: u64) {
+        let mut q = self.queue.lock();
+        if !q.contains(&ino) {
+            q.push_front(ino);
+        }
+        self.queued.notify_one();
+    }
+}
+
+/// A block's bytes as hashed: a short last block is padded with zeroes.
+fn padded(mut bytes: Vec<u8>) -> Vec<u8> {
+    bytes.resize(SUM_BLOCK as usize, 0);
+    bytes
+}
+
+fn zero_sum() -> u64 {
+    static ZERO: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *ZERO.get_or_init(|| block_sum(&[0u8; SUM_BLOCK as usize]))
+}

@@ -1,0 +1,119 @@
+//! Writes the kernel makes straight into a file's RAM (FUSE passthrough, shared
+//! mappings), mixed with the file system's own writes, truncates and punches: after
+//! `write_back_ram`, the target holds exactly what RAM holds, and a remount reads it.
+//! The kernel's writes are made here with pwrite on the file's memfd, as the kernel
+//! makes them.
+
+mod common;
+
+use std::sync::Arc;
+
+use common::OWNER;
+use hscm_block::MemTarget;
+use hscm_fs::{Allocate, FileSystem, Kind, MountOptions, ROOT};
+use proptest::prelude::*;
+
+#[derive(Debug, Clone)]
+enum Op {
+    /// Through the memfd, behind the file system's back (may append).
+    Kernel {
+        offset: u64,
+        len: usize,
+        byte: u8,
+    },
+    /// The file system's own write.
+    Write {
+        offset: u64,
+        len: usize,
+        byte: u8,
+    },
+    Truncate(u64),
+    Punch {
+        offset: u64,
+        len: u64,
+    },
+    WriteBack,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let offset = prop_oneof![
+        0..40_000u64,
+        (0..10u64).prop_map(|b| b * 4096),
+        (1..10u64).prop_map(|b| b * 4096 - 1)
+    ];
+    prop_oneof![
+        4 => (offset.clone(), 1..9_000usize, any::<u8>()).prop_map(|(offset, len, byte)| Op::Kernel { offset, len, byte }),
+        2 => (offset.clone(), 1..9_000usize, any::<u8>()).prop_map(|(offset, len, byte)| Op::Write { offset, len, byte }),
+        1 => (0..45_000u64).prop_map(Op::Truncate),
+        1 => (offset, 1..20_000u64).prop_map(|(offset, len)| Op::Punch { offset, len }),
+        2 => Just(Op::WriteBack),
+    ]
+}
+
+fn put(model: &mut Vec<u8>, offset: u64, len: usize, byte: u8) {
+    let end = offset as usize + len;
+    if model.len() < end {
+        model.resize(end, 0);
+    }
+    model[offset as usize..end].fill(byte);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    #[test]
+    fn what_the_kernel_wrote_in_ram_goes_home(ops in proptest::collection::vec(op(), 1..40)) {
+        let target = Arc::new(MemTarget::new(8 << 20));
+        FileSystem::format(target.as_ref(), 0, 0).unwrap();
+        let fs = FileSystem::mount(target.clone(), MountOptions::default()).unwrap();
+        let ino = fs.mknod(ROOT, b"f", Kind::File, 0o644, 0, OWNER).unwrap().ino;
+        fs.open(ino).unwrap();
+        prop_assert!(fs.begin_kernel_writes(ino).unwrap(), "the open file is in RAM");
+        let ram = fs.file_ram(ino).unwrap();
+        let mut model = Vec::new();
+        for op in &ops {
+            match *op {
+                Op::Kernel { offset, len, byte } => {
+                    let buf = vec![byte; len];
+                    let mut done = 0;
+                    while done < len {
+                        done += rustix::io::pwrite(ram.fd(), &buf[done..], offset + done as u64).unwrap();
+                    }
+                    put(&mut model, offset, len, byte);
+                    prop_assert_eq!(fs.getattr(ino).unwrap().size, model.len() as u64, "stat sees the kernel's size");
+                }
+                Op::Write { offset, len, byte } => {
+                    fs.write(ino, offset, &vec![byte; len]).unwrap();
+                    put(&mut model, offset, len, byte);
+                }
+                Op::Truncate(size) => {
+                    fs.truncate(ino, size).unwrap();
+                    model.resize(size as usize, 0);
+                }
+                Op::Punch { offset, len } => {
+                    fs.fallocate(ino, offset, len, Allocate::PunchHole).unwrap();
+                    let end = ((offset + len) as usize).min(model.len());
+                    if (offset as usize) < end {
+                        model[offset as usize..end].fill(0);
+                    }
+                }
+                Op::WriteBack => {
+                    fs.write_back_ram(ino).unwrap();
+                    let home = fs.read_from_target(ino, 0, u32::MAX).unwrap();
+                    prop_assert!(home == model, "the target after a write-back, after {:?}", ops);
+                }
+            }
+            let got = fs.read(ino, 0, u32::MAX).unwrap();
+            prop_assert!(got == model, "RAM after {:?}", op);
+        }
+        fs.write_back_ram(ino).unwrap();
+        fs.end_kernel_writes(ino);
+        fs.sync_all().unwrap();
+        drop(ram);
+        drop(fs);
+        let fs = FileSystem::mount(target.clone(), MountOptions::default()).unwrap();
+        prop_assert_eq!(fs.getattr(ino).unwrap().size, model.len() as u64);
+        let home = fs.read_from_target(ino, 0, u32::MAX).unwrap();
+        prop_assert!(home == model, "after a remount");
+    }
+}

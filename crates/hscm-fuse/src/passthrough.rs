@@ -1,0 +1,210 @@
+//! Which way each open of a file is served: through the kernel's page cache (the
+//! classic FUSE path), or by FUSE passthrough straight from the file's RAM (its memfd,
+//! `hscm_fs::FileRam`), the daemon seeing no reads at all.
+//!
+//! The kernel's rules (`fs/fuse/iomode.c`, Linux 6.9 on): an inode is either in cached
+//! mode (opens without `FOPEN_DIRECT_IO` or `FOPEN_PASSTHROUGH`, and mmaps of direct
+//! opens) or in passthrough mode (opens with `FOPEN_PASSTHROUGH`), never both, and all
+//! its passthrough opens name one backing file. An open that breaks this fails with
+//! EIO in the program that opened. `FOPEN_DIRECT_IO | FOPEN_PASSTHROUGH` counts as
+//! passthrough: its reads and writes come to the daemon, its mmap maps the backing
+//! file. So, per inode:
+//! * read-only opens of a file wholly in RAM, while no cached open is left: passthrough;
+//! * writable opens while passthrough opens exist (or without the writeback cache):
+//!   direct plus passthrough, so every write reaches the file system, which changes
+//!   RAM and the device before it answers; their shared mappings write RAM behind the
+//!   daemon's back, and [`hscm_fs::FileSystem::write_back_ram`] makes those durable
+//!   at fsync and at the last close;
+//! * anything else (a file not in RAM yet, a writable open with the writeback cache
+//!   and no passthrough open, any open while a cached one is left): cached.
+//!
+//! The daemon learns of a release only after the kernel dropped the open's mode, so
+//! the counts here are never below the kernel's: each choice is one the kernel takes.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use fuser::{BackingId, FileHandle};
+use hscm_fs::FileRam;
+use parking_lot::Mutex;
+
+/// How one open is served; kept in its file handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Served {
+    Cached,
+    Passthrough,
+    /// Reads and writes to the daemon, mmap to RAM.
+    DirectPassthrough,
+    /// Reads, writes and mmap to RAM, the daemon seeing none of them: durable at
+    /// fsync, when the file system writes home what changed.
+    PassthroughWritable,
+}
+
+/// What an open may do, and who must see its writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum OpenAccess {
+    Read,
+    /// Writes are owed durability only at fsync (on-flush): the kernel may write
+    /// RAM itself.
+    WriteByKernel,
+    /// Each write must reach the file system (immediate durability, a file whose
+    /// setuid bits or capabilities a write must drop).
+    WriteThroughDaemon,
+}
+
+const CACHED: u64 = 1;
+const PASSTHROUGH: u64 = 2;
+const DIRECT_PASSTHROUGH: u64 = 3;
+const PASSTHROUGH_WRITABLE: u64 = 4;
+
+impl Served {
+    pub(crate) fn handle(self) -> FileHandle {
+        FileHandle(match self {
+            Served::Cached => CACHED,
+            Served::Passthrough => PASSTHROUGH,
+            Served::DirectPassthrough => DIRECT_PASSTHROUGH,
+            Served::PassthroughWritable => PASSTHROUGH_WRITABLE,
+        })
+    }
+
+    /// The open a handle was served as (handles from before passthrough: cached).
+    pub(crate) fn of(fh: FileHandle) -> Served {
+        match fh.0 {
+            PASSTHROUGH => Served::Passthrough,
+            DIRECT_PASSTHROUGH => Served::DirectPassthrough,
+            PASSTHROUGH_WRITABLE => Served::PassthroughWritable,
+            _ => Served::Cached,
+        }
+    }
+
+    pub(crate) fn is_passthrough(self) -> bool {
+        self != Served::Cached
+    }
+
+    /// The kernel may write the file's RAM through this open (its writes, or its
+    /// shared mappings).
+    pub(crate) fn kernel_writes(self) -> bool {
+        matches!(
+            self,
+            Served::DirectPassthrough | Served::PassthroughWritable
+        )
+    }
+}
+
+#[derive(Default)]
+struct InodeOpens {
+    cached: u32,
+    passthrough: u32,
+    /// Registered with the kernel while passthrough opens exist.
+    backing: Option<BackingId>,
+}
+
+/// The opens of every inode, and whether passthrough is on for this mount.
+#[derive(Default)]
+pub(crate) struct Opens {
+    enabled: Arc<AtomicBool>,
+    inodes: Mutex<HashMap<u64, InodeOpens>>,
+}
+
+/// The reply to an open or a create, which can register a backing file.
+pub(crate) trait OpenReply {
+    fn register(&self, ram: &FileRam) -> std::io::Result<BackingId>;
+    fn cached(self, fh: FileHandle);
+    fn passthrough(self, fh: FileHandle, direct: bool, backing: &BackingId);
+}
+
+impl Opens {
+    pub(crate) fn enable(&self, on: bool) {
+        self.enabled.store(on, Ordering::Relaxed);
+    }
+
+    pub(crate) fn enabled(&self) -> bool {
+        self.enabled.load(Ordering::Relaxed)
+    }
+
+    /// Whether passthrough is on, as it changes (the kernel may refuse it later).
+    pub(crate) fn flag(&self) -> Arc<AtomicBool> {
+        self.enabled.clone()
+    }
+
+    /// Chooses how to serve an open of `ino`, records it and replies, under the
+    /// lock so that no other open of the inode decides meanwhile. The file's RAM is
+    /// registered as the backing file once per inode, while its passthrough opens
+    /// last. `kernel_writes` is called before an open through which the kernel
+    /// writes RAM is granted; false refuses it.
+    pub(crate) fn open(
+        &self,
+        ino: u64,
+        access: OpenAccess,
+        ram: Option<Arc<FileRam>>,
+        kernel_writes: impl FnOnce() -> bool,
+        reply: impl OpenReply,
+    ) -> Served {
+        let mut inodes = self.inodes.lock();
+        let io = inodes.entry(ino).or_default();
+        let wanted = match (&ram, access) {
+            (Some(_), _) if !self.enabled() || io.cached > 0 => None,
+            (Some(_), OpenAccess::Read) => Some(Served::Passthrough),
+            (Some(_), OpenAccess::WriteByKernel) => Some(Served::PassthroughWritable),
+            (Some(_), OpenAccess::WriteThroughDaemon) => Some(Served::DirectPassthrough),
+            (None, _) => None,
+        };
+        if let Some(served) = wanted {
+            if io.backing.is_none() {
+                match reply.register(ram.as_deref().expect("checked above")) {
+                    Ok(id) => io.backing = Some(id),
+                    Err(e) => {
+                        tracing::warn!(
+                            "the kernel refused FUSE passthrough ({e}); every open is served through the page cache from now on"
+                        );
+                        self.enable(false);
+                    }
+                }
+            }
+            let granted =
+                io.backing.is_some() && (served == Served::Passthrough || kernel_writes());
+            if let (true, Some(backing)) = (granted, &io.backing) {
+                io.passthrough += 1;
+                reply.passthrough(
+                    served.handle(),
+                    served == Served::DirectPassthrough,
+                    backing,
+                );
+                return served;
+            }
+            if io.passthrough == 0 {
+                io.backing = None;
+            }
+        }
+        io.cached += 1;
+        // The kernel's cached pages of the file were dropped at the end of its last
+        // cached period (see `release`), so what it keeps now is current.
+        reply.cached(Served::Cached.handle());
+        Served::Cached
+    }
+
+    /// An open was released. True when it was the inode's last cached open and
+    /// passthrough is on: the kernel's cached pages of it are then a second copy to
+    /// drop.
+    pub(crate) fn release(&self, ino: u64, served: Served) -> bool {
+        let mut inodes = self.inodes.lock();
+        let Some(io) = inodes.get_mut(&ino) else {
+            return false;
+        };
+        let mut last_cached = false;
+        if served.is_passthrough() {
+            io.passthrough = io.passthrough.saturating_sub(1);
+            if io.passthrough == 0 {
+                io.backing = None;
+            }
+        } else {
+            io.cached = io.cached.saturating_sub(1);
+            last_cached = io.cached == 0;
+        }
+        if io.cached == 0 && io.passthrough == 0 {
+            inodes.remove(&ino);
+        }
+        last_cached && self.enabled()
+    }
+}
