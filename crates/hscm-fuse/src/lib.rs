@@ -52,6 +52,9 @@ const TTL: Duration = Duration::from_secs(1);
 /// (not in RAM, or not loaded yet).
 pub const IN_RAM_XATTR: &[u8] = b"trusted.hscm.in_ram";
 
+/// Where Linux keeps a file's capabilities; a write removes them.
+const CAPABILITY_XATTR: &[u8] = b"security.capability";
+
 /// The largest write the kernel sends in one request.
 pub const MAX_WRITE: u32 = 1 << 20;
 
@@ -161,7 +164,7 @@ impl Fuse {
             .getattr(ino)
             .map(|a| a.perm & 0o6000 != 0)
             .unwrap_or(true);
-        setid || self.fs.getxattr(ino, b"security.capability").is_ok()
+        setid || self.fs.getxattr(ino, CAPABILITY_XATTR).is_ok()
     }
 
     /// Drops the kernel's cached pages of a file whose last cached open closed: the
@@ -674,7 +677,17 @@ impl fuser::Filesystem for Fuse {
             },
         };
         let written = self.fs.write_with(ino.0, offset, data, how);
-        if how.drop_setid != DropSetid::Keep && written.is_ok() {
+        let mut changed_attributes = how.drop_setid != DropSetid::Keep;
+        // A write drops a file capability, whoever writes (as Linux does). The
+        // kernel does it itself only on writes through its page cache; direct and
+        // passthrough writes leave it to the file system.
+        if written.is_ok() && self.fs.getxattr(ino.0, CAPABILITY_XATTR).is_ok() {
+            if let Err(e) = self.fs.removexattr(ino.0, CAPABILITY_XATTR) {
+                tracing::warn!("dropping the capability of inode {ino} after a write: {e}");
+            }
+            changed_attributes = true;
+        }
+        if changed_attributes && written.is_ok() {
             self.forget_attributes(ino);
         }
         match written {

@@ -164,6 +164,9 @@ impl FileSystem {
         {
             return Err(Error::Invalid("a write past the largest file".into()));
         }
+        // Without `to_ram` the caller is a write-back, which holds the lock.
+        let ram = self.ram.get(ino).filter(|_| to_ram);
+        let _changes = ram.as_ref().map(|f| f.changes.lock());
         if let Some(written) = self.write_in_place(ino, offset, data, how.drop_setid, to_ram)? {
             return Ok(written);
         }
@@ -303,7 +306,9 @@ impl FileSystem {
         if size > i64::MAX as u64 {
             return Err(Error::Invalid("a size past the largest file".into()));
         }
-        self.catch_up_with_kernel(ino)?;
+        let ram = self.ram.get(ino);
+        let _changes = ram.as_ref().map(|f| f.changes.lock());
+        self.catch_up_with_kernel(ino, ram.as_deref())?;
         self.mutate(|st, edits| {
             let inode = st.meta.get(ino)?;
             expect_kind(inode, Kind::File)?;
@@ -353,7 +358,9 @@ impl FileSystem {
             .checked_add(len)
             .filter(|&e| len > 0 && e <= i64::MAX as u64)
             .ok_or_else(|| Error::Invalid("fallocate of an empty or too large range".into()))?;
-        self.catch_up_with_kernel(ino)?;
+        let ram = self.ram.get(ino);
+        let _changes = ram.as_ref().map(|f| f.changes.lock());
+        self.catch_up_with_kernel(ino, ram.as_deref())?;
         self.with_space(|| {
             self.mutate(|st, edits| {
                 let inode = st.meta.get(ino)?;
@@ -416,9 +423,10 @@ impl FileSystem {
     /// Before an operation that depends on a file's size (truncate, fallocate):
     /// what the kernel wrote in RAM goes home first, so the size the file system
     /// knows is the one the kernel has shown.
-    fn catch_up_with_kernel(&self, ino: u64) -> Result<()> {
-        if self.ram.get(ino).is_some_and(|f| f.kernel_may_write()) {
-            self.write_back_ram(ino)?;
+    /// The caller holds the file's `changes` lock.
+    fn catch_up_with_kernel(&self, ino: u64, ram: Option<&FileRam>) -> Result<()> {
+        if let Some(f) = ram.filter(|f| f.kernel_may_write()) {
+            self.write_back_locked(ino, f)?;
         }
         Ok(())
     }

@@ -88,6 +88,12 @@ impl FileSystem {
         let Some(f) = self.ram.get(ino) else {
             return Ok(0);
         };
+        let _changes = f.changes.lock();
+        self.write_back_locked(ino, &f)
+    }
+
+    /// [`Self::write_back_ram`], the caller holding the file's `changes` lock.
+    pub(super) fn write_back_locked(&self, ino: u64, f: &FileRam) -> Result<u64> {
         if f.sums.lock().is_none() {
             return Ok(0);
         }

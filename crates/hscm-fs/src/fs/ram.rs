@@ -44,6 +44,11 @@ pub struct FileRam {
     pub(crate) sums: Mutex<Option<Vec<u64>>>,
     /// Opens through which the kernel writes the memfd.
     pub(crate) kernel_writers: std::sync::atomic::AtomicU32,
+    /// Held by a write-back of the kernel's writes for its whole run, and by every
+    /// change the file system makes to the file (writes, truncates, fallocate):
+    /// otherwise a write-back could write home bytes it read before such a change,
+    /// over it, or grow a file a truncate had just cut.
+    pub(crate) changes: Mutex<()>,
 }
 
 /// The unit of the kernel-write hashes: the file system's block.
@@ -343,6 +348,7 @@ impl Ram {
             cut: AtomicU64::new(0),
             sums: Mutex::new(None),
             kernel_writers: std::sync::atomic::AtomicU32::new(0),
+            changes: Mutex::new(()),
         });
         r.files.insert(ino, f.clone());
         r.admitted_bytes += size;

@@ -12,8 +12,12 @@ use hscm_volume::{CreateOptions, Durability, OpenOptions, Volume};
 /// What is measured. Names (`name()`) are the `fs` field of the JSON rows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Under {
-    /// hscm in on-flush mode, with the kernel's writeback cache: the paper's fast mode.
+    /// hscm in on-flush mode as `hscm mount` serves it: FUSE passthrough from each
+    /// file's RAM (reads, and writes, which go home at fsync): the paper's fast mode.
     HscmOnFlush,
+    /// hscm in on-flush mode on the classic FUSE path (`--no-passthrough`): every
+    /// cold read a round trip to the daemon, writes in the kernel's writeback cache.
+    HscmClassic,
     /// hscm in immediate mode: every write durable when it returns.
     HscmImmediate,
     /// Volatile, in RAM: the bound.
@@ -32,6 +36,7 @@ impl Under {
     pub fn name(self) -> &'static str {
         match self {
             Under::HscmOnFlush | Under::HscmImmediate => "hscm",
+            Under::HscmClassic => "hscm-no-passthrough",
             Under::Tmpfs => "tmpfs",
             Under::Ext4 => "ext4",
             Under::Ext3 => "ext3",
@@ -55,6 +60,17 @@ pub struct Mounted {
     pub under: Under,
     pub at: PathBuf,
     keep: Keep,
+    /// hscm's file system, whose files' RAM the memory figure counts.
+    ram: Option<Arc<FileSystem>>,
+}
+
+impl Mounted {
+    /// Bytes of RAM hscm's files hold (their memfds); 0 for the others.
+    pub fn file_ram_bytes(&self) -> u64 {
+        self.ram
+            .as_ref()
+            .map_or(0, |fs| fs.ram_usage().resident_bytes)
+    }
 }
 
 enum Keep {
@@ -107,8 +123,9 @@ fn sh(cmd: &mut Command, what: &str) -> Result<()> {
 pub fn mount(dir: &Path, under: Under, size: u64) -> Result<Mounted> {
     let room = 2 * size + size / 4 + (64 << 20);
     match under {
-        Under::HscmOnFlush => mount_hscm(dir, room, hscm_fs::Durability::OnFlush),
-        Under::HscmImmediate => mount_hscm(dir, room, hscm_fs::Durability::Immediate),
+        Under::HscmOnFlush => mount_hscm(dir, room, under),
+        Under::HscmClassic => mount_hscm(dir, room, under),
+        Under::HscmImmediate => mount_hscm(dir, room, under),
         Under::Tmpfs => {
             let at = dir.join("tmpfs");
             mount_tmpfs(&at, room)?;
@@ -116,6 +133,7 @@ pub fn mount(dir: &Path, under: Under, size: u64) -> Result<Mounted> {
                 under,
                 at,
                 keep: Keep::Kernel,
+                ram: None,
             })
         }
         Under::Ext4 | Under::Ext3 => mount_ext(dir, under, room),
@@ -126,6 +144,7 @@ pub fn mount(dir: &Path, under: Under, size: u64) -> Result<Mounted> {
                 under,
                 at,
                 keep: Keep::Directory,
+                ram: None,
             })
         }
         Under::Passthrough => {
@@ -149,6 +168,7 @@ pub fn mount(dir: &Path, under: Under, size: u64) -> Result<Mounted> {
                 under,
                 at,
                 keep: Keep::Passthrough { backing },
+                ram: None,
             })
         }
     }
@@ -188,13 +208,15 @@ fn mount_ext(dir: &Path, under: Under, room: u64) -> Result<Mounted> {
         under,
         at,
         keep: Keep::Kernel,
+        ram: None,
     })
 }
 
-fn mount_hscm(dir: &Path, room: u64, durability: hscm_fs::Durability) -> Result<Mounted> {
-    let (tag, under) = match durability {
-        hscm_fs::Durability::Immediate => ("immediate", Under::HscmImmediate),
-        hscm_fs::Durability::OnFlush => ("on-flush", Under::HscmOnFlush),
+fn mount_hscm(dir: &Path, room: u64, under: Under) -> Result<Mounted> {
+    let (tag, durability, passthrough) = match under {
+        Under::HscmImmediate => ("immediate", hscm_fs::Durability::Immediate, true),
+        Under::HscmClassic => ("classic", hscm_fs::Durability::OnFlush, false),
+        _ => ("on-flush", hscm_fs::Durability::OnFlush, true),
     };
     let path = dir.join(format!("fs-{tag}.hscm"));
     Volume::create(
@@ -202,26 +224,32 @@ fn mount_hscm(dir: &Path, room: u64, durability: hscm_fs::Durability) -> Result<
         room.div_ceil(1 << 20) << 20,
         &CreateOptions::default(),
     )?;
-    // The file system decides when the device syncs; the volume only writes through.
+    // As `hscm mount` opens it: the file system decides when the device syncs and
+    // keeps the files' bytes in RAM itself, so the volume is its home only.
     let volume = Volume::open(
         &path,
         &OpenOptions {
             durability: Some(Durability::OnFlush),
+            ram_copy: false,
             ..OpenOptions::default()
         },
     )?;
     FileSystem::format(&volume, 0, 0)?;
-    let fs = FileSystem::mount(
+    let fs = Arc::new(FileSystem::mount(
         Arc::new(volume),
         MountOptions {
             durability,
             ..Default::default()
         },
-    )?;
+    )?);
+    let _loader = fs.load_in_background();
     let at = dir.join(format!("hscm-{tag}"));
     std::fs::create_dir_all(&at)?;
     let config = hscm_fuse::session_config("hscm-bench", 4, hscm_fuse::Access::default());
-    let served = hscm_fuse::Fuse::new(Arc::new(fs));
+    let mut served = hscm_fuse::Fuse::new(fs.clone());
+    if !passthrough {
+        served = served.without_passthrough();
+    }
     let (session, mounted) = hscm_fuse::mount(served, &at, &config)
         .context("mounting hscm (FUSE: /dev/fuse and fusermount3, Debian package fuse3)")?;
     let session = session.spawn()?;
@@ -229,7 +257,28 @@ fn mount_hscm(dir: &Path, room: u64, durability: hscm_fs::Durability) -> Result<
         under,
         at,
         keep: Keep::Hscm(Some((session, mounted))),
+        ram: Some(fs),
     })
+}
+
+/// RAM in use on the machine: total less free, so the page cache, shmem (tmpfs,
+/// memfds) and every process's memory count.
+pub fn ram_in_use() -> Result<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").context("reading /proc/meminfo")?;
+    let field = |name: &str| -> Result<u64> {
+        text.lines()
+            .find_map(|l| {
+                l.strip_prefix(name)?
+                    .trim()
+                    .strip_suffix("kB")?
+                    .trim()
+                    .parse::<u64>()
+                    .ok()
+            })
+            .map(|kb| kb * 1024)
+            .with_context(|| format!("no {name} in /proc/meminfo"))
+    };
+    Ok(field("MemTotal:")?.saturating_sub(field("MemFree:")?))
 }
 
 /// Writes dirty pages back and empties the page cache, so that the next point starts

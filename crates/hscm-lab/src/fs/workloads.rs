@@ -165,6 +165,11 @@ pub fn lay_out(m: &Mounted, size: u64) -> Result<()> {
     one_pass(m, size, "write")
 }
 
+/// Reads the data file once from start to end.
+pub fn read_once(m: &Mounted, size: u64) -> Result<()> {
+    one_pass(m, size, "read")
+}
+
 /// One sequential pass over the data file in 1 MiB requests: `write` lays it out,
 /// `read` brings its pages into the page cache.
 fn one_pass(m: &Mounted, size: u64, rw: &str) -> Result<()> {
