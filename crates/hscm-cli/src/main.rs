@@ -760,7 +760,9 @@ fn run(cli: Cli) -> Result<()> {
                 };
                 return tier_cmd::create(&path, &args, force);
             }
-            if !larger_than_ram {
+            // A file system keeps in RAM what its files hold (`hscm mount --ram`), not
+            // the volume's size.
+            if !larger_than_ram && !fs {
                 hscm_volume::check_fits_in_memory(&path.display().to_string(), size)
                     .context("refusing to create a volume that cannot open on this machine (--larger-than-ram creates it anyway)")?;
             }

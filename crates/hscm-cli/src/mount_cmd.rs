@@ -292,6 +292,10 @@ fn mount_in_background(a: &MountArgs) -> Result<()> {
     if let Some(d) = a.durability {
         cmd.arg("--durability").arg(d.name());
     }
+    if let Some(ram) = a.ram {
+        cmd.arg("--ram").arg(ram.to_string());
+    }
+    cmd.arg("--ram-policy").arg(a.ram_policy.name());
     for (flag, on) in [
         ("--allow-other", a.allow_other),
         ("--private", a.private),
@@ -300,6 +304,7 @@ fn mount_in_background(a: &MountArgs) -> Result<()> {
         ("--read-only", a.read_only),
         ("--nonempty", a.nonempty),
         ("--no-writeback-cache", a.no_writeback_cache),
+        ("--no-passthrough", a.no_passthrough),
     ] {
         if on {
             cmd.arg(flag);

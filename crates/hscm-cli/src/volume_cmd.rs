@@ -48,10 +48,12 @@ pub fn create(
 
 /// Writes an empty hscm file system over a volume, its root owned by the caller.
 pub fn format_fs(path: &Path) -> Result<()> {
+    // Home only: the file system keeps its files in RAM itself, by use.
     let volume = Volume::open(
         path,
         &OpenOptions {
             durability: Some(Durability::OnFlush),
+            ram_copy: false,
             ..OpenOptions::default()
         },
     )?;

@@ -406,3 +406,103 @@ fn direct_io_opens_and_setuid_files_are_served_correctly() {
         );
     }
 }
+
+/// What `trusted.hscm.in_ram` says of a file: passthrough, ram or device.
+fn in_ram(path: &Path) -> String {
+    let mut value = [0u8; 32];
+    let n = rustix::fs::getxattr(path, "trusted.hscm.in_ram", &mut value).unwrap();
+    String::from_utf8_lossy(&value[..n]).into_owned()
+}
+
+#[test]
+fn a_file_system_twice_its_ram_budget_reads_back_everything() {
+    if !is_root() {
+        eprintln!("skipped: reading trusted.hscm.in_ram needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let v = util::volume_with(dir.path(), "96M", "on-flush", &["--fs", "--ram", "16M"]);
+    let at = dir.path().join("mnt");
+    let files: Vec<(String, Vec<u8>)> = (0..8u8)
+        .map(|i| (format!("f{i}"), pattern(i.wrapping_mul(37), 4 << 20)))
+        .collect();
+    let m = Mounted::new(&v, &at);
+    for (name, content) in &files {
+        std::fs::write(m.path(name), content).unwrap();
+    }
+    for (name, content) in &files {
+        assert!(read_all(&m.path(name)) == *content, "{name}");
+    }
+    m.unmount();
+    // 32 MiB of files, 16 MiB of RAM: some are read from the device, and every one
+    // reads back whole, again and again, whichever is resident.
+    let m = Mounted::new(&v, &at);
+    for _ in 0..2 {
+        for (name, content) in &files {
+            assert!(
+                read_all(&m.path(name)) == *content,
+                "{name} after a remount"
+            );
+        }
+    }
+    let states: Vec<String> = files.iter().map(|(n, _)| in_ram(&m.path(n))).collect();
+    assert!(
+        states.iter().any(|s| s == "device"),
+        "a 16 MiB budget holds all 32 MiB of files: {states:?}"
+    );
+    // A file written while it is not resident reaches the device, and reads back.
+    let last = &files[7].0;
+    let f = OpenOptions::new().write(true).open(m.path(last)).unwrap();
+    f.write_all_at(b"changed", 1000).unwrap();
+    f.sync_all().unwrap();
+    drop(f);
+    m.unmount();
+    let m = Mounted::new(&v, &at);
+    let mut want = files[7].1.clone();
+    want[1000..1007].copy_from_slice(b"changed");
+    assert!(read_all(&m.path(last)) == want);
+    m.unmount();
+}
+
+#[test]
+fn a_background_mount_takes_the_ram_and_passthrough_flags() {
+    if !is_root() {
+        eprintln!("skipped: reading trusted.hscm.in_ram needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let v = util::volume_with(dir.path(), "64M", "on-flush", &["--fs", "--ram", "4M"]);
+    let at = dir.path().join("mnt");
+    std::fs::create_dir(&at).unwrap();
+    let umount = || {
+        let o = run(&["umount", at.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", text(&o));
+    };
+    let mount = |extra: &[&str]| {
+        let mut args = vec!["mount", v.to_str().unwrap(), at.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        let o = run(&args);
+        assert!(o.status.success(), "{}", text(&o));
+    };
+    mount(&[]);
+    for i in 0..4 {
+        std::fs::write(at.join(format!("f{i}")), pattern(i, 3 << 20)).unwrap();
+    }
+    umount();
+    // --ram overrides the 4 MiB the volume records: every file comes into RAM.
+    mount(&["--ram", "32M"]);
+    for i in 0..4 {
+        wait_in_ram(&at.join(format!("f{i}")));
+    }
+    umount();
+    // --no-passthrough: in RAM, read through the daemon.
+    mount(&["--ram", "32M", "--no-passthrough"]);
+    let f = at.join("f0");
+    assert!(
+        wait_until(Duration::from_secs(20), || in_ram(&f) == "ram"),
+        "{}",
+        in_ram(&f)
+    );
+    assert!(read_all(&f) == pattern(0, 3 << 20));
+    umount();
+}

@@ -296,7 +296,7 @@ pub fn table3_iops(b: &FsBench, fs: &str, rw: &str, bs: u64) -> Option<f64> {
 
 /// Mean of `ours` over `base` (IOPS) across Table 3's points: 1-16 KiB random reads
 /// and writes.
-fn table3_mean(b: &FsBench, ours: &str, base: &str) -> f64 {
+pub fn table3_mean(b: &FsBench, ours: &str, base: &str) -> f64 {
     let v: Vec<f64> = SIZES
         .iter()
         .flat_map(|&bs| ["randread", "randwrite"].map(|rw| (rw, bs)))
