@@ -431,7 +431,7 @@ impl fuser::Filesystem for Fuse {
     }
 
     fn destroy(&mut self) {
-        if let Err(e) = self.fs.write_back_all() {
+        if let Err(e) = self.fs.write_back_all(None) {
             tracing::error!("writing home what the kernel wrote in RAM: {e}");
         }
         if let Err(e) = self.fs.sync_all() {
@@ -730,7 +730,15 @@ impl fuser::Filesystem for Fuse {
         if self.opens.release(ino.0, served) {
             self.drop_cached_pages(ino);
         }
-        self.empty(written_back.and_then(|()| self.fs.release(ino.0)), reply)
+        // The handle is gone whatever the write-back found (a full file system says
+        // so to the fsync before the close; the kernel ignores a release's answer).
+        let released = self.fs.release(ino.0);
+        if let Err(e) = &written_back {
+            tracing::warn!(
+                "closing inode {ino}: what the kernel wrote in RAM did not all go home: {e}"
+            );
+        }
+        self.empty(written_back.and(released), reply)
     }
 
     fn fsync(
@@ -744,7 +752,7 @@ impl fuser::Filesystem for Fuse {
         let _ = fh;
         // An fsync commits everything, so it takes home every file the kernel wrote
         // in RAM, not only this one.
-        let written_back = self.fs.write_back_all().map(|_| ());
+        let written_back = self.fs.write_back_all(Some(ino.0)).map(|_| ());
         self.empty(written_back.and_then(|()| self.fs.fsync(ino.0)), reply)
     }
 

@@ -20,6 +20,9 @@ pub enum Allocate {
     PunchHole,
 }
 
+/// New blocks are written (zero-filled around the data) this many at a time.
+const FRESH_PIECE_BLOCKS: u64 = 256;
+
 fn block_of(offset: u64) -> u64 {
     offset / BLOCK
 }
@@ -170,7 +173,7 @@ impl FileSystem {
         if let Some(written) = self.write_in_place(ino, offset, data, how.drop_setid, to_ram)? {
             return Ok(written);
         }
-        self.with_space(|| {
+        self.with_space(ino, || {
             self.mutate(|st, edits| {
                 let inode = st.meta.get(ino)?;
                 expect_kind(inode, Kind::File)?;
@@ -361,7 +364,7 @@ impl FileSystem {
         let ram = self.ram.get(ino);
         let _changes = ram.as_ref().map(|f| f.changes.lock());
         self.catch_up_with_kernel(ino, ram.as_deref())?;
-        self.with_space(|| {
+        self.with_space(ino, || {
             self.mutate(|st, edits| {
                 let inode = st.meta.get(ino)?;
                 expect_kind(inode, Kind::File)?;
@@ -450,7 +453,7 @@ impl FileSystem {
     /// and FUSE sends that close after close(2) has returned: a program that closes,
     /// unlinks and writes again may find the space still held. So while such files
     /// exist, a write that finds no space waits for their release, up to a second.
-    fn with_space<T>(&self, op: impl Fn() -> Result<T>) -> Result<T> {
+    fn with_space<T>(&self, ino: u64, op: impl Fn() -> Result<T>) -> Result<T> {
         const RELEASE_WAIT: std::time::Duration = std::time::Duration::from_millis(10);
         let mut waits = 0;
         loop {
@@ -460,7 +463,7 @@ impl FileSystem {
                     return op();
                 }
                 Err(Error::NoSpace(why)) => {
-                    if waits == 100 || !self.unlinked_while_open() {
+                    if waits == 100 || !self.unlinked_while_open(ino) {
                         return Err(Error::NoSpace(why));
                     }
                     waits += 1;
@@ -471,12 +474,14 @@ impl FileSystem {
         }
     }
 
-    /// Some file's last name is gone while a handle keeps it (and its blocks).
-    fn unlinked_while_open(&self) -> bool {
+    /// Another file than `writing`, whose last name is gone, is kept (with its
+    /// blocks) by an open handle. (`writing` itself may be one: its close, which
+    /// writes it home first, must not wait for itself.)
+    fn unlinked_while_open(&self, writing: u64) -> bool {
         let st = self.state.read();
-        st.open
-            .keys()
-            .any(|ino| st.meta.inodes.get(ino).is_some_and(|i| i.attr.nlink == 0))
+        st.open.keys().any(|&ino| {
+            ino != writing && st.meta.inodes.get(&ino).is_some_and(|i| i.attr.nlink == 0)
+        })
     }
 
     /// Writes `data` over `[offset, offset + len)` of a file: mapped blocks in place,
@@ -572,15 +577,26 @@ impl FileSystem {
                     j += 1;
                 }
                 let (f0, t0, count) = (fresh[i].0, fresh[i].1, (j - i) as u64);
-                let run_start = f0 * BLOCK;
-                let mut buf = vec![0u8; (count * BLOCK) as usize];
-                if let Some(data) = data {
-                    let (lo, hi) = (offset.max(run_start), end.min(run_start + count * BLOCK));
-                    buf[(lo - run_start) as usize..(hi - run_start) as usize]
-                        .copy_from_slice(&data[(lo - offset) as usize..(hi - offset) as usize]);
+                // In pieces, so that a fallocate of gigabytes never holds them in a
+                // buffer.
+                let mut done = 0;
+                while done < count {
+                    let n = (count - done).min(FRESH_PIECE_BLOCKS);
+                    let piece_start = (f0 + done) * BLOCK;
+                    let mut buf = vec![0u8; (n * BLOCK) as usize];
+                    if let Some(data) = data {
+                        let (lo, hi) = (offset.max(piece_start), end.min(piece_start + n * BLOCK));
+                        if lo < hi {
+                            buf[(lo - piece_start) as usize..(hi - piece_start) as usize]
+                                .copy_from_slice(
+                                    &data[(lo - offset) as usize..(hi - offset) as usize],
+                                );
+                        }
+                    }
+                    self.target
+                        .write_at(self.block_offset(t0 + done), &buf, WriteFlags::NONE)?;
+                    done += n;
                 }
-                self.target
-                    .write_at(self.block_offset(t0), &buf, WriteFlags::NONE)?;
                 st.data_first = true;
                 edits.push(Edit::Map {
                     ino,

@@ -11,7 +11,7 @@ use crate::ROOT;
 
 /// The loader copies a file in pieces of this size, holding the state lock (read) and
 /// the file's lock for one piece at a time, so writers wait at most one piece.
-const LOAD_PIECE: u64 = 4 << 20;
+const LOAD_PIECE: u64 = 1 << 20;
 
 /// Where the file system records its default RAM budget: an extended attribute of
 /// its root directory, in the `trusted` namespace (only root sees or changes it
@@ -28,11 +28,13 @@ impl FileSystem {
         match self.ram.admit(ino, size, is_open) {
             Ok(Some(f)) if !f.is_loaded() => {
                 self.writes_in_place_see_ram();
-                if self
+                // An empty file (a new one) loads at once: its first open is then
+                // served from RAM already.
+                let background = self
                     .ram
                     .background
-                    .load(std::sync::atomic::Ordering::Relaxed)
-                {
+                    .load(std::sync::atomic::Ordering::Relaxed);
+                if background && size > 0 {
                     self.ram.want(ino)
                 } else if let Err(e) = self.load_file(ino) {
                     // Without a loader thread (a library user), open loads the file.
@@ -94,7 +96,16 @@ impl FileSystem {
 
     /// [`Self::write_back_ram`], the caller holding the file's `changes` lock.
     pub(super) fn write_back_locked(&self, ino: u64, f: &FileRam) -> Result<u64> {
-        if f.sums.lock().is_none() {
+        // A file without a name is gone at its last close and at the next mount:
+        // nothing of it needs to reach home (and a full file system must not make
+        // its close wait for room it is about to free).
+        let unlinked = self
+            .state
+            .read()
+            .meta
+            .get(ino)
+            .map_or(true, |i| i.attr.nlink == 0);
+        if unlinked || f.sums.lock().is_none() {
             return Ok(0);
         }
         let ram_error =
@@ -178,11 +189,18 @@ impl FileSystem {
         Ok(written)
     }
 
-    /// [`Self::write_back_ram`] for every file the kernel may have written.
-    pub fn write_back_all(&self) -> Result<u64> {
+    /// [`Self::write_back_ram`] for every file the kernel may have written. An error
+    /// of `ino`'s own is returned; another file's is logged, and that file's own
+    /// fsync or close reports it (as a failed writeback is reported to the file it
+    /// belongs to).
+    pub fn write_back_all(&self, ino: Option<u64>) -> Result<u64> {
         let mut total = 0;
-        for ino in self.ram.kernel_written() {
-            total += self.write_back_ram(ino)?;
+        for other in self.ram.kernel_written() {
+            match self.write_back_ram(other) {
+                Ok(n) => total += n,
+                Err(e) if Some(other) == ino => return Err(e),
+                Err(e) => tracing::warn!("writing home what the kernel wrote in file {other}: {e}"),
+            }
         }
         Ok(total)
     }

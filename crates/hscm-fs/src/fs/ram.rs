@@ -165,7 +165,7 @@ impl FileRam {
         let mut v = Vec::with_capacity(len.div_ceil(SUM_BLOCK) as usize);
         let mut at = 0;
         while at < len {
-            let piece = self.read(at, (4 << 20).min(len - at) as usize)?;
+            let piece = self.read(at, (1 << 20).min(len - at) as usize)?;
             v.extend(
                 piece
                     .chunks(SUM_BLOCK as usize)

@@ -79,11 +79,11 @@ pub struct FsRow {
     pub cache: String,
 }
 
-/// The RAM a file system used for the data file, measured on the whole machine:
-/// `MemTotal - MemFree` after the file was written, the page cache dropped and the
-/// file read once, less the same before the file system was mounted. So the page
-/// cache, shmem (tmpfs, hscm's memfds) and the daemon's memory all count, and a
-/// page held twice counts twice. Other activity on the machine adds noise.
+/// The RAM a file system used for the data file: the page cache and shmem (`Cached`)
+/// plus the bench process's own memory (hscm's daemon runs in it) after the file was
+/// written, the page cache dropped and the file read once, less the same before the
+/// file system was mounted. A page held twice counts twice (ext4 and ext3 on loop
+/// files cache each page in the loop file too). Other activity adds noise.
 #[derive(Debug, Clone, Serialize)]
 pub struct FsMemory {
     pub fs: String,
@@ -187,7 +187,7 @@ pub fn bench(a: &FsBenchArgs) -> Result<FsBench> {
     let mut keys = Vec::new();
     let mut memory = Vec::new();
     for under in UNDER {
-        mounts::drop_caches()?;
+        mounts::settle_memory()?;
         let before = mounts::ram_in_use()?;
         let m = mounts::mount(dir, under, a.size)?;
         lay_out(&m, a.size)?;

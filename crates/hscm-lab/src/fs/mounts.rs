@@ -261,11 +261,12 @@ fn mount_hscm(dir: &Path, room: u64, under: Under) -> Result<Mounted> {
     })
 }
 
-/// RAM in use on the machine: total less free, so the page cache, shmem (tmpfs,
-/// memfds) and every process's memory count.
+/// RAM a file system holds for its files, as the machine counts it: the page cache
+/// and shmem (`Cached` in /proc/meminfo: tmpfs's pages, hscm's memfds, every
+/// cached page of every file system, the loop files' under ext4 and ext3 included)
+/// plus this process's own memory (`RssAnon`: hscm's daemon runs in it).
 pub fn ram_in_use() -> Result<u64> {
-    let text = std::fs::read_to_string("/proc/meminfo").context("reading /proc/meminfo")?;
-    let field = |name: &str| -> Result<u64> {
+    let field = |text: &str, name: &str| -> Result<u64> {
         text.lines()
             .find_map(|l| {
                 l.strip_prefix(name)?
@@ -276,9 +277,20 @@ pub fn ram_in_use() -> Result<u64> {
                     .ok()
             })
             .map(|kb| kb * 1024)
-            .with_context(|| format!("no {name} in /proc/meminfo"))
+            .with_context(|| format!("no {name}"))
     };
-    Ok(field("MemTotal:")?.saturating_sub(field("MemFree:")?))
+    let meminfo = std::fs::read_to_string("/proc/meminfo").context("reading /proc/meminfo")?;
+    let status =
+        std::fs::read_to_string("/proc/self/status").context("reading /proc/self/status")?;
+    Ok(field(&meminfo, "Cached:")? + field(&status, "RssAnon:")?)
+}
+
+/// Settles the machine's memory before a measurement: what the last file system
+/// freed (the kernel frees a passthrough backing file after its last user, not at
+/// once) is gone, and the page cache is empty.
+pub fn settle_memory() -> Result<()> {
+    std::thread::sleep(std::time::Duration::from_secs(1));
+    drop_caches()
 }
 
 /// Writes dirty pages back and empties the page cache, so that the next point starts

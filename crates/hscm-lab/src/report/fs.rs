@@ -168,9 +168,10 @@ pub fn section(out: &Path, quick: bool) -> Result<Section> {
         ratio(&b, "randread bs4096 hscm/hscm-no-passthrough") * cold_read
     )?;
     writeln!(md, "### RAM used for the same data\n")?;
-    writeln!(md, "The {} file written, the page cache dropped, the file read once; RAM in use on the whole machine \
-        (`MemTotal - MemFree`: page cache, shmem, the daemon) after, less before the file system was mounted. A page \
-        held twice counts twice; other activity on the machine is noise.\n", crate::units::human_bytes(b.size))?;
+    writeln!(md, "The {} file written, the page cache dropped, the file read once; the page cache and shmem \
+        (`Cached`: tmpfs's pages, hscm's memfds) plus the bench process's own memory (hscm's daemon runs in it), after \
+        less before the file system was mounted. A page held twice counts twice: ext4 and ext3 sit on loop files, \
+        whose pages the host caches too.\n", crate::units::human_bytes(b.size))?;
     writeln!(
         md,
         "| file system | RAM used | / data | of it, hscm's files' RAM |"
