@@ -37,17 +37,23 @@ struct Mounted {
 
 impl Mounted {
     fn new(dir: &Path, durability: &str) -> Mounted {
+        Mounted::with(dir, durability, &[])
+    }
+
+    fn with(dir: &Path, durability: &str, extra: &[&str]) -> Mounted {
         let v = fs_volume(dir, "256M", durability);
         let at = dir.join("mnt");
         std::fs::create_dir(&at).unwrap();
-        let o = run(&[
+        let mut args = vec![
             "mount",
             v.to_str().unwrap(),
             at.to_str().unwrap(),
             "--allow-other",
             "--durability",
             durability,
-        ]);
+        ];
+        args.extend_from_slice(extra);
+        let o = run(&args);
         assert!(o.status.success(), "{}", text(&o));
         Mounted { at }
     }
@@ -97,20 +103,33 @@ fn pjdfstest(at: &Path) -> (u32, u32, String) {
 
 #[test]
 fn pjdfstest_fails_nothing_and_passes_as_many_cases_as_tmpfs() {
-    let dir = tempfile::tempdir().unwrap();
-    let m = Mounted::new(dir.path(), "immediate");
-    let ours = m.at.join("pjd");
-    std::fs::create_dir(&ours).unwrap();
-    let (failed, passed, which) = pjdfstest(&ours);
-    assert_eq!(failed, 0, "pjdfstest failures on hscm:\n{which}");
     // tmpfs on this machine, same configuration (/dev/shm is a tmpfs).
     let shm = tempfile::tempdir_in("/dev/shm").unwrap();
     let (_, tmpfs_passed, _) = pjdfstest(shm.path());
-    assert!(
-        passed >= tmpfs_passed,
-        "hscm passes {passed} cases, tmpfs {tmpfs_passed}"
-    );
-    eprintln!("pjdfstest: hscm {passed} passed, 0 failed; tmpfs {tmpfs_passed} passed");
+    // Both modes, with FUSE passthrough (the default for root) and without.
+    for (durability, extra) in [
+        ("immediate", &[][..]),
+        ("on-flush", &[][..]),
+        ("immediate", &["--no-passthrough"][..]),
+        ("on-flush", &["--no-passthrough"][..]),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let m = Mounted::with(dir.path(), durability, extra);
+        let ours = m.at.join("pjd");
+        std::fs::create_dir(&ours).unwrap();
+        let (failed, passed, which) = pjdfstest(&ours);
+        assert_eq!(
+            failed, 0,
+            "pjdfstest failures on hscm ({durability} {extra:?}):\n{which}"
+        );
+        assert!(
+            passed >= tmpfs_passed,
+            "hscm ({durability} {extra:?}) passes {passed} cases, tmpfs {tmpfs_passed}"
+        );
+        eprintln!(
+            "pjdfstest: hscm ({durability} {extra:?}) {passed} passed, 0 failed; tmpfs {tmpfs_passed} passed"
+        );
+    }
 }
 
 /// What scripts/fs/setid-bits.sh prints in `dir` (made writable for nobody).
@@ -165,12 +184,23 @@ fn fsx_runs_100_000_operations_without_a_miscompare() {
 
 #[test]
 fn bench_fs_json_names_every_file_system_and_durable_comparison() {
-    let o = run(&["bench", "fs", "--seconds", "0.1", "--size", "8M", "--json"]);
+    let o = run(&[
+        "bench",
+        "fs",
+        "--seconds",
+        "0.1",
+        "--size",
+        "8M",
+        "--memory-size",
+        "16M",
+        "--json",
+    ]);
     assert!(o.status.success(), "{}", text(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let rows = v["rows"].as_array().unwrap();
     for fs in [
         "hscm",
+        "hscm-no-passthrough",
         "tmpfs",
         "ext4",
         "ext3",
@@ -179,6 +209,24 @@ fn bench_fs_json_names_every_file_system_and_durable_comparison() {
     ] {
         assert!(rows.iter().any(|r| r["fs"] == fs), "a row for {fs}");
     }
+    // The RAM each file system used for the same data, hscm's files' RAM holding it.
+    let memory = v["memory"].as_array().unwrap();
+    for fs in [
+        "hscm",
+        "hscm-no-passthrough",
+        "tmpfs",
+        "ext4",
+        "ext3",
+        "fuse-passthrough",
+    ] {
+        assert!(memory.iter().any(|m| m["fs"] == fs), "memory of {fs}");
+    }
+    let ours = memory.iter().find(|m| m["fs"] == "hscm").unwrap();
+    assert_eq!(ours["data_bytes"], 16 << 20);
+    assert!(
+        ours["file_ram_bytes"].as_u64().unwrap() >= 16 << 20,
+        "{ours}"
+    );
     // The disk's bound runs the durable write only.
     assert!(rows
         .iter()
@@ -206,6 +254,8 @@ fn bench_fs_json_names_every_file_system_and_durable_comparison() {
         "randrw bs4096 hscm/ext4",
         "randread bs4096 warm hscm/tmpfs",
         "randread bs4096 hscm/fuse-passthrough",
+        "randread bs4096 hscm/hscm-no-passthrough",
+        "memory hscm/tmpfs",
         "create hscm/ext4",
         "fileserver hscm/ext4",
         "video hscm/ext4",

@@ -41,6 +41,10 @@ pub struct FsBenchArgs {
     /// fileserver workloads scale their file counts with it, the video is this file.
     #[arg(long, default_value = size_arg(256 << 20), value_parser = parse_size)]
     pub size: u64,
+    /// The file whose RAM each file system's use is measured with (written, the page
+    /// cache dropped, read once), each file system mounted for it alone.
+    #[arg(long, default_value = size_arg(1 << 30), value_parser = parse_size)]
+    pub memory_size: u64,
     /// Directory for the volume and the loop files (the disk under test; default:
     /// the system temporary directory). Removed afterwards.
     #[arg(long)]
@@ -186,20 +190,18 @@ pub fn bench(a: &FsBenchArgs) -> Result<FsBench> {
     let mut rows = Vec::new();
     let mut keys = Vec::new();
     let mut memory = Vec::new();
+    // RAM used for the same data, each file system mounted for it alone.
     for under in UNDER {
-        mounts::settle_memory()?;
-        let before = mounts::ram_in_use()?;
+        note!(
+            "[fs] {}: RAM used for a {} file",
+            under.label(),
+            crate::units::human_bytes(a.memory_size)
+        );
+        memory.push(measure_memory(dir, under, a.memory_size)?);
+    }
+    for under in UNDER {
         let m = mounts::mount(dir, under, a.size)?;
         lay_out(&m, a.size)?;
-        mounts::drop_caches()?;
-        workloads::read_once(&m, a.size)?;
-        let after = mounts::ram_in_use()?;
-        memory.push(FsMemory {
-            fs: under.name().into(),
-            bytes: after.saturating_sub(before),
-            data_bytes: a.size,
-            file_ram_bytes: m.file_ram_bytes(),
-        });
         for p in workloads::points(under) {
             done += 1;
             progress(done, total, under, &p, "");
@@ -255,6 +257,30 @@ fn key(p: &Point) -> String {
         String::new()
     };
     format!("{}{bs}{}", p.workload, p.qualifiers())
+}
+
+/// Mounts `under`, writes a `size` file, drops the page cache, reads the file once:
+/// the RAM that took (see [`FsMemory`]).
+fn measure_memory(dir: &std::path::Path, under: Under, size: u64) -> Result<FsMemory> {
+    // A directory of its own, removed after: the timed points mount afresh.
+    let own = dir.join(format!("memory-{}", under.name()));
+    std::fs::create_dir_all(&own)?;
+    mounts::settle_memory()?;
+    let before = mounts::ram_in_use()?;
+    let m = mounts::mount(&own, under, size)?;
+    workloads::lay_out(&m, size)?;
+    mounts::drop_caches()?;
+    workloads::read_once(&m, size)?;
+    let after = mounts::ram_in_use()?;
+    let measured = FsMemory {
+        fs: under.name().into(),
+        bytes: after.saturating_sub(before),
+        data_bytes: size,
+        file_ram_bytes: m.file_ram_bytes(),
+    };
+    drop(m);
+    std::fs::remove_dir_all(&own)?;
+    Ok(measured)
 }
 
 /// hscm over each file system at every point both ran.
@@ -401,8 +427,8 @@ pub fn print(b: &FsBench) -> Result<()> {
         table3_fuse_bound(b)
     )?;
     outln!(
-        "RAM used for the {} data file (written, page cache dropped, read once):",
-        crate::units::human_bytes(b.size)
+        "RAM used for a {} file (written, page cache dropped, read once):",
+        crate::units::human_bytes(b.memory.first().map_or(0, |m| m.data_bytes))
     )?;
     for m in &b.memory {
         outln!(

@@ -66,6 +66,7 @@ pub fn section(out: &Path, quick: bool) -> Result<Section> {
     let args = FsBenchArgs {
         seconds: if quick { 0.3 } else { 3.0 },
         size: if quick { 32 << 20 } else { 256 << 20 },
+        memory_size: if quick { 256 << 20 } else { 1 << 30 },
         ..crate::flag_defaults()
     };
     note!("[fs] hscm mount against tmpfs, ext4, ext3 and a FUSE passthrough, fio");
@@ -168,10 +169,12 @@ pub fn section(out: &Path, quick: bool) -> Result<Section> {
         ratio(&b, "randread bs4096 hscm/hscm-no-passthrough") * cold_read
     )?;
     writeln!(md, "### RAM used for the same data\n")?;
-    writeln!(md, "The {} file written, the page cache dropped, the file read once; the page cache and shmem \
+    writeln!(md, "A {} file written (each file system mounted for it alone), the page cache dropped, the file read once; the page cache and shmem \
         (`Cached`: tmpfs's pages, hscm's memfds) plus the bench process's own memory (hscm's daemon runs in it), after \
         less before the file system was mounted. A page held twice counts twice: ext4 and ext3 sit on loop files, \
-        whose pages the host caches too.\n", crate::units::human_bytes(b.size))?;
+        whose pages the host caches too. The target (at most 1.1x the data, plus the metadata) is set for 1 GiB of data; \
+        the fixed part (the daemon's own memory, fio's pages) weighs more on a smaller file.\n",
+        crate::units::human_bytes(b.memory.first().map_or(0, |m| m.data_bytes)))?;
     writeln!(
         md,
         "| file system | RAM used | / data | of it, hscm's files' RAM |"
