@@ -22,12 +22,7 @@ enum Op {
 }
 
 fn op() -> impl Strategy<Value = Op> {
-    // Offsets around block boundaries, within a few blocks, so edges are common.
-    let offset = prop_oneof![
-        0..40_000u64,
-        (0..10u64).prop_map(|b| b * 4096),
-        (1..10u64).prop_map(|b| b * 4096 - 1)
-    ];
+    let offset = common::edge_offset();
     prop_oneof![
         5 => (offset.clone(), 1..10_000usize, any::<u8>()).prop_map(|(offset, len, byte)| Op::Write { offset, len, byte }),
         2 => (0..45_000u64).prop_map(Op::Truncate),

@@ -36,11 +36,7 @@ enum Op {
 }
 
 fn op() -> impl Strategy<Value = Op> {
-    let offset = prop_oneof![
-        0..40_000u64,
-        (0..10u64).prop_map(|b| b * 4096),
-        (1..10u64).prop_map(|b| b * 4096 - 1)
-    ];
+    let offset = common::edge_offset();
     prop_oneof![
         4 => (offset.clone(), 1..9_000usize, any::<u8>()).prop_map(|(offset, len, byte)| Op::Kernel { offset, len, byte }),
         2 => (offset.clone(), 1..9_000usize, any::<u8>()).prop_map(|(offset, len, byte)| Op::Write { offset, len, byte }),

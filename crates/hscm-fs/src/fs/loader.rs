@@ -175,11 +175,12 @@ impl FileSystem {
                 let _same_file = f.lock.lock();
                 if let Some(sums) = f.sums.lock().as_mut() {
                     let first = (offset / BLOCK) as usize;
-                    for (i, s) in new_sums.into_iter().enumerate() {
-                        if let Some(slot) = sums.get_mut(first + i) {
-                            *slot = s;
-                        }
+                    if sums.len() < first + new_sums.len() {
+                        // Blocks the kernel appended: known from here on (any gap
+                        // before them stays unknown).
+                        sums.resize(first + new_sums.len(), ram::UNKNOWN_SUM);
                     }
+                    sums[first..first + new_sums.len()].copy_from_slice(&new_sums);
                 }
             }
         }

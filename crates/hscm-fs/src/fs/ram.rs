@@ -56,6 +56,7 @@ pub(crate) const SUM_BLOCK: u64 = crate::format::BLOCK;
 
 /// A block whose content on the target is not known: it never matches a hash.
 const UNKNOWN: u64 = 0;
+pub(crate) const UNKNOWN_SUM: u64 = UNKNOWN;
 
 /// A block's hash (never [`UNKNOWN`]).
 pub(crate) fn block_sum(bytes: &[u8]) -> u64 {
@@ -85,15 +86,15 @@ impl FileRam {
 
     /// The file system's own write: RAM and the target get the same bytes.
     pub(crate) fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        let mut sums = self.sums.lock();
+        let old_len = match sums.as_ref() {
+            Some(_) => self.byte_len()?,
+            None => 0,
+        };
         self.memfd.write_all_at(data, offset)?;
         let end = offset + data.len() as u64;
-        if let Some(v) = self.sums.lock().as_mut() {
-            // A write past the end grew the memfd: its new blocks need hashes too
-            // (a hole reads zeroes on both sides).
-            let blocks = end.div_ceil(SUM_BLOCK) as usize;
-            if v.len() < blocks {
-                v.resize(blocks, zero_sum());
-            }
+        if let Some(v) = sums.as_mut() {
+            extend_sums(v, old_len, end);
             // Whole blocks: the target holds exactly these bytes. Partial ones also
             // hold bytes the kernel may have changed in RAM alone: unknown, so the
             // next write-back writes them from RAM.
@@ -117,7 +118,8 @@ impl FileRam {
         let old = self.byte_len()?;
         self.memfd.set_len(len)?;
         if let Some(v) = self.sums.lock().as_mut() {
-            v.resize(len.div_ceil(SUM_BLOCK) as usize, zero_sum());
+            v.truncate(len.div_ceil(SUM_BLOCK) as usize);
+            extend_sums(v, old, len);
             // The block the old or new end falls in holds bytes the kernel may have
             // changed beside ones the target has.
             let edge = (old.min(len) / SUM_BLOCK) as usize;
@@ -409,6 +411,20 @@ impl Ram {
             q.push_front(ino);
         }
         self.queued.notify_one();
+    }
+}
+
+/// Grows the hashes to cover `[0, end)` of a memfd that was `old_len` long: blocks
+/// wholly past the old end are holes, zeroes on both sides; blocks before it that
+/// had no hash yet hold what the kernel wrote (appends) and are unknown.
+pub(crate) fn extend_sums(v: &mut Vec<u64>, old_len: u64, end: u64) {
+    let blocks = end.div_ceil(SUM_BLOCK);
+    for b in v.len() as u64..blocks {
+        v.push(if b * SUM_BLOCK >= old_len {
+            zero_sum()
+        } else {
+            UNKNOWN
+        });
     }
 }
 

@@ -13,6 +13,19 @@ use rand::{Rng, SeedableRng};
 
 pub const OWNER: Owner = Owner { uid: 0, gid: 0 };
 
+/// Offsets within a few blocks, around block boundaries so that edges are common:
+/// what the data-path property tests write, truncate and punch at. (Only in test
+/// builds: the fuzz targets that share this module have no proptest.)
+#[cfg(test)]
+pub fn edge_offset() -> impl proptest::strategy::Strategy<Value = u64> + Clone {
+    use proptest::prelude::*;
+    prop_oneof![
+        0..40_000u64,
+        (0..10u64).prop_map(|b| b * 4096),
+        (1..10u64).prop_map(|b| b * 4096 - 1)
+    ]
+}
+
 /// One node of a snapshot: what a reader of the tree can see.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Node {

@@ -365,6 +365,24 @@ pub fn durable_write_disk_bound(b: &FsBench) -> f64 {
     durable("disk-file") / durable("ext4")
 }
 
+impl FsMemory {
+    /// RAM used over the data's size.
+    pub fn per_data(&self) -> f64 {
+        self.bytes as f64 / self.data_bytes as f64
+    }
+}
+
+/// A memory figure's cells, as the text output and the report show them: the file
+/// system, RAM used, that over the data, and hscm's files' RAM.
+pub fn memory_cells(m: &FsMemory) -> [String; 4] {
+    [
+        m.fs.clone(),
+        crate::units::human_bytes(m.bytes),
+        format!("{:.2}x", m.per_data()),
+        crate::units::human_bytes(m.file_ram_bytes),
+    ]
+}
+
 /// The columns of a row, as the text output and the report show them.
 pub const ROW_HEADER: [&str; 11] = [
     "workload", "bs", "engine", "jobs", "cache", "fs", "durable", "IOPS", "MB/s", "p50 µs",
@@ -431,13 +449,8 @@ pub fn print(b: &FsBench) -> Result<()> {
         crate::units::human_bytes(b.memory.first().map_or(0, |m| m.data_bytes))
     )?;
     for m in &b.memory {
-        outln!(
-            "  {:<20} {:>10} ({:.2}x the data; files' RAM {})",
-            m.fs,
-            crate::units::human_bytes(m.bytes),
-            m.bytes as f64 / m.data_bytes as f64,
-            crate::units::human_bytes(m.file_ram_bytes)
-        )?;
+        let [fs, bytes, per_data, file_ram] = memory_cells(m);
+        outln!("  {fs:<20} {bytes:>10} ({per_data} the data; files' RAM {file_ram})")?;
     }
     outln!(
         "Durable 4 KiB random write over ext4 with fsync: hscm {:.2}x; a plain file on the same disk with fdatasync (the disk's bound) {:.2}x",

@@ -181,21 +181,14 @@ pub fn section(out: &Path, quick: bool) -> Result<Section> {
     )?;
     writeln!(md, "|---|---:|---:|---:|")?;
     for m in &b.memory {
-        writeln!(
-            md,
-            "| {} | {} | {:.2}x | {} |",
-            m.fs,
-            crate::units::human_bytes(m.bytes),
-            m.bytes as f64 / m.data_bytes as f64,
-            crate::units::human_bytes(m.file_ram_bytes)
-        )?;
+        writeln!(md, "| {} |", fs::memory_cells(m).join(" | "))?;
     }
     writeln!(md)?;
     let ram_per_data = b
         .memory
         .iter()
         .find(|m| m.fs == "hscm")
-        .map_or(f64::NAN, |m| m.bytes as f64 / m.data_bytes as f64);
+        .map_or(f64::NAN, fs::FsMemory::per_data);
 
     let durable = ratio(&b, "randwrite bs4096 durable hscm/ext4");
     writeln!(md, "Durable writes: hscm in immediate mode makes each 4 KiB write durable before it returns; ext4 \
@@ -246,7 +239,7 @@ pub fn section(out: &Path, quick: bool) -> Result<Section> {
                 b.memory
                     .iter()
                     .find(|m| m.fs == "tmpfs")
-                    .map_or(f64::NAN, |m| m.bytes as f64 / m.data_bytes as f64)
+                    .map_or(f64::NAN, fs::FsMemory::per_data)
             ),
             Check::new(&targets::FS_RAM_PER_DATA, ram_per_data),
         ),
