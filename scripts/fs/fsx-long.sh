@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # A long fsx run against `hscm mount`: RUNS runs of OPS operations each (default
-# 10 x 100,000 = 1,000,000), seeds 101, 102, …, on one on-flush mount (the kernel's
-# writeback cache on), with scripts/fs/fsx.toml (mmap reads and writes, truncate,
-# fallocate, punch hole, copy_file_range, fsync).
+# 10 x 100,000 = 1,000,000), seeds 101, 102, …, on one on-flush mount, served as
+# `hscm mount` serves it (as root: FUSE passthrough, reads, writes and mmap in the
+# file's RAM, home at fsync and close; HSCM_MOUNT_FLAGS=--no-passthrough for the
+# classic path, the kernel's writeback cache on), with scripts/fs/fsx.toml (mmap
+# reads and writes, truncate, fallocate, punch hole, copy_file_range, fsync).
 #
 # Why several processes: fsx 0.3.2 maps the file for each mmap read and never unmaps
 # it, so one process gains a mapping per mmap read; its msync and munmap then walk
@@ -26,7 +28,7 @@ trap cleanup EXIT
 command -v fsx >/dev/null || { echo "fsx is not installed: run scripts/setup.sh" >&2; exit 1; }
 mkdir "$MNT" "$DIR/log"
 "$HSCM" volume create "$DIR/v.hscm" --size 1G --fs >/dev/null
-"$HSCM" mount "$DIR/v.hscm" "$MNT" --durability on-flush >/dev/null
+"$HSCM" mount "$DIR/v.hscm" "$MNT" --durability on-flush ${HSCM_MOUNT_FLAGS:-} >/dev/null
 for run in $(seq 1 "$RUNS"); do
   seed=$((100 + run))
   rm -f "$MNT/fsx"
