@@ -23,24 +23,28 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
+mod convert;
+mod dirs;
 pub mod dirty;
 mod mounting;
 pub mod mounts;
 mod passthrough;
 
-use passthrough::{OpenAccess, OpenReply, Opens, Served};
+use convert::{errno, file_attr, file_type, kind_of_mode, time_or_now};
+use dirs::Dirs;
+use passthrough::{libc_o_accmode, Created, OpenAccess, OpenReply, Opens, Served, O_RDONLY};
 
 pub use mounting::{mount, session_config, Access, DIRTY_SHARE_PERCENT};
 
 use fuser::{
-    Errno, FileAttr, FileHandle, FileType, FopenFlags, Generation, INodeNo, KernelConfig,
-    LockOwner, OpenFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty,
-    ReplyEntry, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    Errno, FileHandle, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner, OpenFlags,
+    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyOpen,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use hscm_fs::{
-    Allocate, Attr, DropSetid, FileSystem, Kind, Owner, RenameFlags, SetAttr, Time, WriteOptions,
+    Allocate, Attr, DropSetid, FileSystem, Kind, Owner, RenameFlags, SetAttr, WriteOptions,
 };
 
 /// How long the kernel may trust an attribute or a name: every change comes through
@@ -210,146 +214,6 @@ impl Fuse {
             DropSetid::Keep
         }
     }
-}
-
-/// A directory's entries as a listing shows them: ".", "..", then the names.
-type Listing = Arc<Vec<(Vec<u8>, u64, Kind)>>;
-
-impl Fuse {
-    fn listing(&self, dir: u64) -> Result<Listing, hscm_fs::Error> {
-        let entries = self.fs.readdir(dir)?;
-        let parent = self.fs.parent_of(dir).unwrap_or(dir);
-        let mut v = Vec::with_capacity(entries.len() + 2);
-        v.push((b".".to_vec(), dir, Kind::Dir));
-        v.push((b"..".to_vec(), parent, Kind::Dir));
-        v.extend(entries);
-        Ok(Arc::new(v))
-    }
-}
-
-/// The listings of open directory handles.
-#[derive(Default)]
-struct Dirs {
-    next: std::sync::atomic::AtomicU64,
-    open: std::sync::Mutex<std::collections::HashMap<u64, Listing>>,
-}
-
-impl Dirs {
-    fn open(&self, listing: Listing) -> u64 {
-        let fh = self.next.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-        if let Ok(mut open) = self.open.lock() {
-            open.insert(fh, listing);
-        }
-        fh
-    }
-
-    /// The handle's listing, unless the reader starts over (offset 0: a rewinddir
-    /// sees the directory as it is now) or the handle is unknown.
-    fn get(&self, fh: u64, offset: u64) -> Option<Listing> {
-        if offset == 0 {
-            return None;
-        }
-        self.open.lock().ok()?.get(&fh).cloned()
-    }
-
-    fn refresh(&self, fh: u64, listing: Listing) -> Listing {
-        if let Ok(mut open) = self.open.lock() {
-            if let Some(slot) = open.get_mut(&fh) {
-                *slot = listing.clone();
-            }
-        }
-        listing
-    }
-
-    fn close(&self, fh: u64) {
-        if let Ok(mut open) = self.open.lock() {
-            open.remove(&fh);
-        }
-    }
-}
-
-fn errno(e: hscm_fs::Error) -> Errno {
-    tracing::debug!("answering an error: {e}");
-    Errno::from_i32(e.errno())
-}
-
-fn to_system(t: Time) -> SystemTime {
-    if t.secs >= 0 {
-        UNIX_EPOCH + Duration::new(t.secs as u64, t.nanos)
-    } else {
-        UNIX_EPOCH - Duration::new(t.secs.unsigned_abs(), 0) + Duration::new(0, t.nanos)
-    }
-}
-
-fn from_system(t: SystemTime) -> Time {
-    match t.duration_since(UNIX_EPOCH) {
-        Ok(d) => Time {
-            secs: d.as_secs() as i64,
-            nanos: d.subsec_nanos(),
-        },
-        Err(e) => {
-            let d = e.duration();
-            let (secs, nanos) = if d.subsec_nanos() == 0 {
-                (-(d.as_secs() as i64), 0)
-            } else {
-                (-(d.as_secs() as i64) - 1, 1_000_000_000 - d.subsec_nanos())
-            };
-            Time { secs, nanos }
-        }
-    }
-}
-
-fn time_or_now(t: TimeOrNow) -> Time {
-    match t {
-        TimeOrNow::SpecificTime(t) => from_system(t),
-        TimeOrNow::Now => Time::now(),
-    }
-}
-
-fn file_type(kind: Kind) -> FileType {
-    match kind {
-        Kind::File => FileType::RegularFile,
-        Kind::Dir => FileType::Directory,
-        Kind::Symlink => FileType::Symlink,
-        Kind::Fifo => FileType::NamedPipe,
-        Kind::Socket => FileType::Socket,
-        Kind::CharDevice => FileType::CharDevice,
-        Kind::BlockDevice => FileType::BlockDevice,
-    }
-}
-
-fn file_attr(a: &Attr) -> FileAttr {
-    FileAttr {
-        ino: INodeNo(a.ino),
-        size: a.size,
-        blocks: a.allocated / 512,
-        atime: to_system(a.atime),
-        mtime: to_system(a.mtime),
-        ctime: to_system(a.ctime),
-        crtime: to_system(a.crtime),
-        kind: file_type(a.kind),
-        perm: a.perm,
-        nlink: a.nlink,
-        uid: a.uid,
-        gid: a.gid,
-        rdev: a.rdev,
-        blksize: hscm_fs::BLOCK as u32,
-        flags: 0,
-    }
-}
-
-/// The kind a mode's S_IFMT bits name.
-fn kind_of_mode(mode: u32) -> Option<Kind> {
-    Some(match mode & 0o170000 {
-        0o100000 | 0 => Kind::File,
-        0o040000 => Kind::Dir,
-        0o120000 => Kind::Symlink,
-        0o010000 => Kind::Fifo,
-        0o140000 => Kind::Socket,
-        0o020000 => Kind::CharDevice,
-        0o060000 => Kind::BlockDevice,
-        _ => return None,
-    })
 }
 
 impl Fuse {
@@ -923,63 +787,5 @@ impl fuser::Filesystem for Fuse {
             self.forget_attributes(ino);
         }
         self.empty(done, reply)
-    }
-}
-
-const O_RDONLY: i32 = 0;
-
-/// O_ACCMODE: the bits of open(2)'s flags that say read, write or both.
-const fn libc_o_accmode() -> i32 {
-    3
-}
-
-impl OpenReply for ReplyOpen {
-    fn register(&self, ram: &hscm_fs::FileRam) -> std::io::Result<fuser::BackingId> {
-        self.open_backing(ram.fd())
-    }
-
-    fn cached(self, fh: FileHandle) {
-        self.opened(fh, FopenFlags::FOPEN_KEEP_CACHE)
-    }
-
-    fn passthrough(self, fh: FileHandle, direct: bool, backing: &fuser::BackingId) {
-        let flags = if direct {
-            FopenFlags::FOPEN_DIRECT_IO
-        } else {
-            FopenFlags::empty()
-        };
-        self.opened_passthrough(fh, flags, backing)
-    }
-}
-
-/// A create's reply, with the new file's attributes.
-struct Created {
-    attr: FileAttr,
-    reply: ReplyCreate,
-}
-
-impl OpenReply for Created {
-    fn register(&self, ram: &hscm_fs::FileRam) -> std::io::Result<fuser::BackingId> {
-        self.reply.open_backing(ram.fd())
-    }
-
-    fn cached(self, fh: FileHandle) {
-        self.reply.created(
-            &TTL,
-            &self.attr,
-            Generation(0),
-            fh,
-            FopenFlags::FOPEN_KEEP_CACHE,
-        )
-    }
-
-    fn passthrough(self, fh: FileHandle, direct: bool, backing: &fuser::BackingId) {
-        let flags = if direct {
-            FopenFlags::FOPEN_DIRECT_IO
-        } else {
-            FopenFlags::empty()
-        };
-        self.reply
-            .created_passthrough(&TTL, &self.attr, Generation(0), fh, flags, backing)
     }
 }

@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use fuser::{BackingId, FileHandle};
+use fuser::{BackingId, FileAttr, FileHandle, FopenFlags, Generation, ReplyCreate, ReplyOpen};
 use hscm_fs::FileRam;
 use parking_lot::Mutex;
 
@@ -206,5 +206,63 @@ impl Opens {
             inodes.remove(&ino);
         }
         last_cached && self.enabled()
+    }
+}
+
+pub(crate) const O_RDONLY: i32 = 0;
+
+/// O_ACCMODE: the bits of open(2)'s flags that say read, write or both.
+pub(crate) const fn libc_o_accmode() -> i32 {
+    3
+}
+
+impl OpenReply for ReplyOpen {
+    fn register(&self, ram: &hscm_fs::FileRam) -> std::io::Result<fuser::BackingId> {
+        self.open_backing(ram.fd())
+    }
+
+    fn cached(self, fh: FileHandle) {
+        self.opened(fh, FopenFlags::FOPEN_KEEP_CACHE)
+    }
+
+    fn passthrough(self, fh: FileHandle, direct: bool, backing: &fuser::BackingId) {
+        let flags = if direct {
+            FopenFlags::FOPEN_DIRECT_IO
+        } else {
+            FopenFlags::empty()
+        };
+        self.opened_passthrough(fh, flags, backing)
+    }
+}
+
+/// A create's reply, with the new file's attributes.
+pub(crate) struct Created {
+    pub(crate) attr: FileAttr,
+    pub(crate) reply: ReplyCreate,
+}
+
+impl OpenReply for Created {
+    fn register(&self, ram: &hscm_fs::FileRam) -> std::io::Result<fuser::BackingId> {
+        self.reply.open_backing(ram.fd())
+    }
+
+    fn cached(self, fh: FileHandle) {
+        self.reply.created(
+            &crate::TTL,
+            &self.attr,
+            Generation(0),
+            fh,
+            FopenFlags::FOPEN_KEEP_CACHE,
+        )
+    }
+
+    fn passthrough(self, fh: FileHandle, direct: bool, backing: &fuser::BackingId) {
+        let flags = if direct {
+            FopenFlags::FOPEN_DIRECT_IO
+        } else {
+            FopenFlags::empty()
+        };
+        self.reply
+            .created_passthrough(&crate::TTL, &self.attr, Generation(0), fh, flags, backing)
     }
 }
