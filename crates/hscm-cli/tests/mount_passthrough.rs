@@ -506,3 +506,41 @@ fn a_background_mount_takes_the_ram_and_passthrough_flags() {
     assert!(read_all(&f) == pattern(0, 3 << 20));
     umount();
 }
+
+#[test]
+fn bad_ram_flags_are_refused_by_name_and_leave_the_volume_as_it_was() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = fs_volume(dir.path(), "32M", "on-flush");
+    let at = dir.path().join("mnt");
+    std::fs::create_dir(&at).unwrap();
+    let (vs, ats) = (v.to_str().unwrap(), at.to_str().unwrap());
+    for (args, named) in [
+        (
+            vec!["mount", vs, ats, "--ram-policy", "nonsense"],
+            "nonsense",
+        ),
+        (vec!["mount", vs, ats, "--ram", "12Q"], "12Q"),
+        (vec!["mount", vs, ats, "--ram", "-1"], "-1"),
+    ] {
+        let o = run(&args);
+        assert!(!o.status.success(), "{args:?} was taken");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(
+            err.contains(named),
+            "{args:?}: the error names {named}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+    // Nothing was mounted or written: the volume mounts and holds what it held.
+    if !is_root() {
+        return;
+    }
+    let m = Mounted::new(&v, &at);
+    std::fs::write(m.path("kept"), b"kept").unwrap();
+    m.unmount();
+    let o = run(&["mount", vs, ats, "--ram-policy", "nonsense"]);
+    assert!(!o.status.success());
+    let m = Mounted::new(&v, &at);
+    assert_eq!(read_all(&m.path("kept")), b"kept");
+    m.unmount();
+}

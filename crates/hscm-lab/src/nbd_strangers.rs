@@ -171,20 +171,28 @@ fn raise_open_file_limit() -> u64 {
     }
 }
 
+/// A phase's cells, as the text output and the report show them: phase,
+/// connections, RSS, RSS above unloaded (MiB), p50, p99 (µs), p50 over unloaded.
+pub fn phase_cells(p: &StrangersPhase) -> [String; 7] {
+    [
+        p.phase.clone(),
+        p.connections.to_string(),
+        format!("{:.1}", p.rss_mib),
+        format!("{:.1}", p.rss_above_unloaded_mib),
+        format!("{:.1}", p.p50_us),
+        format!("{:.1}", p.p99_us),
+        format!("{:.2}", p.p50_ratio),
+    ]
+}
+
 pub fn print(r: &Strangers) -> Result<()> {
     crate::outln!(
         "phase      connections   RSS MiB  above unloaded   p50 us   p99 us  p50 / unloaded"
     )?;
     for p in &r.phases {
+        let [phase, connections, rss, above, p50, p99, ratio] = phase_cells(p);
         crate::outln!(
-            "{:<10} {:>11} {:>9.1} {:>15.1} {:>8.1} {:>8.1} {:>15.2}",
-            p.phase,
-            p.connections,
-            p.rss_mib,
-            p.rss_above_unloaded_mib,
-            p.p50_us,
-            p.p99_us,
-            p.p50_ratio
+            "{phase:<10} {connections:>11} {rss:>9} {above:>15} {p50:>8} {p99:>8} {ratio:>15}"
         )?;
     }
     crate::outln!(

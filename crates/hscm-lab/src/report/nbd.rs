@@ -170,17 +170,7 @@ fn strangers(
     )?;
     writeln!(md, "|---|---:|---:|---:|---:|---:|---:|")?;
     for p in &r.phases {
-        writeln!(
-            md,
-            "| {} | {} | {:.1} | {:.1} | {:.1} | {:.1} | {:.2} |",
-            p.phase,
-            p.connections,
-            p.rss_mib,
-            p.rss_above_unloaded_mib,
-            p.p50_us,
-            p.p99_us,
-            p.p50_ratio
-        )?;
+        writeln!(md, "| {} |", nbd_strangers::phase_cells(p).join(" | "))?;
     }
     writeln!(md)?;
     for p in r.phases.iter().skip(1) {
