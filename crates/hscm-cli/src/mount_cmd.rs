@@ -162,7 +162,6 @@ pub fn mount(a: &MountArgs) -> Result<()> {
                 durability,
                 read_only: a.read_only,
                 ram: hscm_fs::RamOptions {
-                    enabled: true,
                     budget,
                     policy: a.ram_policy,
                 },

@@ -21,9 +21,6 @@ pub const RAM_BUDGET_XATTR: &[u8] = b"trusted.hscm.ram_budget";
 impl FileSystem {
     /// Admits a file to RAM if the policy takes it, and asks for it to be loaded.
     pub(super) fn make_resident(&self, ino: u64, size: u64) {
-        if !self.ram.enabled() {
-            return;
-        }
         let is_open = |k: u64| self.state.read().open.contains_key(&k);
         match self.ram.admit(ino, size, is_open) {
             Ok(Some(f)) if !f.is_loaded() => {
@@ -296,9 +293,6 @@ impl FileSystem {
     /// Starts the thread that loads files into RAM: those opened first, then every
     /// file in inode order while the budget admits them. It ends with the file system.
     pub fn load_in_background(self: &Arc<Self>) -> Option<std::thread::JoinHandle<()>> {
-        if !self.ram.enabled() {
-            return None;
-        }
         let files: Vec<(u64, u64)> = {
             let st = self.state.read();
             let mut v: Vec<(u64, u64)> = st

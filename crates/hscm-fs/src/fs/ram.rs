@@ -215,9 +215,8 @@ impl FileRam {
 /// How much RAM the files may hold and who chooses them.
 #[derive(Debug, Clone)]
 pub struct RamOptions {
-    /// Keep files in RAM at all (off: every read goes to the target).
-    pub enabled: bool,
-    /// At most this many bytes of files (None: every file).
+    /// At most this many bytes of files (None: every file; Some(0): none, every
+    /// read going to the target).
     pub budget: Option<u64>,
     /// The policy that chooses resident files under a budget (`hscm-policy` names).
     pub policy: PolicySpec,
@@ -226,7 +225,6 @@ pub struct RamOptions {
 impl Default for RamOptions {
     fn default() -> Self {
         RamOptions {
-            enabled: true,
             budget: None,
             policy: PolicySpec::parse("lru").expect("lru is a policy"),
         }
@@ -290,14 +288,7 @@ impl Ram {
         }
     }
 
-    pub(crate) fn enabled(&self) -> bool {
-        self.options.enabled
-    }
-
     pub(crate) fn get(&self, ino: u64) -> Option<Arc<FileRam>> {
-        if !self.options.enabled {
-            return None;
-        }
         self.resident.lock().files.get(&ino).cloned()
     }
 
@@ -309,9 +300,6 @@ impl Ram {
         size: u64,
         is_open: impl Fn(u64) -> bool,
     ) -> std::io::Result<Option<Arc<FileRam>>> {
-        if !self.options.enabled {
-            return Ok(None);
-        }
         let mut guard = self.resident.lock();
         let r = &mut *guard;
         if let Some(policy) = r.policy.as_mut() {
@@ -360,9 +348,6 @@ impl Ram {
     /// The file is gone: its RAM goes (the kernel keeps a backing file it still
     /// reads until its last passthrough open closes).
     pub(crate) fn forget(&self, ino: u64) {
-        if !self.options.enabled {
-            return;
-        }
         let mut r = self.resident.lock();
         r.remove(ino);
         r.evicted_open.remove(&ino);
