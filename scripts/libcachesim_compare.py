@@ -74,7 +74,9 @@ def run_hscm(hscm, path, policy, size):
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     out = subprocess.run(
         [hscm, "sim", "cache", "--trace", path, "--format", "oracle-general",
-         "--policy", policy, "--size", size, "--json"],
+         "--policy", policy, "--size", size,
+         # libCacheSim has no sequential cutoff (the tiered volume's, on by default).
+         "--sequential-cutoff", "0", "--json"],
         check=True, capture_output=True, text=True,
     ).stdout
     after = resource.getrusage(resource.RUSAGE_CHILDREN)

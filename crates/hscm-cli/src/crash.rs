@@ -26,7 +26,7 @@ pub fn crash_writer(path: &Path, seed: u64, block: usize, durability: Durability
         writeln!(out, "W {b} {version}")?;
         out.flush()?;
         vol.write_at(b * block as u64, &stamped_block(b, version, block))?;
-        if durability == Durability::OnFlush && rng.gen_ratio(1, 4) {
+        if durability.needs_flush() && rng.gen_ratio(1, 4) {
             vol.flush()?;
             writeln!(out, "F")?;
         }

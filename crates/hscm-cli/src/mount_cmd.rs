@@ -151,7 +151,8 @@ pub fn mount(a: &MountArgs) -> Result<()> {
     .with_context(|| format!("opening {}", a.volume.display()))?;
     let durability = match a.durability.unwrap_or(volume.header().durability) {
         Durability::Immediate => hscm_fs::Durability::Immediate,
-        Durability::OnFlush => hscm_fs::Durability::OnFlush,
+        // The file system's on-flush already keeps writes in RAM until fsync.
+        Durability::OnFlush | Durability::WriteBack => hscm_fs::Durability::OnFlush,
     };
     let volume = Arc::new(volume);
     let data_size = volume.size();

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::builder::TypedValueParser as _;
-use hscm_lab::units::human_bytes;
+use hscm_lab::units::{human_bytes, parse_size, size_arg};
 use hscm_nbd::{Endpoint, ExportOptions, ListenLimits, Listener, Server, Tls, TlsMode};
 use hscm_volume::{Durability, OpenOptions, Volume};
 
@@ -31,10 +31,17 @@ pub struct NbdArgs {
     #[arg(long)]
     pub read_only: bool,
     /// `immediate`: every acknowledged write is durable (FUA is native and free);
-    /// `on-flush`: writes reach the device, FLUSH or FUA makes them durable. Default:
-    /// the volume's own.
+    /// `on-flush`: writes reach the device before their reply (they survive a crash of
+    /// this server), FLUSH or FUA makes them durable; `write-back`: writes are
+    /// acknowledged once in RAM, as by a disk with a volatile cache, go home in the
+    /// background, and FLUSH or FUA makes everything before it durable (a crash of
+    /// this server loses what no FLUSH covered). Default: the volume's own.
     #[arg(long)]
     pub durability: Option<Durability>,
+    /// With write-back: the most bytes written and not yet home; a writer waits while
+    /// it is reached. Bounds what a FLUSH has to write.
+    #[arg(long, value_parser = parse_size, default_value = size_arg(hscm_volume::DEFAULT_DIRTY_MAX))]
+    pub dirty_max: u64,
     /// Requests each connection runs at once, at most: threads start as one and grow
     /// while requests wait on the device (replies may complete out of order).
     #[arg(long, default_value_t = ExportOptions::default().workers_per_connection,
@@ -211,6 +218,7 @@ pub fn serve(a: &NbdArgs) -> Result<()> {
         &OpenOptions {
             read_only: a.read_only,
             durability: a.durability,
+            dirty_max: Some(a.dirty_max),
             ..Default::default()
         },
     )
@@ -222,9 +230,9 @@ pub fn serve(a: &NbdArgs) -> Result<()> {
         "serving {} ({}, {}) at {}; Ctrl-C to stop",
         a.volume.display(),
         human_bytes(volume.size()),
-        match volume.durability() {
-            Durability::Immediate => "immediate",
-            Durability::OnFlush => "on-flush",
+        match volume.writeback_stats() {
+            Some(wb) => format!("write-back, at most {} dirty", human_bytes(wb.dirty_max)),
+            None => volume.durability().name().to_string(),
         },
         listener.uri(&a.export)
     );

@@ -121,10 +121,7 @@ pub fn create(path: &Path, a: &TierArgs, force: bool) -> Result<()> {
 }
 
 fn durability_name(d: Durability) -> &'static str {
-    match d {
-        Durability::Immediate => "immediate",
-        Durability::OnFlush => "on-flush",
-    }
+    d.name()
 }
 
 /// True when `path` starts with a tiered volume's magic.
@@ -318,6 +315,20 @@ pub fn replay(path: &Path, trace: &Path, format: Option<RequestFormat>, json: bo
         r.blocks,
         r.seconds
     )?;
+    if r.started_warm {
+        outln!(
+            "started warm: {} already cached ({}); `hscm sim cache` starts empty, so its counts match a replay on a freshly created volume",
+            r.cached_at_start_bytes
+                .iter()
+                .zip(&r.tiers)
+                .map(|(b, t)| format!("{} in {}", human_bytes(*b), t.tier))
+                .collect::<Vec<_>>()
+                .join(", "),
+            "an earlier replay, or the hot list restored at open"
+        )?;
+    } else {
+        outln!("started cold: nothing cached, as `hscm sim cache` starts")?;
+    }
     for t in &r.tiers {
         let total = (t.hits + t.misses).max(1) as f64;
         outln!(

@@ -76,7 +76,7 @@ fn run_rounds(durability: Durability, rounds: u64, journal_size: u64) {
         child.kill().unwrap(); // SIGKILL
         child.wait().unwrap();
         let lines = reader.join().unwrap();
-        // On-flush: a write is acknowledged only by a later "F" (flush) line.
+        // On-flush and write-back: a write is acknowledged only by a later "F" (flush) line.
         let mut since_flush: Vec<(u64, u64)> = Vec::new();
         for l in &lines {
             let mut it = l.split_whitespace();
@@ -95,7 +95,7 @@ fn run_rounds(durability: Durability, rounds: u64, journal_size: u64) {
                     );
                     match durability {
                         Durability::Immediate => acked[b as usize] = acked[b as usize].max(v),
-                        Durability::OnFlush => since_flush.push((b, v)),
+                        Durability::OnFlush | Durability::WriteBack => since_flush.push((b, v)),
                     }
                     total_acks += 1;
                 }
@@ -141,6 +141,11 @@ fn sigkill_loses_no_acknowledged_write_immediate() {
 #[test]
 fn sigkill_loses_no_acknowledged_write_on_flush() {
     run_rounds(Durability::OnFlush, 25, 0);
+}
+
+#[test]
+fn sigkill_loses_nothing_flushed_write_back() {
+    run_rounds(Durability::WriteBack, 25, 0);
 }
 
 #[test]

@@ -388,8 +388,20 @@ fn an_admission_filter_goes_in_front_of_any_eviction_policy() {
     let t = util::request_trace(dir.path(), &["--one-time", "0.3"]);
     let t = t.to_str().unwrap();
     let rows = |policy: &str, admission: Option<&str>| {
+        // Admission alone: no sequential cutoff (replay's placement turns a run of new
+        // keys into a long "sequential" run; tests/tier_cli.rs covers that).
         let mut a = vec![
-            "sim", "cache", "--trace", t, "--policy", policy, "--size", "500", "--json",
+            "sim",
+            "cache",
+            "--trace",
+            t,
+            "--policy",
+            policy,
+            "--size",
+            "500",
+            "--sequential-cutoff",
+            "0",
+            "--json",
         ];
         if let Some(adm) = admission {
             a.extend(["--admission", adm]);

@@ -268,6 +268,28 @@ fn bench_nbd_json_contract() {
     let ratios = v["ratios"].as_object().unwrap();
     assert!(ratios.contains_key("randread qd1x1 hscm-on-flush/nbdkit-memory"));
     assert!(ratios.contains_key("randwrite qd1x1 hscm-immediate/nbdkit-file-fua"));
+    assert!(ratios.contains_key("randwrite qd16x4 hscm-write-back/nbdkit-memory"));
+    assert!(ratios.contains_key("randrw qd1x1 hscm-write-back/nbdkit-memory"));
+    let flush = v["flush"].as_array().unwrap();
+    let patterns: Vec<&str> = flush
+        .iter()
+        .map(|r| r["pattern"].as_str().unwrap())
+        .collect();
+    assert_eq!(patterns, ["sequential-1m", "random-4k"]);
+    for r in flush {
+        // A quarter of the 4 MiB export is dirty before each flush.
+        assert_eq!(r["dirty_bytes"], 1 << 20, "{r}");
+        for field in [
+            "flush_ms",
+            "device_write_ms",
+            "device_sync_ms",
+            "flush_vs_device",
+            "device_random_ms",
+        ] {
+            assert!(r[field].as_f64().unwrap() > 0.0, "{field} in {r}");
+        }
+        assert!(r["home_runs"].as_u64().unwrap() > 0, "{r}");
+    }
     assert!(
         util::entries(dir.path()).is_empty(),
         "scratch data left behind"
@@ -276,8 +298,8 @@ fn bench_nbd_json_contract() {
 
 /// A libnbd client (Debian's python3-libnbd) that writes stamped 4 KiB blocks at
 /// random offsets until it is stopped, printing what the server acknowledged: in
-/// immediate mode every write as it returns, in on-flush mode each batch once the
-/// FLUSH after it returns.
+/// immediate mode every write as it returns, in on-flush and write-back mode each
+/// batch once the FLUSH after it returns.
 const WRITER: &str = r#"
 import nbd, random, sys
 uri, seed, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
@@ -389,6 +411,13 @@ fn kill_9_loses_nothing_flushed_in_on_flush_mode() {
     kill_loop("on-flush", 20);
 }
 
+/// Write-back: the server acknowledges writes from RAM; a kill -9 may lose what no
+/// FLUSH covered, never what one did.
+#[test]
+fn kill_9_loses_nothing_flushed_in_write_back_mode() {
+    kill_loop("write-back", 20);
+}
+
 #[test]
 fn fio_verifies_its_crc32c_blocks_before_and_after_a_kill_9() {
     let dir = tempfile::tempdir().unwrap();
@@ -460,6 +489,11 @@ fn ext4_over_nbdfuse_survives_kill_9_in_immediate_mode() {
 #[test]
 fn ext4_over_nbdfuse_survives_kill_9_in_on_flush_mode() {
     ext4_rounds("on-flush");
+}
+
+#[test]
+fn ext4_over_nbdfuse_survives_kill_9_in_write_back_mode() {
+    ext4_rounds("write-back");
 }
 
 #[test]

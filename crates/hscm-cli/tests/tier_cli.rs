@@ -7,10 +7,23 @@ use std::io::Write;
 
 use util::{ok_json, run as hscm};
 
+/// 3,000 skewed requests of 1 or 2 blocks, then a 6 MiB scan of blocks never touched
+/// before (longer than the default 4 MiB sequential cutoff), then 1,000 more.
 fn msr_trace(path: &std::path::Path) {
     let mut f = std::fs::File::create(path).unwrap();
     let mut x = 12345u64;
-    for i in 0..3000u64 {
+    for i in 0..4000u64 {
+        if i == 3000 {
+            for b in 0..1536u64 {
+                writeln!(
+                    f,
+                    "{},h,0,Read,{},4096,0",
+                    i * 10_000 + b,
+                    (2000 + b) * 4096
+                )
+                .unwrap();
+            }
+        }
         x = x
             .wrapping_mul(6364136223846793005)
             .wrapping_add(1442695040888963407);
@@ -44,10 +57,6 @@ fn a_replay_through_the_volume_hits_as_the_simulator_predicts() {
         "arc",
         "--admission",
         "second-miss",
-        "--sequential-cutoff",
-        "0",
-        "--durability",
-        "on-flush",
     ]);
     assert!(o.status.success(), "{}", util::stderr(&o));
     let info = ok_json(&["volume", "info", v, "--json"]);
@@ -59,7 +68,9 @@ fn a_replay_through_the_volume_hits_as_the_simulator_predicts() {
     let trace = dir.path().join("t.msr.csv");
     msr_trace(&trace);
     let t = trace.to_str().unwrap();
+    // Both with their defaults, the sequential cutoff included.
     let replay = ok_json(&["volume", "replay", v, "--trace", t, "--json"]);
+    assert_eq!(replay["started_warm"], false, "{replay}");
     let sim = ok_json(&[
         "sim",
         "cache",
@@ -81,6 +92,9 @@ fn a_replay_through_the_volume_hits_as_the_simulator_predicts() {
     assert_eq!(dram["hits"], sim[0]["hits"], "{replay}\n{sim}");
     let misses = sim[0]["requests"].as_u64().unwrap() - sim[0]["hits"].as_u64().unwrap();
     assert_eq!(dram["misses"].as_u64().unwrap(), misses);
+    assert!(dram["bypassed_sequential"].as_u64().unwrap() > 0, "{dram}");
+    assert_eq!(dram["bypassed_sequential"], sim[0]["bypassed_sequential"]);
+    assert_eq!(sim[0]["sequential_cutoff"], 4 << 20);
 
     // The replay closed the volume cleanly: its counters are saved, and a second replay
     // adds to the lifetime ones.
@@ -90,7 +104,10 @@ fn a_replay_through_the_volume_hits_as_the_simulator_predicts() {
     assert_eq!(saved["session"]["requests"], replay["requests"]);
     assert_eq!(saved["session"]["tiers"][0]["hits"], dram["hits"]);
     assert_eq!(saved["dirty_bytes"], 0);
-    ok_json(&["volume", "replay", v, "--trace", t, "--json"]);
+    // The second replay starts with what the first left in DRAM, and says so.
+    let second = ok_json(&["volume", "replay", v, "--trace", t, "--json"]);
+    assert_eq!(second["started_warm"], true, "{second}");
+    assert!(second["cached_at_start_bytes"][0].as_u64().unwrap() > 0);
     let again = ok_json(&["volume", "stats", v, "--json"]);
     assert_eq!(
         again["saved"]["lifetime"]["requests"].as_u64().unwrap(),

@@ -26,6 +26,7 @@ pub mod kv;
 pub mod memsim;
 pub mod memsim_validation;
 pub mod nbd;
+pub mod nbd_flush;
 pub mod nbd_strangers;
 pub mod par;
 pub mod params;

@@ -56,8 +56,9 @@ pub struct NbdRow {
     /// bound), nbdkit-odirect (a server that writes each request with O_DIRECT: the
     /// bound of write-through exports) or device-odirect (the disk alone, no server).
     pub target: String,
-    /// What an acknowledged write means: immediate, on-flush, volatile, flush-only,
-    /// fua, none (the null plugin keeps nothing), or device (on the disk, unsynced).
+    /// What an acknowledged write means: immediate, on-flush (on the device), write-back
+    /// (in the server's RAM until FLUSH), volatile, flush-only, fua, none (the null
+    /// plugin keeps nothing), or device (on the disk, unsynced).
     pub durability: String,
     pub iops: f64,
     pub p50_us: f64,
@@ -69,6 +70,9 @@ pub struct NbdBench {
     pub rows: Vec<NbdRow>,
     /// "WORKLOAD qdQDxJOBS TARGET/BASELINE" → IOPS ratio, measured in this run.
     pub ratios: BTreeMap<String, f64>,
+    /// What a FLUSH costs a write-back volume after N dirty MiB, beside the device's
+    /// sequential write of N MiB plus one sync, measured in the same run.
+    pub flush: Vec<crate::nbd_flush::FlushRow>,
     pub seconds: f64,
     pub size: u64,
     /// Targets left out of this run, each with why (a bound whose tools are missing
@@ -228,8 +232,9 @@ fn fio(
 /// before its reply, as the volume's do: one O_DIRECT pwrite per request, nothing else
 /// (on the same file as nbdkit-file). `device-odirect` is no server: fio writing 4 KiB
 /// blocks with O_DIRECT straight to that file, the disk's own bound.
-const TARGETS: [(&str, &str, &[&str]); 8] = [
+const TARGETS: [(&str, &str, &[&str]); 9] = [
     ("hscm", "on-flush", &["randread", "randwrite", "randrw"]),
+    ("hscm", "write-back", &["randwrite", "randrw"]),
     ("hscm", "immediate", &["randwrite"]),
     (
         "nbdkit-memory",
@@ -274,13 +279,9 @@ pub fn bench(a: &NbdBenchArgs) -> Result<NbdBench> {
                 ];
                 (None, engine)
             }
-            ("hscm", "immediate") => {
-                let r = start_hscm(dir, a.size, Durability::Immediate)?;
-                let e = nbd(&r);
-                (Some(r), e)
-            }
-            ("hscm", _) => {
-                let r = start_hscm(dir, a.size, Durability::OnFlush)?;
+            ("hscm", name) => {
+                let durability: Durability = name.parse()?;
+                let r = start_hscm(dir, a.size, durability)?;
                 let e = nbd(&r);
                 (Some(r), e)
             }
@@ -362,9 +363,11 @@ pub fn bench(a: &NbdBenchArgs) -> Result<NbdBench> {
         }
     }
     let ratios = ratios(&rows);
+    let flush = crate::nbd_flush::bench(dir, a)?;
     Ok(NbdBench {
         rows,
         ratios,
+        flush,
         seconds: a.seconds,
         size: a.size,
         skipped,
@@ -461,6 +464,8 @@ pub fn print(b: &NbdBench) -> Result<()> {
     for (k, v) in &b.ratios {
         outln!("{k:<50} {v:>7.2}x")?;
     }
+    outln!()?;
+    crate::nbd_flush::print(&b.flush)?;
     Ok(())
 }
 

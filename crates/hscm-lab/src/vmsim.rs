@@ -122,6 +122,13 @@ pub struct CacheArgs {
     /// key: libCacheSim's bloom-filter admission, exactly). Not with ac-lru or belady.
     #[arg(long, value_parser = parse_admission)]
     pub admission: Option<AdmissionName>,
+    /// The tiered volume's sequential cutoff, so the simulator predicts `hscm volume
+    /// replay` with the volume's defaults: each key is placed as replay places it (the
+    /// next free block on its first request), and a request in a sequential run longer
+    /// than this is not admitted on a miss. 0 turns it off (as in libCacheSim).
+    /// Online policies only: Belady and --one-pass ignore it.
+    #[arg(long, value_parser = units::parse_size, default_value = units::size_arg(hscm_policy::cache::DEFAULT_SEQUENTIAL_CUTOFF))]
+    pub sequential_cutoff: u64,
     /// Storage behind the cache for the headline access time: hdd, ssd, scm, dram
     /// (all four are in `access_times`).
     #[arg(long, value_parser = parse_profile, default_value = "scm")]
@@ -240,6 +247,7 @@ fn run_cache(a: &CacheArgs, progress: bool) -> Result<Vec<CacheResult>> {
             ghost_entries: a.ghost,
             admission: a.admission,
             profiles: &profiles,
+            sequential_cutoff: a.sequential_cutoff,
         };
         Ok(cache::run(
             &spec,
@@ -694,6 +702,8 @@ pub fn bench_cache(requests: u64, objects: u64, progress: bool) -> Result<CacheB
             ghost_entries: None,
             admission: None,
             profiles: &profiles,
+            // libCacheSim has no sequential cutoff.
+            sequential_cutoff: 0,
         };
         let c0 = crate::memsim::cpu_seconds();
         let w0 = Instant::now();

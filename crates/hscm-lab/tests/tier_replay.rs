@@ -1,6 +1,8 @@
 //! A block trace replayed through a real tiered volume hits and misses in DRAM exactly
 //! as `hscm sim cache` predicts for the same policy and DRAM size: one policy code, two
-//! uses. Checked for every online policy the simulator offers and every admission filter.
+//! uses. Checked for every online policy the simulator offers and every admission filter,
+//! with the defaults of both (the volume's sequential cutoff included), on the trace the
+//! report uses.
 
 use std::sync::Arc;
 
@@ -16,9 +18,11 @@ const RAM_BLOCKS: u64 = 96;
 fn a_replay_hits_and_misses_exactly_as_the_simulator_predicts_for_every_policy() {
     let dir = tempfile::tempdir().unwrap();
     let trace = dir.path().join("t.msr.csv");
-    write_msr_trace(&trace, 12_000, 1_500, 7).unwrap();
+    // The report's trace (`hscm reproduce`): its scan of new blocks is placed in one
+    // run longer than the default 4 MiB cutoff.
+    write_msr_trace(&trace, 40_000, 6_000, 7).unwrap();
     // An in-memory home: the counts do not depend on the device.
-    let rows = replay_agreement(&trace, RAM_BLOCKS, 2048, &mut |cfg| {
+    let rows = replay_agreement(&trace, 400, 12_000, &mut |cfg| {
         let home = FaultyBackend::new(cfg.home_len() as usize, "home");
         TieredVolume::format(&home, cfg)?;
         Ok(TieredVolume::open_on(Arc::new(home))?)
@@ -37,6 +41,10 @@ fn a_replay_hits_and_misses_exactly_as_the_simulator_predicts_for_every_policy()
             r.policy
         );
     }
+    assert!(
+        rows.iter().all(|r| r.replayed_sequential_bypassed > 0),
+        "the cutoff never applied: {rows:?}"
+    );
     // The policies do differ on it.
     let hits: std::collections::HashSet<u64> = rows.iter().map(|r| r.replayed_hits).collect();
     assert!(hits.len() > 10, "{hits:?}");

@@ -103,7 +103,8 @@ impl<T: Send + Sync> Handle<T> {
 }
 
 /// A durable RAM volume: reads from RAM, every write durable before it returns
-/// (immediate) or at the next flush (on-flush).
+/// (immediate), on the device and durable at the next flush (on-flush), or in RAM and
+/// durable at the next flush (write-back).
 #[pyclass(frozen, module = "hscm._native")]
 pub struct Volume {
     handle: Handle<Vol>,
@@ -140,17 +141,21 @@ impl Volume {
     }
 
     /// Opens the volume at `path`; it is usable at once and warms in the background.
+    /// `durability` overrides the volume's own for this session; with "write-back",
+    /// `dirty_max` bounds the bytes written and not yet home (256 MiB by default).
     #[new]
-    #[pyo3(signature = (path, read_only=false, durability=None))]
+    #[pyo3(signature = (path, read_only=false, durability=None, dirty_max=None))]
     fn open(
         py: Python<'_>,
         path: PathBuf,
         read_only: bool,
         durability: Option<&str>,
+        dirty_max: Option<u64>,
     ) -> PyResult<Self> {
         let opts = OpenOptions {
             durability: self::durability(durability)?,
             read_only,
+            dirty_max,
             ..OpenOptions::default()
         };
         let v = py.detach(|| Vol::open(&path, &opts)).map_err(vol_err)?;
@@ -215,8 +220,9 @@ impl Volume {
     }
 
     /// Writes `data` (bytes or any contiguous buffer) at `offset`, with the volume's
-    /// durability or the one given ("immediate": durable when this returns;
-    /// "on-flush": durable at the next flush).
+    /// durability or the one given ("immediate": durable when this returns, and in a
+    /// write-back session everything before it too; "on-flush" or "write-back":
+    /// durable at the next flush).
     #[pyo3(signature = (offset, data, durability=None))]
     fn write(
         &self,

@@ -38,6 +38,20 @@ def test_a_volume_keeps_what_was_written_across_a_reopen(tmp_path: Path) -> None
             v.write(0, b"x")  # opened read-only
 
 
+def test_a_write_back_session_keeps_what_a_flush_covered(tmp_path: Path) -> None:
+    path = tmp_path / "wb.hscm"
+    hscm.Volume.create(path, 4 << 20)
+    with hscm.Volume(path, durability="write-back", dirty_max=64 << 10) as v:
+        assert v.durability == "write-back"
+        for i in range(64):  # four times the bound: writers wait for passes
+            v.write(i * 65536, bytes([i + 1]) * 4096)
+        v.flush()
+    with hscm.Volume(path, read_only=True) as v:
+        assert all(v.read(i * 65536, 4096) == bytes([i + 1]) * 4096 for i in range(64))
+    with pytest.raises(hscm.HscmError, match="durability"):
+        hscm.Volume(path, durability="write-behind")
+
+
 def test_a_volume_refuses_bad_requests_by_name(tmp_path: Path) -> None:
     path = tmp_path / "v.hscm"
     hscm.Volume.create(path, 1 << 20)

@@ -3,7 +3,7 @@
 
 use rustc_hash::FxHashMap as HashMap;
 
-use hscm_policy::cache::{CacheOutcome, CachePolicy, PolicySpec};
+use hscm_policy::cache::{CacheOutcome, CachePolicy, PolicySpec, SequentialCutoff};
 use memmap2::MmapMut;
 use serde::{Deserialize, Serialize};
 
@@ -140,42 +140,6 @@ impl TierStats {
     }
 }
 
-/// Recent sequential runs (bcache's sequential cutoff, simplified to the last few
-/// streams): a request that starts where a run ended extends it.
-struct Streams {
-    /// (next offset, run length in bytes, last use)
-    runs: [(u64, u64, u64); 16],
-    clock: u64,
-}
-
-impl Streams {
-    fn new() -> Streams {
-        Streams {
-            runs: [(u64::MAX, 0, 0); 16],
-            clock: 0,
-        }
-    }
-
-    /// Records a request and returns the length of the sequential run it belongs to.
-    fn observe(&mut self, offset: u64, len: u64) -> u64 {
-        self.clock += 1;
-        let end = offset + len;
-        if let Some(r) = self.runs.iter_mut().find(|r| r.0 == offset) {
-            r.0 = end;
-            r.1 += len;
-            r.2 = self.clock;
-            return r.1;
-        }
-        let oldest = self
-            .runs
-            .iter_mut()
-            .min_by_key(|r| r.2)
-            .expect("sixteen runs");
-        *oldest = (end, len, self.clock);
-        len
-    }
-}
-
 /// What the tier knows of one cached block.
 struct Entry {
     slot: u32,
@@ -217,8 +181,7 @@ pub(crate) struct Dram {
     block: usize,
     free: Vec<u32>,
     evicted: Vec<u64>,
-    streams: Streams,
-    cutoff: u64,
+    sequential: SequentialCutoff,
     clock: u64,
     pub(crate) stats: TierStats,
 }
@@ -238,8 +201,7 @@ impl Dram {
             block: cfg.block as usize,
             free: (0..slots as u32).rev().collect(),
             evicted: Vec::new(),
-            streams: Streams::new(),
-            cutoff: cfg.sequential_cutoff,
+            sequential: SequentialCutoff::new(cfg.sequential_cutoff),
             clock: 0,
             stats: TierStats {
                 tier: "dram".into(),
@@ -251,8 +213,7 @@ impl Dram {
 
     /// Notes a request for the sequential cutoff: true when it should bypass DRAM.
     pub(crate) fn sequential(&mut self, offset: u64, len: u64) -> bool {
-        let run = self.streams.observe(offset, len);
-        self.cutoff > 0 && run > self.cutoff
+        self.sequential.is_sequential(offset, len)
     }
 
     /// One block of a request: a hit, or a miss admitted (evicting as the policy
@@ -422,19 +383,5 @@ impl Dram {
             self.cached.iter().map(|(&b, e)| (e.last_use, b)).collect();
         blocks.sort_unstable_by(|a, b| b.cmp(a));
         blocks.into_iter().map(|(_, b)| b).collect()
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_run_counts_only_requests_that_continue_it() {
-        let mut s = Streams::new();
-        assert_eq!(s.observe(0, 4096), 4096);
-        assert_eq!(s.observe(4096, 4096), 8192);
-        assert_eq!(s.observe(1 << 20, 4096), 4096);
-        assert_eq!(s.observe(8192, 8192), 16384);
     }
 }

@@ -104,14 +104,11 @@ impl FastConfig {
 pub const MAX_FAST_PATH: usize = 1024;
 
 fn durability_name<S: serde::Serializer>(d: &Durability, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(match d {
-        Durability::Immediate => "immediate",
-        Durability::OnFlush => "on-flush",
-    })
+    s.serialize_str(d.name())
 }
 
-/// bcache's default sequential cutoff.
-pub const DEFAULT_SEQUENTIAL_CUTOFF: u64 = 4 << 20;
+/// bcache's default sequential cutoff (one definition, shared with `hscm sim cache`).
+pub use hscm_policy::cache::DEFAULT_SEQUENTIAL_CUTOFF;
 
 impl TierConfig {
     /// A volume of `size` bytes with `ram` bytes of DRAM, 4 KiB blocks, LRU, no
@@ -130,6 +127,11 @@ impl TierConfig {
     }
 
     pub fn validate(&self) -> Result<()> {
+        if self.durability == Durability::WriteBack {
+            return Err(Error::Config(
+                "a tiered volume has no write-back durability (use on-flush; its fast tier has a write-back mode of its own)".into(),
+            ));
+        }
         let b = u64::from(self.block);
         if !(4096..=1 << 20).contains(&b) || !b.is_power_of_two() {
             return Err(Error::Config(format!(
@@ -186,7 +188,8 @@ impl TierConfig {
         h[32..40].copy_from_slice(&self.sequential_cutoff.to_le_bytes());
         h[40] = match self.durability {
             Durability::Immediate => 0,
-            Durability::OnFlush => 1,
+            // `validate` refuses write-back before any header is written.
+            Durability::OnFlush | Durability::WriteBack => 1,
         };
         put_name(&mut h[48..80], self.eviction.name());
         put_name(&mut h[80..112], self.admission.map_or("", |a| a.name()));

@@ -2,7 +2,9 @@
 
 use std::collections::BinaryHeap;
 
-use hscm_policy::cache::{AdmissionName, CacheOutcome, CachePolicy, EvictionName, PolicySpec};
+use hscm_policy::cache::{
+    AdmissionName, CacheOutcome, CachePolicy, EvictionName, PolicySpec, SequentialCutoff,
+};
 use hscm_trace::{Request, TraceError};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
@@ -146,6 +148,11 @@ pub struct CacheResult {
     pub byte_miss_ratio: f64,
     pub inserted: u64,
     pub bypassed: u64,
+    /// Of `bypassed`: misses not admitted because they belonged to a sequential run
+    /// longer than `sequential_cutoff`.
+    pub bypassed_sequential: u64,
+    /// The cutoff this run applied (0: none).
+    pub sequential_cutoff: u64,
     pub bytes_inserted: u64,
     pub access_time: AccessTime,
     pub access_times: Vec<AccessTime>,
@@ -249,6 +256,8 @@ impl Tally {
             byte_miss_ratio: self.miss_bytes as f64 / self.bytes.max(1) as f64,
             inserted: self.inserted,
             bypassed: self.bypassed,
+            bypassed_sequential: 0,
+            sequential_cutoff: 0,
             bytes_inserted: self.bytes_inserted,
             access_time: times.first().cloned().unwrap_or(AccessTime {
                 profile: String::new(),
@@ -274,6 +283,12 @@ pub struct CacheRun<'a> {
     pub admission: Option<AdmissionName>,
     /// The first is the headline `access_time`.
     pub profiles: &'a [StorageProfile],
+    /// The tiered volume's sequential cutoff in bytes (0: off), applied as `hscm
+    /// volume replay` meets it: each key is placed at the next free offset on its
+    /// first request (replay's first-touch placement), and a request whose run of
+    /// consecutive offsets is longer than the cutoff is not admitted on a miss.
+    /// Online policies only (Belady and the one-pass LRU have no volume to agree with).
+    pub sequential_cutoff: u64,
 }
 
 /// Runs an online policy over `requests`.
@@ -307,8 +322,12 @@ pub fn run(
         (online, None) => online,
     };
     let policy_name = online.map_or_else(|| spec.policy.name().to_string(), |s| s.name());
+    let mut bypassed_sequential = 0;
+    let mut applied_cutoff = 0;
     if let Some(online) = online {
         let mut cache = online.build(spec.capacity);
+        let mut placement = FirstTouch::new(spec.sequential_cutoff);
+        applied_cutoff = spec.sequential_cutoff;
         // Look a few requests ahead so the policy can start loading their entries
         // while it serves the current one.
         const AHEAD: usize = 8;
@@ -327,7 +346,17 @@ pub fn run(
                 window.push_back(next);
             }
             let weight = if spec.objects { 1 } else { u64::from(r.size) };
-            let outcome = cache.access(r.key, weight);
+            let outcome = if placement.is_sequential(r.key, u64::from(r.size)) {
+                // As the volume does: a hit is a hit; a miss is not admitted.
+                bypassed_sequential += 1;
+                if cache.lookup(r.key) {
+                    CacheOutcome::Hit
+                } else {
+                    CacheOutcome::Bypassed
+                }
+            } else {
+                cache.access(r.key, weight)
+            };
             tally.add(outcome, u64::from(r.size));
             if tally.requests & 0xfffff == 0 {
                 progress(tally.requests);
@@ -338,14 +367,49 @@ pub fn run(
         run_belady_into(&all, spec.capacity, spec.objects, &mut tally);
     }
     progress(tally.requests);
-    Ok(tally.finish(
+    let mut result = tally.finish(
         spec.trace,
         &policy_name,
         spec.capacity,
         unit,
         spec.profiles,
         start.elapsed().as_secs_f64(),
-    ))
+    );
+    result.bypassed_sequential = bypassed_sequential;
+    result.sequential_cutoff = applied_cutoff;
+    Ok(result)
+}
+
+/// Replay's first-touch placement and the volume's sequential cutoff: each new key
+/// gets the next free offset (after the bytes of the keys placed before it), and each
+/// request is observed at its key's offset.
+struct FirstTouch {
+    cutoff: SequentialCutoff,
+    offsets: FxHashMap<u64, u64>,
+    next: u64,
+}
+
+impl FirstTouch {
+    fn new(cutoff: u64) -> FirstTouch {
+        FirstTouch {
+            cutoff: SequentialCutoff::new(cutoff),
+            offsets: FxHashMap::default(),
+            next: 0,
+        }
+    }
+
+    /// True when the request bypasses the cache on a miss.
+    fn is_sequential(&mut self, key: u64, size: u64) -> bool {
+        if self.cutoff.cutoff() == 0 {
+            return false;
+        }
+        let offset = *self.offsets.entry(key).or_insert_with(|| {
+            let at = self.next;
+            self.next += size;
+            at
+        });
+        self.cutoff.is_sequential(offset, size)
+    }
 }
 
 /// Belady's MIN: on a miss, evict the cached objects whose next use is farthest (or
@@ -536,6 +600,7 @@ mod tests {
             ghost_entries: None,
             admission: None,
             profiles: &p,
+            sequential_cutoff: 0,
         };
         let b = run(
             &spec(PolicyName::Belady),
@@ -599,7 +664,7 @@ mod tests {
         #[test]
         fn belady_matches_the_exhaustive_optimum(t in proptest::collection::vec(0u64..6, 1..16), cap in 1u64..4) {
             let p = profiles();
-            let spec = CacheRun { trace: "t", policy: PolicyName::Belady, capacity: cap, objects: true, ghost_entries: None, admission: None, profiles: &p };
+            let spec = CacheRun { trace: "t", policy: PolicyName::Belady, capacity: cap, objects: true, ghost_entries: None, admission: None, profiles: &p, sequential_cutoff: 0 };
             let b = run(&spec, t.iter().map(|&k| req(k)), &mut |_| {}).unwrap();
             proptest::prop_assert_eq!(b.requests - b.hits, brute_force_min(&t, cap as usize));
         }
@@ -616,6 +681,7 @@ mod tests {
             ghost_entries: None,
             admission: None,
             profiles: &p,
+            sequential_cutoff: 0,
         };
         // One object accessed n = 3 times: Tc = Tm + 2t = 1.8 + 2 = 3.8 µs; Tx = 3T = 3.9 µs.
         let r = run(&spec, [1u64, 1, 1].iter().map(|&k| req(k)), &mut |_| {}).unwrap();

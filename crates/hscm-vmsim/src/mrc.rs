@@ -239,7 +239,7 @@ mod tests {
             let sd = stack_distances(keys.iter().map(|&k| req(k)), &mut |_| {}).unwrap();
             let p = vec![StorageProfile::from_name("scm").unwrap()];
             for c in [1u64, 2, 5, 17, 64, 299, 1000] {
-                let spec = CacheRun { trace: "t", policy: PolicyName::Lru, capacity: c, objects: true, ghost_entries: None, admission: None, profiles: &p };
+                let spec = CacheRun { trace: "t", policy: PolicyName::Lru, capacity: c, objects: true, ghost_entries: None, admission: None, profiles: &p, sequential_cutoff: 0 };
                 let r = run(&spec, keys.iter().map(|&k| req(k)), &mut |_| {}).unwrap();
                 prop_assert_eq!(sd.hits(c).0, r.hits, "size {}", c);
             }
@@ -264,7 +264,7 @@ mod tests {
             let one = byte_hits(&caps, keys.iter().map(|&k| sized(k)), &mut |_| {}).unwrap();
             let p = vec![StorageProfile::from_name("scm").unwrap()];
             for (c, (hits, hit_bytes)) in caps.iter().zip(one) {
-                let spec = CacheRun { trace: "t", policy: PolicyName::Lru, capacity: *c, objects: false, ghost_entries: None, admission: None, profiles: &p };
+                let spec = CacheRun { trace: "t", policy: PolicyName::Lru, capacity: *c, objects: false, ghost_entries: None, admission: None, profiles: &p, sequential_cutoff: 0 };
                 let r = run(&spec, keys.iter().map(|&k| sized(k)), &mut |_| {}).unwrap();
                 prop_assert_eq!(hits, r.hits, "size {}", c);
                 let miss_bytes = (r.byte_miss_ratio * keys.iter().map(|&k| 100 + (k * 37) % 900).sum::<u64>() as f64).round() as u64;
@@ -298,6 +298,7 @@ mod tests {
                 ghost_entries: None,
                 admission: None,
                 profiles: &p,
+                sequential_cutoff: 0,
             };
             let r = run(&spec, keys.iter().map(|&k| req(k)), &mut |_| {}).unwrap();
             assert_eq!(sd.hits(c).0, r.hits, "size {c}");

@@ -39,7 +39,7 @@ pub use journal::{JOURNAL_OFFSET, MIN_JOURNAL};
 pub use ram::{check_fits_in_memory, memory_available_for_volumes};
 pub use volume::{
     CreateOptions, Inspection, JournalStats, LoadProgress, LoadState, OpenOptions, Volume,
-    DEFAULT_CHUNK_SIZE,
+    WriteBackStats, DEFAULT_CHUNK_SIZE, DEFAULT_DIRTY_MAX,
 };
 
 /// When a write is durable. See docs/design.md.
@@ -48,9 +48,16 @@ pub enum Durability {
     /// `write_at` returns Ok only once the bytes survive a power cut.
     /// Concurrent writers share device syncs (group commit).
     Immediate,
-    /// Block-device semantics: `write_at` returns once the bytes reached the device;
-    /// `flush` makes every completed write durable.
+    /// Write-through with flush-time durability: `write_at` returns once the bytes
+    /// reached the device (so they survive a kill -9 of the process); `flush` makes
+    /// every completed write durable.
     OnFlush,
+    /// A disk with a volatile write cache: `write_at` returns once the bytes are in
+    /// RAM; dirty sectors go home in the background, in sorted runs, and at most
+    /// `OpenOptions::dirty_max` of them wait at a time; `flush` (and a FUA write) makes
+    /// every write completed before it durable. A kill -9 loses what no flush covered,
+    /// as a power cut does. Volumes without a journal only.
+    WriteBack,
 }
 
 impl Durability {
@@ -58,6 +65,7 @@ impl Durability {
         match self {
             Durability::Immediate => 0,
             Durability::OnFlush => 1,
+            Durability::WriteBack => 2,
         }
     }
 
@@ -65,14 +73,28 @@ impl Durability {
         match code {
             0 => Some(Durability::Immediate),
             1 => Some(Durability::OnFlush),
+            2 => Some(Durability::WriteBack),
             _ => None,
         }
+    }
+
+    /// Every mode, for help texts and pickers.
+    pub const ALL: [Durability; 3] = [
+        Durability::Immediate,
+        Durability::OnFlush,
+        Durability::WriteBack,
+    ];
+
+    /// True when a completed write may be lost until a flush covers it.
+    pub fn needs_flush(self) -> bool {
+        self != Durability::Immediate
     }
 
     pub fn name(self) -> &'static str {
         match self {
             Durability::Immediate => "immediate",
             Durability::OnFlush => "on-flush",
+            Durability::WriteBack => "write-back",
         }
     }
 }
@@ -89,8 +111,9 @@ impl std::str::FromStr for Durability {
         match s {
             "immediate" => Ok(Durability::Immediate),
             "on-flush" | "onflush" => Ok(Durability::OnFlush),
+            "write-back" | "writeback" => Ok(Durability::WriteBack),
             _ => Err(Error::InvalidArgument(format!(
-                "unknown durability {s:?}; use immediate or on-flush"
+                "unknown durability {s:?}; use immediate, on-flush or write-back"
             ))),
         }
     }

@@ -55,9 +55,10 @@ impl BlockTarget for Volume {
     fn capabilities(&self) -> Capabilities {
         Capabilities {
             read_only: self.is_read_only(),
-            // A FUA write is an Immediate write: one group-committed sync, no more.
+            // A FUA write is an Immediate write: one group-committed sync (in a
+            // write-back session, one write-back pass), no more.
             fua: FuaSupport::Native,
-            flush: self.durability() == Durability::OnFlush,
+            flush: self.durability().needs_flush(),
             // flush() makes every write completed before it durable, whoever made it.
             multi_conn: true,
             trim: true,

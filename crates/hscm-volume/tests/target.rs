@@ -23,13 +23,16 @@ fn faulty(durability: Durability, journal_size: u64) -> (FaultyBackend, Volume) 
 
 #[test]
 fn the_volume_keeps_the_block_target_contract() {
-    for durability in [Durability::Immediate, Durability::OnFlush] {
+    for durability in Durability::ALL {
         for journal in [0, MIN_JOURNAL] {
+            if durability == Durability::WriteBack && journal > 0 {
+                continue;
+            }
             let (_, v) = faulty(durability, journal);
             conformance::check_writable(&v);
             let caps = v.capabilities();
             assert_eq!(caps.fua, FuaSupport::Native);
-            assert_eq!(caps.flush, durability == Durability::OnFlush);
+            assert_eq!(caps.flush, durability != Durability::Immediate);
             assert!(caps.multi_conn && caps.trim && caps.zero && !caps.read_only);
         }
     }
@@ -54,11 +57,15 @@ fn the_volume_keeps_the_block_target_contract() {
 }
 
 /// On an Immediate volume an acknowledged discard or zeroing is durable, as an
-/// acknowledged write is; on an OnFlush volume, after FUA or a flush.
+/// acknowledged write is; on an OnFlush or WriteBack volume, after FUA or a flush.
 #[test]
 fn acknowledged_zeroes_survive_a_power_cut() {
     let data = vec![0xa5u8; 200_000];
-    for (durability, fua) in [(Durability::Immediate, false), (Durability::OnFlush, true)] {
+    for (durability, fua) in [
+        (Durability::Immediate, false),
+        (Durability::OnFlush, true),
+        (Durability::WriteBack, true),
+    ] {
         for (seed, zero_with_discard) in [(1, true), (2, false)] {
             let (dev, v) = faulty(durability, 0);
             BlockTarget::write_at(&v, 0, &data, WriteFlags::FUA).unwrap();
@@ -96,4 +103,34 @@ fn fast_zeroes_are_refused_not_faked() {
     let err = BlockTarget::write_zeroes(&v, 0, 4096, flags).unwrap_err();
     assert!(matches!(err, hscm_block::Error::Unsupported(_)), "{err}");
     assert_eq!(err.errno(), 95);
+}
+
+/// Write-back and a journal do not mix: refused at create and at open, by name.
+#[test]
+fn write_back_refuses_a_journal() {
+    let opts = CreateOptions {
+        durability: Durability::WriteBack,
+        journal_size: MIN_JOURNAL,
+        ..CreateOptions::default()
+    };
+    let dev = FaultyBackend::new(opts.backing_len(SIZE) as usize, "wb-dev");
+    let err = Volume::format(&dev, SIZE, &opts).unwrap_err().to_string();
+    assert!(
+        err.contains("write-back needs a volume without a journal"),
+        "{err}"
+    );
+    let (dev, v) = faulty(Durability::Immediate, MIN_JOURNAL);
+    v.close().unwrap();
+    let open = OpenOptions {
+        durability: Some(Durability::WriteBack),
+        ..OpenOptions::default()
+    };
+    let err = Volume::open_backend(Box::new(dev), &open)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        err.contains("without a journal") && err.contains("target-dev"),
+        "{err}"
+    );
 }

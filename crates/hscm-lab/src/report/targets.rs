@@ -138,8 +138,16 @@ target!(NBD_READ_QD1_VS_MEMORY, "4 KiB random reads, QD1: hscm / nbdkit memory p
     ThisProject, "", "a durable export faster than the volatile RAM export people use today");
 target!(NBD_READ_QD16_VS_MEMORY, "4 KiB random reads, QD16 x 4 jobs: hscm / nbdkit memory plugin (IOPS)", >= 1.0, "x",
     ThisProject, "", "at depth, at least as fast as the volatile RAM export");
-target!(NBD_ONFLUSH_WRITE_VS_MEMORY, "4 KiB random writes, on-flush: hscm / nbdkit memory plugin (IOPS)", >= 0.8, "x",
-    ThisProject, "", "writes that reach the device cost little more than volatile ones");
+target!(NBD_ONFLUSH_WRITE_VS_MEMORY, "4 KiB random writes owed durability only at FLUSH (write-back): hscm / nbdkit memory plugin (IOPS)", >= 0.8, "x",
+    ThisProject, "", "a server that owes durability only at FLUSH acknowledges at RAM speed, as a disk's write cache does");
+target!(NBD_WRITEBACK_MIX_VS_MEMORY, "4 KiB 66:34 read/write mix, write-back: hscm / nbdkit memory plugin (IOPS)", >= 0.8, "x",
+    ThisProject, "", "the mix at RAM speed too: reads never wait for write-back");
+target!(NBD_ONFLUSH_WRITE_VS_ODIRECT, "4 KiB random writes, on-flush (each on the device before its reply): hscm / nbdkit-odirect (IOPS)", >= 0.8, "x",
+    ThisProject, "", "write-through costs little more than the least any write-through server does");
+target!(NBD_FLUSH_VS_DEVICE, "FLUSH after 64 MiB dirty in 1 MiB writes: flush time / (the device's sequential write of 64 MiB + one sync)", <= 1.0, "x",
+    ThisProject, "", "a flush costs what the device needs to write the dirty bytes, no more");
+target!(NBD_FLUSH_SCATTERED_VS_DEVICE, "FLUSH after 64 MiB dirty in random 4 KiB writes: flush time / the device writing them as random 4 KiB writes + one sync", <= 1.0, "x",
+    ThisProject, "", "sorted, merged runs beat writing scattered blocks one by one");
 target!(NBD_IMMEDIATE_WRITE_VS_FUA_FILE, "4 KiB random writes, immediate: hscm / nbdkit file plugin with FUA (IOPS)", >= 1.0, "x",
     ThisProject, "", "every write durable, no slower than a file export that syncs each write");
 target!(NBD_STRANGERS_RSS, "server RSS above unloaded, with idle connections or clients that never read (MiB)", <= 64.0, "MiB",
@@ -244,6 +252,10 @@ pub static ALL: &[&Target] = &[
     &NBD_READ_QD1_VS_MEMORY,
     &NBD_READ_QD16_VS_MEMORY,
     &NBD_ONFLUSH_WRITE_VS_MEMORY,
+    &NBD_WRITEBACK_MIX_VS_MEMORY,
+    &NBD_ONFLUSH_WRITE_VS_ODIRECT,
+    &NBD_FLUSH_VS_DEVICE,
+    &NBD_FLUSH_SCATTERED_VS_DEVICE,
     &NBD_IMMEDIATE_WRITE_VS_FUA_FILE,
     &NBD_STRANGERS_RSS,
     &NBD_STRANGERS_LATENCY,

@@ -155,6 +155,8 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
                     ghost_entries: None,
                     admission: None,
                     profiles: &profiles,
+                    // The paper's file cache has no sequential cutoff.
+                    sequential_cutoff: 0,
                 };
                 Ok(cache::run(
                     &spec,

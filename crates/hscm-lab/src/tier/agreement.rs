@@ -16,6 +16,9 @@ pub struct Agreement {
     pub replayed_hits: u64,
     pub predicted_misses: u64,
     pub replayed_misses: u64,
+    /// Misses not admitted because of the sequential cutoff.
+    pub predicted_sequential_bypassed: u64,
+    pub replayed_sequential_bypassed: u64,
     pub equal: bool,
 }
 
@@ -54,9 +57,9 @@ pub fn write_msr_trace(
 }
 
 /// Replays one MSR trace through a real tiered volume for every online policy behind
-/// every admission filter (DRAM `ram_blocks` blocks of 4 KiB, sequential cutoff off,
-/// on-flush: durability does not change what is cached) and simulates it with `hscm
-/// sim cache`'s code. `make` creates and opens each volume (a file, or in tests an
+/// every admission filter (DRAM `ram_blocks` blocks of 4 KiB, the default sequential
+/// cutoff on both sides, on-flush: durability does not change what is cached) and
+/// simulates it with `hscm sim cache`'s code and defaults. `make` creates and opens each volume (a file, or in tests an
 /// in-memory device).
 pub fn replay_agreement(
     trace: &std::path::Path,
@@ -65,7 +68,7 @@ pub fn replay_agreement(
     make: &mut dyn FnMut(&hscm_tier::TierConfig) -> Result<TieredVolume>,
 ) -> Result<Vec<Agreement>> {
     use hscm_policy::cache::AdmissionName;
-    use hscm_tier::{Durability, TierConfig};
+    use hscm_tier::{Durability, TierConfig, DEFAULT_SEQUENTIAL_CUTOFF};
     use hscm_trace::{RequestFormat, RequestReader};
     use hscm_vmsim::cache::{run, CacheRun, PolicyName, StorageProfile};
     const BLOCK: u64 = 4096;
@@ -95,6 +98,7 @@ pub fn replay_agreement(
                     ghost_entries: None,
                     admission,
                     profiles: &profiles,
+                    sequential_cutoff: DEFAULT_SEQUENTIAL_CUTOFF,
                 },
                 reader()?,
                 &mut |_| {},
@@ -102,7 +106,6 @@ pub fn replay_agreement(
             let mut cfg = TierConfig::new(volume_blocks * BLOCK, ram_blocks * BLOCK);
             cfg.eviction = spec.eviction;
             cfg.admission = admission.or(spec.admission);
-            cfg.sequential_cutoff = 0;
             cfg.durability = Durability::OnFlush;
             let vol = make(&cfg)?;
             let replayed = replay(&vol, reader()?, &mut |_| {})?;
@@ -120,9 +123,12 @@ pub fn replay_agreement(
                 replayed_hits: dram.hits,
                 predicted_misses,
                 replayed_misses: dram.misses,
+                predicted_sequential_bypassed: predicted.bypassed_sequential,
+                replayed_sequential_bypassed: dram.bypassed_sequential,
                 equal: predicted.hits == dram.hits
                     && predicted_misses == dram.misses
-                    && predicted.requests == replayed.requests,
+                    && predicted.requests == replayed.requests
+                    && predicted.bypassed_sequential == dram.bypassed_sequential,
             });
         }
     }

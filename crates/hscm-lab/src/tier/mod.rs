@@ -32,6 +32,12 @@ pub struct Replay {
     /// Requests whose size is not the volume's block: each still counts as one block,
     /// so the simulator (which weighs by size) agrees only when this is 0.
     pub size_mismatches: u64,
+    /// Bytes each tier held when the replay began (DRAM first). `hscm sim cache` starts
+    /// empty, so the two agree exactly only on a replay that started cold.
+    pub cached_at_start_bytes: Vec<u64>,
+    /// True when any tier held blocks at the start (an earlier replay, or the hot list
+    /// restored when the volume opened).
+    pub started_warm: bool,
     pub tiers: Vec<TierStats>,
     pub seconds: f64,
 }
@@ -47,6 +53,7 @@ pub fn replay(
     let block = u64::from(vol.config().block);
     let capacity = vol.size() / block;
     let before = vol.stats().tiers;
+    let cached_at_start_bytes: Vec<u64> = before.iter().map(|t| t.occupancy_bytes).collect();
     let start = std::time::Instant::now();
     let mut blocks: HashMap<u64, u64> = HashMap::new();
     let mut buf = vec![0u8; block as usize];
@@ -87,6 +94,8 @@ pub fn replay(
         writes,
         blocks: blocks.len() as u64,
         size_mismatches: mismatches,
+        started_warm: cached_at_start_bytes.iter().any(|&b| b > 0),
+        cached_at_start_bytes,
         tiers,
         seconds: start.elapsed().as_secs_f64(),
     })

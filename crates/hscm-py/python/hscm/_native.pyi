@@ -42,7 +42,8 @@ class RequestTraceReader:
 
 class Volume:
     """A durable RAM volume: reads from RAM, every write durable before it returns
-    ("immediate") or at the next flush ("on-flush").
+    ("immediate"), on the device and durable at the next flush ("on-flush"), or in RAM
+    and durable at the next flush ("write-back", at most `dirty_max` bytes waiting).
 
     >>> hscm.Volume.create("v.hscm", 64 << 20)
     >>> with hscm.Volume("v.hscm") as v:
@@ -59,7 +60,13 @@ class Volume:
         journal_size: int = 0,
         overwrite: bool = False,
     ) -> None: ...
-    def __init__(self, path: str | Any, read_only: bool = False, durability: str | None = None) -> None: ...
+    def __init__(
+        self,
+        path: str | Any,
+        read_only: bool = False,
+        durability: str | None = None,
+        dirty_max: int | None = None,
+    ) -> None: ...
     @property
     def size(self) -> int: ...
     @property

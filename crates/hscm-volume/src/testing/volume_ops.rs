@@ -170,12 +170,13 @@ pub struct Setup<E> {
 /// (the step, the request and what was read); anything else is a pass.
 pub fn run(input: &[u8]) -> Result<Outcome, String> {
     run_engine(input, |layout| {
-        let durability = if layout & 1 == 0 {
-            Durability::Immediate
-        } else {
-            Durability::OnFlush
-        };
         let journaled = layout & 2 != 0;
+        // Write-back sessions exist only without a journal.
+        let durability = match (layout & 1, layout & 8 != 0 && !journaled) {
+            (_, true) => Durability::WriteBack,
+            (0, false) => Durability::Immediate,
+            _ => Durability::OnFlush,
+        };
         let opts = CreateOptions {
             chunk_size: CHUNK,
             durability,

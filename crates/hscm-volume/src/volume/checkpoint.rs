@@ -205,8 +205,15 @@ impl Shared {
             self.fail(why.clone(), e.raw_os_error());
             Error::io(why, e)
         };
-        self.write_dirty_home(j, &mut staging)
-            .map_err(|e| fail("writing dirty sectors home".into(), e))?;
+        self.write_dirty_home(
+            &j.dirty,
+            SpanRule::WholeDenseChunks,
+            &j.home_runs,
+            None,
+            &mut staging,
+            &|| {},
+        )
+        .map_err(|e| fail("writing dirty sectors home".into(), e))?;
         self.backend
             .sync()
             .map_err(|e| fail("sync of home writes".into(), e))?;
@@ -227,72 +234,156 @@ impl Shared {
         Ok(())
     }
 
-    /// Copies every dirty sector out of RAM (clearing its bit) and writes it home,
-    /// through a staging buffer that is reused from one checkpoint to the next (fresh
-    /// memory is costly: every page must be faulted in and zeroed). No sync.
+    /// Copies every sector marked in `dirty` out of RAM (clearing its bit, and taking
+    /// its bytes off `dirty_count` if given) and writes it home in ascending runs.
+    /// Staging buffers, reused from one pass to the next (fresh memory is costly: every
+    /// page must be faulted in and zeroed), take turns: full ones are written home by
+    /// helper threads (up to `STAGING_BUFFERS - 1` at once) while the next is filled, so
+    /// copying overlaps the device's writes and the device has more than one; runs
+    /// that continue each other across chunks leave as one write. `after_write` runs
+    /// after each buffer is written. No sync. Returns the bytes written. Used by the
+    /// journal's checkpoints and by write-back passes.
     pub(super) fn write_dirty_home(
         &self,
-        j: &Journal,
-        staging: &mut Option<AlignedBuf>,
-    ) -> std::io::Result<()> {
-        let stage = staging.get_or_insert_with(|| AlignedBuf::zeroed(STAGING_BYTES));
-        // (volume offset, where in the stage, length)
-        let mut staged: Vec<(u64, usize, usize)> = Vec::new();
-        let mut used = 0usize;
-        for (c, chunk) in self.chunks.iter().enumerate() {
-            if !chunk.dirty.load(Ordering::Acquire) {
-                continue;
-            }
-            let (cs, ce) = self.chunk_range(c);
-            // A chunk never waits on device I/O while its ram lock is held: make room first.
-            if used + (ce - cs) as usize > stage.len() {
-                self.write_runs_home(j, stage, &staged)?;
-                staged.clear();
-                used = 0;
-            }
-            let oversized = (ce - cs) as usize > stage.len();
-            let mut own;
-            let buf: &mut [u8] = if oversized {
-                own = AlignedBuf::zeroed((ce - cs) as usize);
-                &mut own
-            } else {
-                &mut stage[used..]
+        dirty: &[AtomicU64],
+        rule: SpanRule,
+        home_runs: &AtomicU64,
+        dirty_count: Option<&AtomicU64>,
+        staging: &mut Staging,
+        after_write: &(dyn Fn() + Sync),
+    ) -> std::io::Result<u64> {
+        let mut free = std::mem::take(staging);
+        while free.len() < STAGING_BUFFERS {
+            free.push(AlignedBuf::zeroed(STAGING_BYTES));
+        }
+        let mut written = 0u64;
+        let result = std::thread::scope(|scope| {
+            let mut stage = free.pop().expect("staging buffers");
+            let mut inflight = std::collections::VecDeque::new();
+            // Waits for the oldest write in flight, whose buffer becomes free again.
+            let land = |inflight: &mut std::collections::VecDeque<
+                std::thread::ScopedJoinHandle<'_, _>,
+            >,
+                        free: &mut Staging|
+             -> std::io::Result<()> {
+                let Some(handle) = inflight.pop_front() else {
+                    return Ok(());
+                };
+                let (buf, result): (AlignedBuf, std::io::Result<()>) =
+                    handle.join().map_err(|_| {
+                        std::io::Error::other("the thread writing dirty sectors home panicked")
+                    })?;
+                free.push(buf);
+                after_write();
+                result
             };
-            let mut runs = Vec::new();
-            {
-                let _shared = chunk.ram.read();
-                chunk.dirty.store(false, Ordering::Relaxed);
-                let mut at = 0usize;
-                for (first, last) in dirty_spans(&take_dirty(&j.dirty, cs / SECTOR, ce / SECTOR)) {
-                    let len = ((last - first + 1) * SECTOR) as usize;
-                    // SAFETY: chunk c is Loaded (only Loaded chunks get dirty bits) and
-                    // we hold its ram read lock, so no writer changes these bytes.
-                    unsafe {
-                        self.ram
-                            .copy_out((first * SECTOR) as usize, &mut buf[at..at + len])
+            let mut run = || -> std::io::Result<()> {
+                // (volume offset, where in the stage, length)
+                let mut staged: Vec<(u64, usize, usize)> = Vec::new();
+                let mut used = 0usize;
+                for (c, chunk) in self.chunks.iter().enumerate() {
+                    if !chunk.dirty.load(Ordering::Acquire) {
+                        continue;
+                    }
+                    let (cs, ce) = self.chunk_range(c);
+                    let chunk_len = (ce - cs) as usize;
+                    // A chunk never waits on device I/O while its ram lock is held: send
+                    // the stage home first.
+                    if used + chunk_len > stage.len() && !staged.is_empty() {
+                        if free.is_empty() {
+                            land(&mut inflight, &mut free)?;
+                        }
+                        let runs = std::mem::take(&mut staged);
+                        written += runs.iter().map(|&(_, _, len)| len as u64).sum::<u64>();
+                        let full = std::mem::replace(
+                            &mut stage,
+                            free.pop().expect("the other staging buffer"),
+                        );
+                        inflight.push_back(scope.spawn(move || {
+                            let r = self.write_runs_home(home_runs, &full, &runs);
+                            (full, r)
+                        }));
+                        used = 0;
+                    }
+                    let oversized = chunk_len > stage.len();
+                    let mut own;
+                    let buf: &mut [u8] = if oversized {
+                        own = AlignedBuf::zeroed(chunk_len);
+                        &mut own
+                    } else {
+                        &mut stage[used..]
                     };
-                    runs.push((first * SECTOR, at, len));
-                    at += len;
+                    let mut runs: Vec<(u64, usize, usize)> = Vec::new();
+                    {
+                        let _shared = chunk.ram.read();
+                        chunk.dirty.store(false, Ordering::Relaxed);
+                        let taken = take_dirty(dirty, cs / SECTOR, ce / SECTOR);
+                        if let Some(count) = dirty_count {
+                            count.fetch_sub(taken.len() as u64 * SECTOR, Ordering::Relaxed);
+                        }
+                        let mut at = 0usize;
+                        for (first, last) in dirty_spans(&taken, rule) {
+                            let len = ((last - first + 1) * SECTOR) as usize;
+                            // SAFETY: chunk c is Loaded (only Loaded chunks get dirty
+                            // bits) and we hold its ram read lock, so no writer changes
+                            // these bytes.
+                            unsafe {
+                                self.ram
+                                    .copy_out((first * SECTOR) as usize, &mut buf[at..at + len])
+                            };
+                            runs.push((first * SECTOR, at, len));
+                            at += len;
+                        }
+                    }
+                    if oversized {
+                        while !inflight.is_empty() {
+                            land(&mut inflight, &mut free)?;
+                        }
+                        written += runs.iter().map(|&(_, _, len)| len as u64).sum::<u64>();
+                        self.write_runs_home(home_runs, buf, &runs)?;
+                        after_write();
+                        continue;
+                    }
+                    let base = used;
+                    for (off, at, len) in runs {
+                        let at = base + at;
+                        match staged.last_mut() {
+                            // Continues the previous run on the device and in the stage.
+                            Some(last)
+                                if last.0 + last.2 as u64 == off && last.1 + last.2 == at =>
+                            {
+                                last.2 += len
+                            }
+                            _ => staged.push((off, at, len)),
+                        }
+                        used = at + len;
+                    }
                 }
+                if !staged.is_empty() {
+                    written += staged.iter().map(|&(_, _, len)| len as u64).sum::<u64>();
+                    let r = self.write_runs_home(home_runs, &stage, &staged);
+                    after_write();
+                    r?;
+                }
+                Ok(())
+            };
+            let mut result = run();
+            // Every write in flight (after an error too: keep their buffers).
+            while !inflight.is_empty() {
+                let landed = land(&mut inflight, &mut free);
+                result = result.and(landed);
             }
-            if oversized {
-                self.write_runs_home(j, buf, &runs)?;
-            } else {
-                let taken = runs.last().map_or(0, |&(_, at, len)| at + len);
-                staged.extend(runs.into_iter().map(|(off, at, len)| (off, used + at, len)));
-                used += taken;
-            }
-        }
-        if !staged.is_empty() {
-            self.write_runs_home(j, stage, &staged)?;
-        }
-        Ok(())
+            free.push(stage);
+            result
+        });
+        *staging = free;
+        result.map(|()| written)
     }
 
     /// Writes runs `(volume offset, where in buf, length)` home, many at once.
     pub(super) fn write_runs_home(
         &self,
-        j: &Journal,
+        home_runs: &AtomicU64,
         buf: &[u8],
         runs: &[(u64, usize, usize)],
     ) -> std::io::Result<()> {
@@ -301,8 +392,7 @@ impl Shared {
             .iter()
             .map(|&(off, at, len)| (data_offset + off, &buf[at..at + len]))
             .collect();
-        j.home_runs
-            .fetch_add(writes.len() as u64, Ordering::Relaxed);
+        home_runs.fetch_add(writes.len() as u64, Ordering::Relaxed);
         self.backend.write_many(&writes)
     }
 

@@ -53,9 +53,12 @@ mod loader;
 mod read;
 mod recovery;
 mod write;
+mod writeback;
 
-use self::dirty::{dirty_spans, mark_dirty, take_dirty};
+use self::dirty::{dirty_spans, mark_dirty, take_dirty, SpanRule};
 use self::recovery::{check_backing_len, read_header, recover};
+use self::writeback::WriteBack;
+pub use self::writeback::{WriteBackStats, DEFAULT_DIRTY_MAX};
 
 const UNLOADED: u8 = 0;
 const LOADING: u8 = 1;
@@ -82,8 +85,14 @@ const GATHER_QUIET: Duration = Duration::from_micros(15);
 /// Batches over which the largest one estimates the number of writers.
 const PEAK_WINDOW: u32 = 64;
 
-/// Checkpoints copy dirty sectors through a buffer of this size (reused).
-const STAGING_BYTES: usize = 8 << 20;
+/// Checkpoints and write-back passes copy dirty sectors through `STAGING_BUFFERS`
+/// buffers of this size (reused): small enough that the first write starts soon, large
+/// enough that each is one efficient device write.
+const STAGING_BYTES: usize = 2 << 20;
+const STAGING_BUFFERS: usize = 4;
+
+/// The staging buffers of checkpoints or write-back passes, kept between them.
+type Staging = Vec<AlignedBuf>;
 
 /// A checkpoint starts once this much of the journal is in use (the rest absorbs writes
 /// while it runs), or after a second of quiet with anything in it. Later checkpoints
@@ -126,6 +135,13 @@ impl CreateOptions {
         validate_geometry(volume_size, self.chunk_size)
             .and_then(|()| validate_journal(self.journal_size))
             .and_then(|()| {
+                if self.durability == Durability::WriteBack && self.journal_size > 0 {
+                    Err(WRITE_BACK_WITH_JOURNAL.to_string())
+                } else {
+                    Ok(())
+                }
+            })
+            .and_then(|()| {
                 // Only new volumes: one made before this rule still opens.
                 if u64::from(self.chunk_size) > volume_size {
                     Err(format!(
@@ -148,6 +164,10 @@ impl CreateOptions {
     }
 }
 
+/// Why write-back and a journal do not mix: a journal exists to make each write
+/// durable cheaply, write-back defers durability to the next flush.
+const WRITE_BACK_WITH_JOURNAL: &str = "write-back needs a volume without a journal (a journal makes each write durable; write-back defers that to the next flush)";
+
 /// How an existing volume is opened.
 #[derive(Debug, Clone)]
 pub struct OpenOptions {
@@ -167,6 +187,9 @@ pub struct OpenOptions {
     /// For an engine that keeps its own RAM copy of what it uses (the file system's
     /// per-file memory), so no byte sits in RAM twice.
     pub ram_copy: bool,
+    /// In a write-back session, the most bytes changed in RAM and not yet written
+    /// home; a writer waits while it is reached. `None`: [`DEFAULT_DIRTY_MAX`].
+    pub dirty_max: Option<u64>,
 }
 
 impl Default for OpenOptions {
@@ -177,6 +200,7 @@ impl Default for OpenOptions {
             background_load: true,
             huge_pages: true,
             ram_copy: true,
+            dirty_max: None,
         }
     }
 }
@@ -248,7 +272,7 @@ struct Journal {
     /// Wakes the checkpointer.
     checkpoint_cv: Condvar,
     /// One checkpoint at a time; holds its staging buffer between checkpoints.
-    checkpoint_lock: Mutex<Option<AlignedBuf>>,
+    checkpoint_lock: Mutex<Staging>,
     /// One bit per sector of the volume: changed since the last checkpoint captured it.
     dirty: Box<[AtomicU64]>,
     checkpoints: AtomicU64,
@@ -313,6 +337,8 @@ struct Shared {
     commit: GroupCommit,
     /// Writable volumes with a journal.
     journal: Option<Journal>,
+    /// Writable write-back sessions (never together with a journal).
+    writeback: Option<WriteBack>,
     /// Read-only volumes whose journal held batches at open: their effect, applied to
     /// everything read from the backend (nothing is written back).
     overlay: BTreeMap<u64, Box<[u8]>>,
@@ -325,6 +351,7 @@ pub struct Volume {
     shared: Arc<Shared>,
     loaders: Vec<JoinHandle<()>>,
     checkpointer: Option<JoinHandle<()>>,
+    flusher: Option<JoinHandle<()>>,
 }
 
 impl Volume {
@@ -458,8 +485,28 @@ impl Volume {
         if replayed_batches > 0 {
             tracing::info!(volume = %name, batches = replayed_batches, "replayed the journal");
         }
+        let durability = opts.durability.unwrap_or(header.durability);
+        let writeback = if durability == Durability::WriteBack && !opts.read_only {
+            if header.journal_len > 0 {
+                return Err(Error::InvalidArgument(format!(
+                    "{name}: {WRITE_BACK_WITH_JOURNAL}"
+                )));
+            }
+            if !opts.ram_copy {
+                return Err(Error::InvalidArgument(format!(
+                    "{name}: write-back keeps dirty data in the volume's RAM copy, and this open has none"
+                )));
+            }
+            Some(WriteBack::new(
+                header.volume_size,
+                opts.dirty_max.unwrap_or(DEFAULT_DIRTY_MAX),
+            ))
+        } else {
+            None
+        };
         let shared = Arc::new(Shared {
-            durability: opts.durability.unwrap_or(header.durability),
+            durability,
+            writeback,
             backend,
             header,
             name,
@@ -522,10 +569,23 @@ impl Volume {
             }
             None => None,
         };
+        let flusher = match &shared.writeback {
+            Some(_) => {
+                let s = Arc::clone(&shared);
+                Some(
+                    std::thread::Builder::new()
+                        .name("hscm-writeback".into())
+                        .spawn(move || s.guarded("write-back", || s.run_flusher()))
+                        .map_err(|e| Error::io("cannot start the write-back thread", e))?,
+                )
+            }
+            None => None,
+        };
         Ok(Volume {
             shared,
             loaders,
             checkpointer,
+            flusher,
         })
     }
 
@@ -614,6 +674,11 @@ impl Volume {
         out
     }
 
+    /// Write-back figures; `None` unless this is a writable write-back session.
+    pub fn writeback_stats(&self) -> Option<WriteBackStats> {
+        self.shared.writeback.as_ref().map(WriteBack::stats)
+    }
+
     pub fn load_progress(&self) -> LoadProgress {
         let s = &self.shared;
         LoadProgress {
@@ -670,7 +735,11 @@ impl Volume {
             j.state.lock().stop = true;
             j.checkpoint_cv.notify_all();
         }
-        for h in self.loaders.drain(..).chain(self.checkpointer.take()) {
+        if let Some(wb) = &self.shared.writeback {
+            wb.stop();
+        }
+        let threads = self.loaders.drain(..).chain(self.checkpointer.take());
+        for h in threads.chain(self.flusher.take()) {
             let _ = h.join();
         }
     }

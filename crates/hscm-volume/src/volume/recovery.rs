@@ -52,7 +52,7 @@ pub(super) fn recover(
         }),
         cv: Condvar::new(),
         checkpoint_cv: Condvar::new(),
-        checkpoint_lock: Mutex::new(None),
+        checkpoint_lock: Mutex::new(Vec::new()),
         dirty: (0..sectors.div_ceil(64))
             .map(|_| AtomicU64::new(0))
             .collect(),

@@ -41,6 +41,9 @@ impl Shared {
     /// sees the failure.
     pub(super) fn fail_wake(&self) {
         self.commit.wake_all();
+        if let Some(wb) = &self.writeback {
+            wb.wake_all();
+        }
         if let Some(j) = &self.journal {
             // Under the lock: a writer that saw no failure a moment ago is waiting by
             // now, so it hears this. (Never called with the journal state held.)
@@ -55,6 +58,9 @@ impl Shared {
         self.check_range(offset, data.len())?;
         if data.is_empty() {
             return Ok(());
+        }
+        if let Some(wb) = &self.writeback {
+            self.wait_for_room(wb)?;
         }
         let end = offset + data.len() as u64;
         let (first, last) = (self.chunk_of(offset), self.chunk_of(end - 1));
@@ -110,14 +116,17 @@ impl Shared {
         // exactly what goes home.
         let data = &sectors[skip..skip + data.len()];
 
-        let ticket = match &self.journal {
-            Some(j) => self.write_journaled(j, start, &sectors, durability)?,
-            None => self.write_in_place(offset, data, start, &sectors)?,
+        let ticket = match (&self.writeback, &self.journal) {
+            (Some(wb), _) => self.write_back_locked(wb, offset, data, start, &sectors)?,
+            (None, Some(j)) => self.write_journaled(j, start, &sectors, durability)?,
+            (None, None) => self.write_in_place(offset, data, start, &sectors)?,
         };
         drop(_io);
-        match durability {
-            Durability::Immediate => self.wait_durable(ticket),
-            Durability::OnFlush => Ok(()),
+        match (durability, &self.writeback) {
+            // FUA in a write-back session: everything before it becomes durable too.
+            (Durability::Immediate, Some(wb)) => self.write_back(wb),
+            (Durability::Immediate, None) => self.wait_durable(ticket),
+            (Durability::OnFlush | Durability::WriteBack, _) => Ok(()),
         }
     }
 
@@ -215,6 +224,9 @@ impl Shared {
         // durable already: a success after a device error is what misleads callers.
         if let Some(failure) = self.failure.get() {
             return Err(failure.clone().into());
+        }
+        if let Some(wb) = &self.writeback {
+            return self.write_back(wb);
         }
         let ticket = self.completed.load(Ordering::SeqCst);
         self.wait_durable(ticket)

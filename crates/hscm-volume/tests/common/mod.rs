@@ -35,9 +35,10 @@ impl Ledger {
 
 /// How the writers run: writer `w` writes stamped blocks of `block_len` bytes at the
 /// blocks `pick(w, rng)` chooses (each block written by one writer only, so its
-/// versions are ordered), until `stop` or the first error. On-flush writers flush
+/// versions are ordered), until `stop` or the first error. On-flush and write-back
+/// writers flush
 /// after about one write in `flush_one_in`; a write counts as acknowledged once
-/// `write_at` returned (immediate) or a later flush did (on-flush).
+/// `write_at` returned (immediate) or a later flush did (the others).
 pub struct Writers {
     pub count: u64,
     pub durability: Durability,
@@ -80,7 +81,7 @@ impl Writers {
                             Durability::Immediate => {
                                 ledger.acked.lock().unwrap()[block as usize] = version
                             }
-                            Durability::OnFlush => {
+                            Durability::OnFlush | Durability::WriteBack => {
                                 completed.push((block, version));
                                 if rng.gen_ratio(1, one_in) {
                                     if v.flush().is_err() {

@@ -1,0 +1,98 @@
+//! The sequential cutoff (after bcache's): a request that belongs to a sequential run
+//! longer than the cutoff bypasses the cache on a miss, so one scan does not flush the
+//! hot set. One implementation for the tiered volume and for `hscm sim cache`, so the
+//! simulator predicts what the volume does with the same default.
+
+/// bcache's default sequential cutoff.
+pub const DEFAULT_SEQUENTIAL_CUTOFF: u64 = 4 << 20;
+
+/// Runs the detector remembers (bcache keeps a few recent streams, too).
+const STREAMS: usize = 16;
+
+/// Recent sequential runs: a request that starts where a run ended extends it; one that
+/// starts anywhere else replaces the least recently extended run.
+#[derive(Debug, Clone)]
+pub struct SequentialCutoff {
+    /// Bytes a run may reach before its requests bypass; 0 turns the cutoff off.
+    cutoff: u64,
+    /// (next offset, run length in bytes, last use)
+    runs: [(u64, u64, u64); STREAMS],
+    clock: u64,
+}
+
+impl SequentialCutoff {
+    pub fn new(cutoff: u64) -> SequentialCutoff {
+        SequentialCutoff {
+            cutoff,
+            runs: [(u64::MAX, 0, 0); STREAMS],
+            clock: 0,
+        }
+    }
+
+    pub fn cutoff(&self) -> u64 {
+        self.cutoff
+    }
+
+    /// Records a request of `len` bytes at `offset`; true when its run is longer than
+    /// the cutoff (the request should bypass the cache on a miss).
+    pub fn is_sequential(&mut self, offset: u64, len: u64) -> bool {
+        let run = self.observe(offset, len);
+        self.cutoff > 0 && run > self.cutoff
+    }
+
+    /// Records a request and returns the length of the run it belongs to.
+    fn observe(&mut self, offset: u64, len: u64) -> u64 {
+        self.clock += 1;
+        let end = offset.saturating_add(len);
+        if let Some(r) = self.runs.iter_mut().find(|r| r.0 == offset) {
+            r.0 = end;
+            r.1 = r.1.saturating_add(len);
+            r.2 = self.clock;
+            return r.1;
+        }
+        let oldest = self
+            .runs
+            .iter_mut()
+            .min_by_key(|r| r.2)
+            .expect("STREAMS is not zero");
+        *oldest = (end, len, self.clock);
+        len
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_counts_only_requests_that_continue_it() {
+        let mut s = SequentialCutoff::new(0);
+        assert_eq!(s.observe(0, 4096), 4096);
+        assert_eq!(s.observe(4096, 4096), 8192);
+        assert_eq!(s.observe(1 << 20, 4096), 4096);
+        assert_eq!(s.observe(8192, 8192), 16384);
+    }
+
+    #[test]
+    fn a_run_past_the_cutoff_bypasses_and_interleaved_streams_are_told_apart() {
+        let mut c = SequentialCutoff::new(3 * 4096);
+        let a: Vec<bool> = (0..5).map(|i| c.is_sequential(i * 4096, 4096)).collect();
+        assert_eq!(a, [false, false, false, true, true]);
+        // Two interleaved scans each build their own run.
+        let mut c = SequentialCutoff::new(2 * 4096);
+        let mut seen = Vec::new();
+        for i in 0..3 {
+            seen.push(c.is_sequential(i * 4096, 4096));
+            seen.push(c.is_sequential((1 << 30) + i * 4096, 4096));
+        }
+        assert_eq!(seen, [false, false, false, false, true, true]);
+        // Off: nothing is ever sequential.
+        let mut off = SequentialCutoff::new(0);
+        assert!((0..100).all(|i| !off.is_sequential(i * 4096, 4096)));
+        // A jump starts a new run.
+        let mut c = SequentialCutoff::new(4096);
+        assert!(!c.is_sequential(0, 4096));
+        assert!(c.is_sequential(4096, 4096));
+        assert!(!c.is_sequential(1 << 20, 4096));
+    }
+}
