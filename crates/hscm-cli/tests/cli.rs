@@ -134,7 +134,7 @@ fn bad_arguments_are_explained() {
     );
     let o = hscm(&["bench", "volume", "--durability", "sometimes"]);
     assert!(
-        !o.status.success() && text(&o).contains("immediate or on-flush"),
+        !o.status.success() && text(&o).contains("immediate, on-flush or write-back"),
         "{}",
         text(&o)
     );
