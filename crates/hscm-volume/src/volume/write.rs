@@ -201,19 +201,34 @@ impl Shared {
         // write only, and the loader — which waits for the caller's io lock — picks it up.
         for c in first..=last {
             if self.is_loaded(c) {
-                let (cs, ce) = self.chunk_range(c);
-                let (s, e) = (offset.max(cs), end.min(ce));
-                let _excl = self.chunks[c].ram.write();
-                // SAFETY: io lock and ram write lock held on a Loaded chunk: exclusive.
-                unsafe {
-                    self.ram.copy_in(
-                        s as usize,
-                        &data[(s - offset) as usize..(e - offset) as usize],
-                    )
-                };
+                self.write_ram_of_chunk(c, offset, data, |_, _| {});
             }
         }
         Ok(ticket)
+    }
+
+    /// Copies the part of `data` (written at `offset`) that falls in Loaded chunk `c`
+    /// into RAM under the chunk's `ram` write lock, then runs `also(start, end)` on that
+    /// part's volume range while the lock is still held. The caller holds `c`'s io lock.
+    pub(super) fn write_ram_of_chunk(
+        &self,
+        c: usize,
+        offset: u64,
+        data: &[u8],
+        also: impl FnOnce(u64, u64),
+    ) {
+        let (cs, ce) = self.chunk_range(c);
+        let (s, e) = (offset.max(cs), (offset + data.len() as u64).min(ce));
+        let _excl = self.chunks[c].ram.write();
+        // SAFETY: the caller holds chunk c's io lock, c is Loaded, and we hold its ram
+        // write lock: exclusive (module invariant).
+        unsafe {
+            self.ram.copy_in(
+                s as usize,
+                &data[(s - offset) as usize..(e - offset) as usize],
+            )
+        };
+        also(s, e);
     }
 
     pub(super) fn flush(&self) -> Result<()> {

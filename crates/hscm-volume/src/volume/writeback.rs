@@ -148,7 +148,6 @@ impl Shared {
         start: u64,
         sectors: &[u8],
     ) -> Result<u64> {
-        let end = offset + data.len() as u64;
         let stop = start + sectors.len() as u64;
         let mut ticket = 0;
         let mut at = start;
@@ -161,20 +160,12 @@ impl Shared {
             }
             if loaded {
                 for c in self.chunk_of(at)..=self.chunk_of(run_end - 1) {
-                    let (cs, ce) = self.chunk_range(c);
-                    let (s, e) = (offset.max(cs), end.min(ce));
-                    let _excl = self.chunks[c].ram.write();
-                    // SAFETY: io lock and ram write lock held on a Loaded chunk:
-                    // exclusive (module invariant).
-                    unsafe {
-                        self.ram.copy_in(
-                            s as usize,
-                            &data[(s - offset) as usize..(e - offset) as usize],
-                        )
-                    };
-                    let fresh = mark_dirty(&wb.bits, align_down(s) / SECTOR, align_up(e) / SECTOR);
-                    wb.dirty_bytes.fetch_add(fresh * SECTOR, Ordering::Relaxed);
-                    self.chunks[c].dirty.store(true, Ordering::Release);
+                    self.write_ram_of_chunk(c, offset, data, |s, e| {
+                        let fresh =
+                            mark_dirty(&wb.bits, align_down(s) / SECTOR, align_up(e) / SECTOR);
+                        wb.dirty_bytes.fetch_add(fresh * SECTOR, Ordering::Relaxed);
+                        self.chunks[c].dirty.store(true, Ordering::Release);
+                    });
                 }
             } else {
                 // Chunk boundaries are sector multiples, so the part stays aligned.
