@@ -317,10 +317,7 @@ fn mount_in_background(a: &MountArgs) -> Result<()> {
         .file_stem()
         .map_or("volume".into(), |s| s.to_string_lossy().into_owned());
     let dir = hscm_durable::runtime::dir()?;
-    let (log, log_file) = hscm_durable::runtime::create_file(
-        &dir,
-        &hscm_durable::runtime::file_name("mount", &stem, "log"),
-    )?;
+    let (log, log_file) = hscm_durable::runtime::create_fresh_file(&dir, "mount", &stem, "log")?;
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(log_file);

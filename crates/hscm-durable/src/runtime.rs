@@ -109,6 +109,37 @@ pub fn create_file(dir: &Path, name: &str) -> Result<(PathBuf, File), RuntimeErr
     Ok((path, file))
 }
 
+/// Creates a new runtime file of this process, as [`create_file`] does, named
+/// `PREFIX-STEM-PID.EXT` ([`file_name`]), or `PREFIX-STEM-PID-N.EXT` for the first N
+/// free when an earlier process with the same PID (PIDs are reused) left its file
+/// behind. An existing file is never opened or replaced.
+pub fn create_fresh_file(
+    dir: &Path,
+    prefix: &str,
+    stem: &str,
+    ext: &str,
+) -> Result<(PathBuf, File), RuntimeError> {
+    const TRIES: u32 = 100;
+    let base = file_name(prefix, stem, ext);
+    let stem_pid = base.strip_suffix(&format!(".{ext}")).unwrap_or(&base);
+    let mut n = 0;
+    loop {
+        let name = if n == 0 {
+            base.clone()
+        } else {
+            format!("{stem_pid}-{n}.{ext}")
+        };
+        match create_file(dir, &name) {
+            Err(RuntimeError::Io { source, .. })
+                if source.kind() == io::ErrorKind::AlreadyExists && n < TRIES =>
+            {
+                n += 1
+            }
+            other => return other,
+        }
+    }
+}
+
 /// O_NOFOLLOW, from rustix (create_new already refuses a dangling symlink; this
 /// keeps a final symlink from being followed whatever the other flags say).
 fn libc_nofollow() -> i32 {
@@ -151,6 +182,29 @@ mod tests {
         std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o777)).unwrap();
         let err = private_dir(&d).unwrap_err();
         assert!(matches!(err, RuntimeError::TooOpen { .. }), "{err}");
+    }
+
+    #[test]
+    fn a_file_left_by_an_earlier_process_with_our_pid_is_stepped_around() {
+        let root = tempfile::tempdir().unwrap();
+        let d = root.path().join("rt");
+        private_dir(&d).unwrap();
+        let stale = d.join(file_name("mount", "v", "log"));
+        std::fs::write(&stale, b"an earlier life").unwrap();
+        let (path, _f) = create_fresh_file(&d, "mount", "v", "log").unwrap();
+        assert_ne!(path, stale);
+        assert!(
+            path.to_string_lossy().ends_with("-1.log"),
+            "{}",
+            path.display()
+        );
+        assert_eq!(std::fs::read(&stale).unwrap(), b"an earlier life");
+        let (next, _g) = create_fresh_file(&d, "mount", "v", "log").unwrap();
+        assert!(
+            next.to_string_lossy().ends_with("-2.log"),
+            "{}",
+            next.display()
+        );
     }
 
     #[test]
