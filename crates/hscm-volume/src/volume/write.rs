@@ -60,7 +60,7 @@ impl Shared {
             return Ok(());
         }
         if let Some(wb) = &self.writeback {
-            self.wait_for_room(wb)?;
+            self.wait_for_room(wb, offset, data.len())?;
         }
         let end = offset + data.len() as u64;
         let (first, last) = (self.chunk_of(offset), self.chunk_of(end - 1));

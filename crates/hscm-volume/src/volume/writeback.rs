@@ -61,6 +61,8 @@ pub(super) struct WriteBack {
     home_runs: AtomicU64,
     written_bytes: AtomicU64,
     writer_waits: AtomicU64,
+    /// Writers waiting for room now: the flusher runs for them whatever is dirty.
+    waiting_writers: AtomicUsize,
 }
 
 impl WriteBack {
@@ -86,6 +88,7 @@ impl WriteBack {
             home_runs: AtomicU64::new(0),
             written_bytes: AtomicU64::new(0),
             writer_waits: AtomicU64::new(0),
+            waiting_writers: AtomicUsize::new(0),
         }
     }
 
@@ -118,21 +121,35 @@ impl WriteBack {
 }
 
 impl Shared {
-    /// Waits, before a write takes any lock, while `dirty_max` bytes are dirty; the
-    /// background flusher is woken to make room.
-    pub(super) fn wait_for_room(&self, wb: &WriteBack) -> Result<()> {
-        if wb.dirty_bytes.load(Ordering::Relaxed) < wb.dirty_max {
+    /// Waits, before a write of `len` bytes at `offset` takes any lock, until its
+    /// sectors fit under `dirty_max` beside what is dirty; the background flusher is
+    /// woken to make room. A write larger than the bound goes ahead once nothing is
+    /// dirty. So the dirty amount stays within `dirty_max` plus the writes admitted
+    /// at the same moment by other threads.
+    pub(super) fn wait_for_room(&self, wb: &WriteBack, offset: u64, len: usize) -> Result<()> {
+        let needed = align_up(offset + len as u64) - align_down(offset);
+        let full = || {
+            let dirty = wb.dirty_bytes.load(Ordering::Relaxed);
+            dirty > 0 && dirty + needed > wb.dirty_max
+        };
+        if !full() {
             return Ok(());
         }
         wb.writer_waits.fetch_add(1, Ordering::Relaxed);
+        wb.waiting_writers.fetch_add(1, Ordering::SeqCst);
         let mut st = wb.state.lock();
-        while wb.dirty_bytes.load(Ordering::Relaxed) >= wb.dirty_max {
-            self.refuse_writes()?;
+        let mut result = Ok(());
+        while full() {
+            if let Err(e) = self.refuse_writes() {
+                result = Err(e);
+                break;
+            }
             wb.wake.notify_one();
             // Bounded: a pass may free room between our check and this wait.
             wb.done.wait_for(&mut st, Duration::from_millis(5));
         }
-        Ok(())
+        wb.waiting_writers.fetch_sub(1, Ordering::SeqCst);
+        result
     }
 
     /// A write-back session's write: loaded chunks get the bytes in RAM and their
@@ -260,7 +277,9 @@ impl Shared {
                         return;
                     }
                     let dirty = wb.dirty_bytes.load(Ordering::Relaxed);
-                    if dirty >= wb.background_threshold() {
+                    if dirty >= wb.background_threshold()
+                        || (dirty > 0 && wb.waiting_writers.load(Ordering::SeqCst) > 0)
+                    {
                         break;
                     }
                     if dirty == 0 {
