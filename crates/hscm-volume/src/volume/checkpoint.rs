@@ -253,9 +253,7 @@ impl Shared {
         after_write: &(dyn Fn() + Sync),
     ) -> std::io::Result<u64> {
         let mut free = std::mem::take(staging);
-        while free.len() < STAGING_BUFFERS {
-            free.push(AlignedBuf::zeroed(STAGING_BYTES));
-        }
+        fill_staging(&mut free);
         let mut written = 0u64;
         let result = std::thread::scope(|scope| {
             let mut stage = free.pop().expect("staging buffers");
@@ -294,7 +292,7 @@ impl Shared {
                             land(&mut inflight, &mut free)?;
                         }
                         let runs = std::mem::take(&mut staged);
-                        written += runs.iter().map(|&(_, _, len)| len as u64).sum::<u64>();
+                        written += run_bytes(&runs);
                         let full = std::mem::replace(
                             &mut stage,
                             free.pop().expect("the other staging buffer"),
@@ -339,7 +337,7 @@ impl Shared {
                         while !inflight.is_empty() {
                             land(&mut inflight, &mut free)?;
                         }
-                        written += runs.iter().map(|&(_, _, len)| len as u64).sum::<u64>();
+                        written += run_bytes(&runs);
                         self.write_runs_home(home_runs, buf, &runs)?;
                         after_write();
                         continue;
@@ -360,7 +358,7 @@ impl Shared {
                     }
                 }
                 if !staged.is_empty() {
-                    written += staged.iter().map(|&(_, _, len)| len as u64).sum::<u64>();
+                    written += run_bytes(&staged);
                     let r = self.write_runs_home(home_runs, &stage, &staged);
                     after_write();
                     r?;
@@ -433,4 +431,19 @@ impl Shared {
             }
         }
     }
+}
+
+/// Tops `staging` up to `STAGING_BUFFERS` buffers, each written once so its pages are
+/// faulted in now rather than during a pass.
+pub(super) fn fill_staging(staging: &mut Staging) {
+    while staging.len() < STAGING_BUFFERS {
+        let mut buf = AlignedBuf::zeroed(STAGING_BYTES);
+        buf.fill(0);
+        staging.push(buf);
+    }
+}
+
+/// Bytes that runs `(volume offset, where in the stage, length)` cover.
+fn run_bytes(runs: &[(u64, usize, usize)]) -> u64 {
+    runs.iter().map(|&(_, _, len)| len as u64).sum()
 }

@@ -261,14 +261,7 @@ impl Shared {
         };
         // The staging buffers, faulted in now rather than by the first flush (fresh
         // memory is slow on the VMs measured: about 1 GB/s).
-        {
-            let mut staging = wb.staging.lock();
-            while staging.len() < STAGING_BUFFERS {
-                let mut buf = AlignedBuf::zeroed(STAGING_BYTES);
-                buf.fill(0);
-                staging.push(buf);
-            }
-        }
+        checkpoint::fill_staging(&mut wb.staging.lock());
         loop {
             {
                 let mut st = wb.state.lock();
