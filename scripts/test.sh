@@ -20,6 +20,8 @@ PY=$(bash scripts/python-env.sh --debug)
 HSCM_BIN=$PWD/target/debug/hscm "$PY" -m pytest -q -p no:cacheprovider crates/hscm-py/tests
 echo "== loom: the ring protocol under every interleaving"
 RUSTFLAGS="--cfg loom" cargo test --locked -p hscm-ring --test loom --release --target-dir target/loom
+echo "== Miri: the tier's DRAM hit path (raw pointers shared under locks)"
+bash scripts/miri.sh
 echo "== against libCacheSim: identical miss ratios on held-out traces"
 PY=$(bash scripts/libcachesim-env.sh)
 "$PY" scripts/libcachesim_compare.py --hscm target/debug/hscm --quick

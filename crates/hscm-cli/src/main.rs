@@ -1010,6 +1010,30 @@ fn run(cli: Cli) -> Result<()> {
                     h.rounds
                 )?;
             }
+            let h = &r.hit_scaling;
+            outln!(
+                "DRAM hits on {} threads: {:.2}x one thread ({:.0} against {:.0} reads/s); flat volume {:.2}x, the bound on {} CPUs; hits reach {:.2}x of min(3, bound)",
+                h.threads,
+                h.hit_scaling,
+                h.hit_threads_per_s,
+                h.hit_one_thread_per_s,
+                h.flat_scaling,
+                h.cpus,
+                h.hit_scaling_vs_bound
+            )?;
+            let w = &r.writeback;
+            outln!(
+                "while {} went back to {} in {:.2} s: DRAM hits kept {:.1}% of their idle rate ({:.0} of {:.0}/s), writes to other blocks {:.1}% ({:.0} of {:.0}/s)",
+                units::human_bytes(w.writeback_bytes),
+                w.home,
+                w.writeback_s,
+                100.0 * w.hit_keep,
+                w.hit_during_per_s,
+                w.hit_idle_per_s,
+                100.0 * w.write_keep,
+                w.write_during_per_s,
+                w.write_idle_per_s
+            )?;
             outln!(
                 "after a {} scan: {:.1}% of the hot set still in DRAM with the sequential cutoff, {:.1}% without",
                 units::human_bytes(r.scan_bytes),

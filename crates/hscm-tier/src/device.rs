@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use hscm_volume::Backend;
+use parking_lot::{Mutex, MutexGuard};
 
 pub(crate) struct Device {
     pub(crate) dev: Arc<dyn Backend>,
@@ -15,6 +16,22 @@ pub(crate) struct Device {
     /// Every write numbered at or below this is durable.
     synced: AtomicU64,
     syncs: AtomicU64,
+    /// Held across each data write, so that writes reach the device in the order they
+    /// took it: the background write-back takes it before it lets go of the volume's
+    /// lock, so a block it copied can never land after a newer copy written under it.
+    order: Mutex<()>,
+}
+
+/// The device reserved for the next write ([`Device::reserve`]).
+pub(crate) struct Reserved<'a> {
+    device: &'a Device,
+    _order: MutexGuard<'a, ()>,
+}
+
+impl Reserved<'_> {
+    pub(crate) fn write_at(&self, offset: u64, buf: &[u8]) -> std::io::Result<u64> {
+        self.device.write_unordered(offset, buf)
+    }
 }
 
 impl Device {
@@ -24,6 +41,7 @@ impl Device {
             written: AtomicU64::new(0),
             synced: AtomicU64::new(0),
             syncs: AtomicU64::new(0),
+            order: Mutex::new(()),
         }
     }
 
@@ -37,6 +55,18 @@ impl Device {
 
     /// Writes and returns the write's number (durable once [`Device::is_durable`]).
     pub(crate) fn write_at(&self, offset: u64, buf: &[u8]) -> std::io::Result<u64> {
+        self.reserve().write_at(offset, buf)
+    }
+
+    /// Takes the device's turn for a write: writes taken later wait for it.
+    pub(crate) fn reserve(&self) -> Reserved<'_> {
+        Reserved {
+            device: self,
+            _order: self.order.lock(),
+        }
+    }
+
+    fn write_unordered(&self, offset: u64, buf: &[u8]) -> std::io::Result<u64> {
         self.dev.write_at(offset, buf)?;
         Ok(self.written.fetch_add(1, Ordering::SeqCst) + 1)
     }

@@ -359,3 +359,64 @@ fn a_damaged_fast_tier_header_is_refused_by_name_and_nothing_is_lost() {
     let vol = open(&home, &fast);
     assert_eq!(version(&vol, 7), Some(1));
 }
+
+/// The write-back copies blocks home without the volume's lock: while a pass waits on
+/// a slow sync of home, a DRAM hit, a fast-tier hit, a write to a block the pass is
+/// writing back and a write elsewhere all finish (with the default durability, so each
+/// write syncs). The rewritten block stays dirty at its new version, home keeps the
+/// version the pass copied, and after a power cut the new version is what reads see.
+#[test]
+fn requests_go_on_while_the_write_back_waits_on_home() {
+    let cfg = config(WriteMode::WriteBack, 32);
+    assert_eq!(cfg.durability, Durability::Immediate);
+    let (home, fast) = devices(&cfg);
+    let vol = Arc::new(open(&home, &fast));
+    for b in 0..8 {
+        write(&vol, b, 1);
+    }
+    // DRAM holds four blocks: the last ones written.
+    let hot = *vol.hot_list().first().expect("DRAM holds blocks");
+    let cold = (0..8).find(|b| !vol.hot_list().contains(b)).unwrap();
+    let home_writes = home.write_count();
+    home.set_sync_latency(std::time::Duration::from_millis(800));
+    let pass = {
+        let vol = vol.clone();
+        std::thread::spawn(move || vol.write_back_all())
+    };
+    // The eight blocks go home in one run; then the pass syncs home.
+    let waited = std::time::Instant::now();
+    while home.write_count() == home_writes {
+        assert!(waited.elapsed().as_secs() < 10, "the pass never wrote home");
+        std::thread::yield_now();
+    }
+    assert_eq!(version(&vol, hot), Some(1), "a DRAM hit");
+    assert_eq!(version(&vol, cold), Some(1), "a fast-tier hit");
+    write(&vol, 3, 2);
+    write(&vol, 20, 1);
+    assert!(
+        !pass.is_finished(),
+        "the requests waited for the write-back's sync of home"
+    );
+    assert_eq!(
+        pass.join().unwrap().unwrap(),
+        7,
+        "block 3 changed meanwhile"
+    );
+    home.set_sync_latency(std::time::Duration::ZERO);
+    assert_eq!(vol.dirty_blocks(), 2);
+    assert_eq!(on_home(&home, 3), Some(1));
+    assert_eq!(on_home(&home, 5), Some(1));
+    assert_eq!(version(&vol, 3), Some(2));
+    let vol = Arc::into_inner(vol).unwrap();
+    drop(vol);
+    let (home, fast) = (home.power_cut(3), fast.power_cut(4));
+    let vol = open(&home, &fast);
+    for b in 0..8 {
+        assert_eq!(
+            version(&vol, b),
+            Some(if b == 3 { 2 } else { 1 }),
+            "block {b}"
+        );
+    }
+    assert_eq!(version(&vol, 20), Some(1));
+}

@@ -177,6 +177,10 @@ target!(TIER_REPLAY_DIFFERENCES, "policies whose replayed DRAM hits or misses di
     ThisProject, "", "one policy code: the real volume caches exactly what the simulator predicts");
 target!(TIER_HIT_VS_FLAT, "4 KiB DRAM hit / flat-volume read, one thread", <= 1.2, "x",
     ThisProject, "", "a hit in a volume larger than RAM costs little more than a read of one that fits");
+target!(TIER_HIT_SCALING, "4 KiB DRAM hits, 4 threads / 1 thread, over min(3, the flat volume's scaling in the same run)", >= 0.9, "x",
+    ThisProject, "", "hits scale 3x on four threads, or as far as this machine's CPUs let a read path with no shared state");
+target!(TIER_HIT_DURING_WRITEBACK, "4 KiB DRAM hit rate while 256 MiB go back to an emulated disk / idle", >= 80.0, "%",
+    ThisProject, "", "the write-back runs outside the volume's lock: hits do not wait for the disk");
 target!(TIER_SCAN_KEEPS_HOT_SET, "hot set still in DRAM after a 1 GiB sequential scan", >= 90.0, "%",
     ThisProject, "", "a scan does not wash out the hot set");
 target!(TIER_RESTART_HIT_RATIO, "hit ratio of the first 10,000 requests after a clean restart / before shutdown", >= 95.0, "%",
@@ -268,6 +272,8 @@ pub static ALL: &[&Target] = &[
     &FS_DURABLE_WRITE_VS_EXT4_FSYNC,
     &TIER_REPLAY_DIFFERENCES,
     &TIER_HIT_VS_FLAT,
+    &TIER_HIT_SCALING,
+    &TIER_HIT_DURING_WRITEBACK,
     &TIER_SCAN_KEEPS_HOT_SET,
     &TIER_RESTART_HIT_RATIO,
     &TIER_SCM_LRU_GAIN,

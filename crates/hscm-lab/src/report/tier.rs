@@ -86,6 +86,22 @@ pub fn section(quick: bool) -> Result<Section> {
             h.mapped_over_flat
         )?;
     }
+    let hs = &b.hit_scaling;
+    writeln!(
+        md,
+        "| 4 KiB DRAM hits, {} threads / 1 (flat volume, the bound on {} CPUs) | {:.2}x ({:.2}x) |",
+        hs.threads, hs.cpus, hs.hit_scaling, hs.flat_scaling
+    )?;
+    let w = &b.writeback;
+    writeln!(
+        md,
+        "| while {} go back to {} ({:.2} s; modelled disk) | DRAM hits keep {:.1}%, writes to other blocks {:.1}% of their idle rate |",
+        crate::units::human_bytes(w.writeback_bytes),
+        w.home,
+        w.writeback_s,
+        100.0 * w.hit_keep,
+        100.0 * w.write_keep
+    )?;
     writeln!(
         md,
         "| hot set left in DRAM after a {} scan | {:.1}% with the 4 MiB cutoff, {:.1}% without |",
@@ -194,7 +210,8 @@ pub fn section(quick: bool) -> Result<Section> {
         b.fast_recovery_blocks, b.fast_recovery_dirty, b.fast_recovery_s
     )?;
     writeln!(md, "A DRAM hit costs more than a flat-volume read because, besides the copy, it looks the block up in the \
-        tier's map and records the hit in the policy; once the working set exceeds the CPU caches both are cache misses, \
+        tier's map (a shard of it, under that shard's read lock) and logs the read for the policy, which hears of it \
+        under the volume's lock at the next miss; once the working set exceeds the CPU caches both are cache misses, \
         and the copy's address depends on the map (docs/tier.md, Measured).\n")?;
 
     let checks = vec![
@@ -205,6 +222,14 @@ pub fn section(quick: bool) -> Result<Section> {
         (
             "64 MiB".to_string(),
             Check::new(&targets::TIER_HIT_VS_FLAT, b.hit_over_flat),
+        ),
+        (
+            format!("{} threads on {} CPUs", hs.threads, hs.cpus),
+            Check::new(&targets::TIER_HIT_SCALING, hs.hit_scaling_vs_bound),
+        ),
+        (
+            crate::units::human_bytes(w.writeback_bytes),
+            Check::new(&targets::TIER_HIT_DURING_WRITEBACK, 100.0 * w.hit_keep),
         ),
         (
             "1 GiB scan".to_string(),

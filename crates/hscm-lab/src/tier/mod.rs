@@ -3,6 +3,7 @@
 
 mod admission;
 mod agreement;
+mod concurrency;
 mod emulated;
 mod fig11;
 mod share;
@@ -16,6 +17,7 @@ use serde::Serialize;
 
 pub use admission::{bench_admission, AdmissionRow};
 pub use agreement::{replay_agreement, write_msr_trace, Agreement};
+pub use concurrency::{HitScaling, WriteBackInterference};
 pub use emulated::{DeviceModel, EmulatedDevice};
 pub use fig11::{bench_fig11, Fig11Row};
 use share::share_rows;
@@ -113,6 +115,10 @@ pub struct TierBench {
     pub rounds: usize,
     /// The same at each working set measured (the fields above are the largest).
     pub hit_costs: Vec<HitCost>,
+    /// DRAM hits on one thread and on four, beside the flat volume's reads.
+    pub hit_scaling: HitScaling,
+    /// Requests while the fast tier writes dirty blocks back to an emulated disk.
+    pub writeback: WriteBackInterference,
     /// A sequential scan of `scan_bytes` through a volume whose hot set fills DRAM:
     /// the share of the hot set still cached after it, with the default cutoff and
     /// with the cutoff off.
@@ -326,6 +332,8 @@ pub fn bench_tier(
     }
     let headline = hit_costs.last().expect("two working sets").clone();
     let mut buf = vec![0u8; BLOCK as usize];
+    note("DRAM hits on four threads against the flat volume's reads");
+    let hit_scaling = concurrency::hit_scaling(scratch.path(), 64 << 20, 4)?;
 
     // 2. A scan against the hot set.
     let scan_bytes: u64 = 1 << 30;
@@ -438,6 +446,21 @@ pub fn bench_tier(
     )?;
     drop(scm_scratch);
 
+    // 6b. Requests while the write-back copies dirty blocks to an emulated disk.
+    let writeback_bytes: u64 = if share_seconds >= 1.0 {
+        256 << 20
+    } else {
+        32 << 20
+    };
+    note(&format!(
+        "requests while {} go back to an emulated disk",
+        crate::units::human_bytes(writeback_bytes)
+    ));
+    let writeback = {
+        let scm = scm_or_scratch(&scratch)?;
+        concurrency::writeback_interference(scm.path(), writeback_bytes)?
+    };
+
     // 7. Recovery at scale: reopening a volume that held `recovery_blocks` blocks.
     note(&format!(
         "reopening a volume whose DRAM held {recovery_blocks} blocks"
@@ -488,6 +511,8 @@ pub fn bench_tier(
         hit_over_flat: headline.hit_over_flat,
         rounds: headline.rounds,
         hit_costs,
+        hit_scaling,
+        writeback,
         scan_bytes,
         hot_kept_with_cutoff: kept[0],
         hot_kept_without_cutoff: kept[1],

@@ -25,6 +25,7 @@
 
 mod layout;
 mod recover;
+mod writeback;
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -42,6 +43,7 @@ pub(crate) use layout::Layout;
 use layout::{Record, SlotState, State, RECORD};
 pub use recover::Recovery;
 pub(crate) use recover::{format, read_layout};
+pub(crate) use writeback::Copied;
 
 /// What went wrong, and on which device: the volume treats a failed home as fatal for
 /// writes, and a failed fast tier by its write mode.
@@ -63,6 +65,9 @@ struct Live {
     dirty: bool,
     /// When it became dirty (for the dirty age and the age-triggered write-back).
     dirty_since: Option<Instant>,
+    /// The device write of its record (0: durable already); write-back copies home
+    /// only versions whose record is durable (rule 3).
+    record: u64,
 }
 
 /// A slot on its way back to the free list (rule 2).
@@ -94,7 +99,7 @@ pub(crate) struct FastTier {
     /// Home's block size and where its data starts.
     block: u64,
     /// A run of dirty blocks on its way home (1 MiB or one block).
-    bulk: AlignedBuf,
+    bulk: Option<AlignedBuf>,
     evicted: Vec<u64>,
     /// A record (its sequence number and its write) whose durability lets the state
     /// page's watermark move up to it, so recovery checks the data of fewer slots.
@@ -139,7 +144,7 @@ impl FastTier {
             seq: 0,
             dirty: 0,
             block: u64::from(block),
-            bulk: AlignedBuf::zeroed((block as usize).max(1 << 20)),
+            bulk: Some(AlignedBuf::zeroed((block as usize).max(1 << 20))),
             evicted: Vec::new(),
             mark: (0, 0),
             watermark: 0,
@@ -236,6 +241,7 @@ impl FastTier {
                 data_crc: crc32c::crc32c(data),
                 dirty: false,
                 dirty_since: None,
+                record: 0,
             },
         );
         self.stats.promotions += 1;
@@ -279,12 +285,13 @@ impl FastTier {
         }
         let slot = self.alloc()?;
         self.seq += 1;
-        let live = Live {
+        let mut live = Live {
             slot,
             seq: self.seq,
             data_crc: crc32c::crc32c(data),
             dirty: true,
             dirty_since: None,
+            record: 0,
         };
         self.dev
             .write_at(self.layout.slot_offset(slot), data)
@@ -298,6 +305,7 @@ impl FastTier {
                 data_crc: live.data_crc,
             },
         )?;
+        live.record = written;
         let since = match self.map.insert(block, live) {
             Some(old) => {
                 self.retire(old.slot, block, written);
@@ -510,102 +518,51 @@ impl FastTier {
     }
 
     /// Copies `blocks` (dirty, sorted) home in runs of consecutive blocks, syncs home,
-    /// then marks them clean and syncs the fast device (rule 3).
+    /// then marks them clean and syncs the fast device (rule 3), all at once: a
+    /// demotion. The volume's write-back runs the same steps without its lock.
     fn write_home(&mut self, home: &Device, blocks: &[u64]) -> Outcome<()> {
         // Home's copy is overwritten in place, and a cut can tear it: the version
         // replacing it must be durable here first, or a torn home block could be all
         // that is left of an acknowledged write.
         self.sync_fast()?;
-        let bs = self.block as usize;
-        let max_run = self.bulk.len() / bs;
+        // Lent out while the runs go home (it is taken and put back only here).
+        let mut bulk = self.bulk.take().expect("the bulk buffer is home");
+        let result = self.write_runs(home, blocks, &mut bulk);
+        self.bulk = Some(bulk);
+        let copied = result?;
+        home.sync()
+            .map_err(|e| Failure::Home(format!("sync of {} failed", home.describe()), e))?;
+        let durable_seq = self.record_clean(&copied)?;
+        self.sync_fast()?;
+        self.mark_clean(&copied, durable_seq).map(drop)
+    }
+
+    fn write_runs(
+        &mut self,
+        home: &Device,
+        blocks: &[u64],
+        bulk: &mut [u8],
+    ) -> Outcome<Vec<Copied>> {
+        let mut copied = Vec::new();
         let mut i = 0;
         while i < blocks.len() {
-            let first = blocks[i];
-            let mut n = 1;
-            while i + n < blocks.len() && n < max_run && blocks[i + n] == first + n as u64 {
-                n += 1;
-            }
-            for (k, &b) in blocks[i..i + n].iter().enumerate() {
-                let slot = self.map[&b].slot;
-                let at = self.layout.slot_offset(slot);
-                self.dev
-                    .read_at(at, &mut self.bulk[k * bs..(k + 1) * bs])
-                    .map_err(self.fast_err(format!("cannot read slot {slot}")))?;
-            }
-            home.write_at(self.home_offset(first), &self.bulk[..n * bs])
+            let (used, run) = self.copy_run(&blocks[i..], bulk)?;
+            i += used;
+            let Some(first) = run.first().map(|c| c.block) else {
+                continue;
+            };
+            let bytes = run.len() * self.block as usize;
+            home.write_at(self.home_offset(first), &bulk[..bytes])
                 .map_err(|e| {
                     Failure::Home(
                         format!("cannot write blocks {first}.. back to {}", home.describe()),
                         e,
                     )
                 })?;
-            self.stats.writeback_runs += 1;
-            i += n;
+            self.count_run();
+            copied.extend(run);
         }
-        home.sync()
-            .map_err(|e| Failure::Home(format!("sync of {} failed", home.describe()), e))?;
-        for &b in blocks {
-            let live = self.map[&b];
-            self.write_record(
-                live.slot,
-                Record {
-                    block: b,
-                    seq: live.seq,
-                    state: SlotState::Clean,
-                    data_crc: live.data_crc,
-                },
-            )?;
-        }
-        let durable_seq = self.seq;
-        self.sync_fast()?;
-        for &b in blocks {
-            let live = self.map.get_mut(&b).expect("cached");
-            live.dirty = false;
-            live.dirty_since = None;
-        }
-        self.dirty -= blocks.len() as u64;
-        self.stats.written_back += blocks.len() as u64;
-        // Everything up to `durable_seq` was durable before this write: recovery need
-        // not check those slots' data (the sector becomes durable at a later sync).
-        self.write_watermark(durable_seq)
-    }
-
-    /// The background write-back's step: when the dirty share passes the high mark,
-    /// writes back (in block order) down to the low mark; otherwise writes back blocks
-    /// dirty for longer than [`WRITEBACK_AGE`]. `all` writes back everything. Returns
-    /// how many blocks went home.
-    pub(crate) fn write_back(&mut self, home: &Device, all: bool) -> Outcome<u64> {
-        self.reclaim()?;
-        let capacity = (self.stats.capacity_bytes / self.block).max(1);
-        let share = self.dirty as f64 / capacity as f64;
-        let now = Instant::now();
-        let mut dirty: Vec<(u64, Instant)> = self
-            .map
-            .iter()
-            .filter(|(_, l)| l.dirty)
-            .map(|(&b, l)| (b, l.dirty_since.unwrap_or(now)))
-            .collect();
-        let mut chosen: Vec<u64> = if all {
-            dirty.iter().map(|d| d.0).collect()
-        } else if share > WRITEBACK_HIGH {
-            dirty.sort_unstable_by_key(|d| d.1);
-            let keep = (WRITEBACK_LOW * capacity as f64) as usize;
-            let n = dirty.len().saturating_sub(keep);
-            dirty[..n].iter().map(|d| d.0).collect()
-        } else {
-            dirty
-                .iter()
-                .filter(|d| now.duration_since(d.1) >= WRITEBACK_AGE)
-                .map(|d| d.0)
-                .collect()
-        };
-        if chosen.is_empty() {
-            return Ok(0);
-        }
-        chosen.sort_unstable();
-        self.write_home(home, &chosen)?;
-        self.reclaim()?;
-        Ok(chosen.len() as u64)
+        Ok(copied)
     }
 
     /// Blocks whose only durable copy is here.

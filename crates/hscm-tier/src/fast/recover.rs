@@ -189,6 +189,7 @@ impl FastTier {
                     data_crc: r.data_crc,
                     dirty,
                     dirty_since: dirty.then_some(now),
+                    record: 0,
                 },
             );
             tier.dirty += u64::from(dirty);

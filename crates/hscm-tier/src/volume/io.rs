@@ -3,6 +3,7 @@
 
 use std::sync::atomic::Ordering;
 
+use crate::dram::Served;
 use crate::header::WriteMode;
 use crate::snapshot::Counters;
 use crate::volume::{Inner, Lower, Shared, TieredVolume};
@@ -105,8 +106,16 @@ impl TieredVolume {
             return Ok(());
         }
         let shared = &*self.shared;
+        match shared.dram_index.serve(offset, len, sink) {
+            Served::Logged => return Ok(()),
+            Served::LogFull(hit) => {
+                shared.lock().record_hit(hit);
+                return Ok(());
+            }
+            Served::No => {}
+        }
         let bs = u64::from(shared.cfg.block);
-        let mut guard = shared.inner.lock();
+        let mut guard = shared.lock();
         let Inner {
             dram,
             lower,
@@ -155,7 +164,10 @@ impl TieredVolume {
                 crate::dram::Place::Slot { slot, fresh } => {
                     flush_run(&mut run, counters, at, sink)?;
                     if fresh {
-                        shared.fetch(lower, counters, block, dram.slot_mut(slot), sequential)?;
+                        let buf = dram
+                            .unfilled_mut(block)
+                            .expect("a fresh slot is not filled");
+                        shared.fetch(lower, counters, block, buf, sequential)?;
                         dram.set_filled(block);
                     } else {
                         hits += 1;
@@ -238,7 +250,7 @@ impl TieredVolume {
         let bs = u64::from(shared.cfg.block);
         let ticket;
         {
-            let mut guard = shared.inner.lock();
+            let mut guard = shared.lock();
             // Checked again under the lock: a write that failed meanwhile poisoned it.
             shared.poison.check()?;
             let Inner {
@@ -260,26 +272,29 @@ impl TieredVolume {
                 let pos = (at - offset) as usize;
                 let whole = n as u64 == bs;
                 blocks += 1;
-                let buf: &mut [u8] = match dram.place(block, true, sequential) {
+                match dram.place(block, true, sequential) {
                     crate::dram::Place::Slot { slot, fresh } => {
                         if !fresh {
                             hits += 1;
                         }
                         if fresh && !whole {
-                            shared.peek(lower, counters, block, dram.slot_mut(slot))?;
+                            let buf = dram
+                                .unfilled_mut(block)
+                                .expect("a fresh slot is not filled");
+                            shared.peek(lower, counters, block, buf)?;
                         }
+                        dram.write_slot(block, |buf| fill(pos, &mut buf[within..within + n]));
                         dram.set_filled(block);
-                        dram.slot_mut(slot)
+                        self.store(lower, counters, block, dram.slot(slot))?;
                     }
                     crate::dram::Place::Bypassed => {
                         if !whole {
                             shared.peek(lower, counters, block, scratch)?;
                         }
-                        scratch
+                        fill(pos, &mut scratch[within..within + n]);
+                        self.store(lower, counters, block, scratch)?;
                     }
-                };
-                fill(pos, &mut buf[within..within + n]);
-                self.store(lower, counters, block, buf)?;
+                }
                 at += n as u64;
             }
             counters.count_request(hits, blocks);
@@ -317,7 +332,11 @@ impl TieredVolume {
             }
         }
         counters.home_writes += 1;
-        if let Err(e) = shared.home.write_at(shared.cfg.home_offset(block), bytes) {
+        let written = shared.home.write_at(shared.cfg.home_offset(block), bytes);
+        if let Ok(n) = written {
+            shared.request_home_writes.fetch_max(n, Ordering::SeqCst);
+        }
+        if let Err(e) = written {
             let reason = format!(
                 "write of block {block} to {} failed: {e}",
                 shared.home.describe()

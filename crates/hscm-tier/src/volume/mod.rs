@@ -10,12 +10,16 @@
 //! when it is dirty there, home's otherwise. After a restart DRAM is refilled
 //! hottest-first from the saved hot list.
 //!
-//! One lock guards the tiers and orders requests; device I/O for misses happens under
-//! it, so requests are served one at a time (syncs excepted). That keeps every
-//! request's view exact (a read sees each block before or after a concurrent write,
-//! never half of it) at the cost of overlap between misses.
+//! One lock guards the tiers and orders requests that change them; device I/O for
+//! misses happens under it, so misses and writes are served one at a time (syncs
+//! excepted). That keeps every request's view exact (a read sees each block before or
+//! after a concurrent write, never half of it) at the cost of overlap between misses.
+//! Two paths run outside it: DRAM hits (`dram::index`: the policy hears of them, in
+//! order, when the lock is next taken) and the fast tier's write-back to home
+//! (`writeback`).
 
 mod io;
+mod writeback;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -26,7 +30,7 @@ use hscm_volume::{AlignedBuf, Backend, FileBackend};
 use parking_lot::Mutex;
 
 use crate::device::Device;
-use crate::dram::{Dram, TierStats};
+use crate::dram::{Dram, DramIndex, HitRead, TierStats};
 use crate::fast::{FastTier, Recovery};
 use crate::header::{TierConfig, WriteMode, HEADER_LEN};
 use crate::snapshot::Counters;
@@ -50,14 +54,53 @@ struct Inner {
     bulk: AlignedBuf,
 }
 
+impl Inner {
+    /// Tells the policy of the reads the hit path served since, in their order: a batch
+    /// at a time, each batch's policy entries fetched before any is used, so their
+    /// cache misses overlap.
+    fn apply_logged_hits(&mut self) {
+        const BATCH: usize = 32;
+        let mut batch = [None; BATCH];
+        loop {
+            let mut n = 0;
+            while n < BATCH {
+                let Some(hit) = self.dram.index().next_logged() else {
+                    break;
+                };
+                self.dram.prefetch_hit(&hit);
+                batch[n] = Some(hit);
+                n += 1;
+            }
+            for hit in batch[..n].iter_mut().filter_map(Option::take) {
+                self.record_hit(hit);
+            }
+            if n < BATCH {
+                return;
+            }
+        }
+    }
+
+    fn record_hit(&mut self, hit: HitRead) {
+        let blocks = self.dram.record_hit_read(hit);
+        self.counters.count_request(blocks, blocks);
+    }
+}
+
 /// What the volume's threads share.
 struct Shared {
     cfg: TierConfig,
+    /// DRAM's slots as the hit path reads them, without `inner`'s lock.
+    dram_index: Arc<DramIndex>,
     home: Arc<Device>,
     /// The fast device, while it serves (the group commit syncs it in write-back mode).
     fast_dev: Option<Arc<Device>>,
     fast_active: AtomicBool,
     inner: Mutex<Inner>,
+    /// The newest home write a request made (a [`Device`] write number): what a
+    /// request's sync must cover on home in write-back mode.
+    request_home_writes: AtomicU64,
+    /// Write-back passes take turns (the background one and `write_back_all`).
+    write_back_turn: Mutex<()>,
     stop: AtomicBool,
     poison: Poison,
 }
@@ -68,6 +111,8 @@ pub struct TieredVolume {
     loader: Option<std::thread::JoinHandle<()>>,
     /// The background write-back (write-back mode only).
     flusher: Option<std::thread::JoinHandle<()>>,
+    /// Tells the policy of logged DRAM hits in the background.
+    hits: Option<std::thread::JoinHandle<()>>,
     commit: GroupCommit,
     /// Writes that reached their device (tickets for the group commit).
     issued: AtomicU64,
@@ -87,16 +132,16 @@ fn warm(shared: &Shared, hot: &[u64]) {
         }
         let mut guard = shared.inner.lock();
         let inner = &mut *guard;
-        let Some(slot) = inner.dram.unfilled(block) else {
+        if inner.dram.unfilled(block).is_none() {
             continue;
-        };
+        }
         let Inner {
             dram,
             lower,
             counters,
             ..
         } = inner;
-        let buf = dram.slot_mut(slot);
+        let buf = dram.unfilled_mut(block).expect("the slot is not filled");
         let from_fast = match &lower.fast {
             Some(f) => f.peek(block, buf).unwrap_or(false),
             None => false,
@@ -115,6 +160,26 @@ fn warm(shared: &Shared, hot: &[u64]) {
     }
 }
 
+/// Applies the hit log in the background, so the policy's work for a hit runs beside
+/// the hit path rather than on it: every 200 µs while hits arrive, backing off to
+/// 20 ms when none did. A request that takes the lock applies the log first anyway;
+/// this only moves the work off the readers' threads.
+fn apply_hits_loop(shared: &Shared) {
+    let mut wait = std::time::Duration::from_micros(200);
+    loop {
+        std::thread::park_timeout(wait);
+        if shared.stop.load(Ordering::Relaxed) {
+            return;
+        }
+        if shared.dram_index.logged() == 0 {
+            wait = (wait * 2).min(std::time::Duration::from_millis(20));
+            continue;
+        }
+        wait = std::time::Duration::from_micros(200);
+        drop(shared.lock());
+    }
+}
+
 /// The background write-back: every 50 ms, writes back what the fast tier's marks ask
 /// for. A failure is handled as a request's would be.
 fn write_back_loop(shared: &Shared) {
@@ -127,13 +192,10 @@ fn write_back_loop(shared: &Shared) {
         if shared.poison.get().is_some() {
             continue;
         }
-        let mut inner = shared.inner.lock();
-        let result = match inner.lower.fast.as_mut() {
-            Some(f) => f.write_back(&shared.home, false),
-            None => return,
-        };
-        if let Err(f) = result {
-            let _ = shared.fail(&mut inner.lower, f);
+        // A failure was handled inside (the tier out of service, or writes refused).
+        let _ = shared.write_back_pass(false);
+        if !shared.fast_active.load(Ordering::SeqCst) {
+            return;
         }
     }
 }
@@ -377,6 +439,7 @@ impl TieredVolume {
             .as_ref()
             .is_some_and(|f| f.mode == WriteMode::WriteBack);
         let shared = Arc::new(Shared {
+            dram_index: dram.index().clone(),
             fast_active: AtomicBool::new(fast_tier.is_some()),
             fast_dev,
             inner: Mutex::new(Inner {
@@ -389,6 +452,8 @@ impl TieredVolume {
                 scratch: AlignedBuf::zeroed(cfg.block as usize),
                 bulk: AlignedBuf::zeroed((cfg.block as usize).max(1 << 20)),
             }),
+            write_back_turn: Mutex::new(()),
+            request_home_writes: AtomicU64::new(0),
             cfg,
             home: home.clone(),
             stop: AtomicBool::new(false),
@@ -401,6 +466,15 @@ impl TieredVolume {
                 .spawn(move || warm(&shared, &hot))
                 .expect("spawn the warm-up thread")
         });
+        let hits = {
+            let shared = shared.clone();
+            Some(
+                std::thread::Builder::new()
+                    .name("hscm-tier-hits".into())
+                    .spawn(move || apply_hits_loop(&shared))
+                    .expect("spawn the hit log thread"),
+            )
+        };
         let flusher = write_back.then(|| {
             let shared = shared.clone();
             std::thread::Builder::new()
@@ -416,6 +490,7 @@ impl TieredVolume {
             shared,
             loader,
             flusher,
+            hits,
             commit: GroupCommit::new(0),
             issued: AtomicU64::new(0),
             recovery,
@@ -461,7 +536,7 @@ impl TieredVolume {
 
     fn stop_threads(&mut self) {
         self.shared.stop.store(true, Ordering::Relaxed);
-        for t in [self.loader.take(), self.flusher.take()]
+        for t in [self.loader.take(), self.flusher.take(), self.hits.take()]
             .into_iter()
             .flatten()
         {
@@ -487,17 +562,7 @@ impl TieredVolume {
     /// write-back mode then holds everything on home too.
     pub fn write_back_all(&self) -> Result<u64> {
         self.shared.poison.check()?;
-        let mut inner = self.shared.inner.lock();
-        let result = inner
-            .lower
-            .fast
-            .as_mut()
-            .map(|f| f.write_back(&self.shared.home, true));
-        match result {
-            None => Ok(0),
-            Some(Ok(n)) => Ok(n),
-            Some(Err(f)) => self.shared.fail(&mut inner.lower, f).map(|()| 0),
-        }
+        self.shared.write_back_pass(true)
     }
 
     /// Blocks whose only durable copy is on the fast tier.
@@ -534,6 +599,13 @@ impl TieredVolume {
                                 .is_some_and(|c| c.mode == WriteMode::WriteBack)
                         {
                             f.sync()?;
+                            // Home's other writes are the write-back's and demotions',
+                            // which sync home themselves: a request waits on home only
+                            // for what requests wrote there.
+                            let wrote = shared.request_home_writes.load(Ordering::SeqCst);
+                            if shared.home.is_durable(wrote) {
+                                return Ok(());
+                            }
                         }
                     }
                     shared.home.sync()
@@ -579,7 +651,7 @@ impl TieredVolume {
     /// This session's counters: requests by outcome, device reads, writes and syncs,
     /// and each tier's.
     pub fn stats(&self) -> Counters {
-        let inner = self.shared.inner.lock();
+        let inner = self.shared.lock();
         let c = &inner.counters;
         let mut tiers = vec![TierStats {
             // Every block of a request looks in DRAM: its request counts are the
@@ -644,7 +716,7 @@ impl TieredVolume {
 
     /// Cached blocks, hottest first.
     pub fn hot_list(&self) -> Vec<u64> {
-        self.shared.inner.lock().dram.hot_list()
+        self.shared.lock().dram.hot_list()
     }
 
     /// The first failure, once writes are refused.
@@ -654,6 +726,13 @@ impl TieredVolume {
 }
 
 impl Shared {
+    /// The volume's lock, with the policy told of every hit served before it.
+    fn lock(&self) -> parking_lot::MutexGuard<'_, Inner> {
+        let mut inner = self.inner.lock();
+        inner.apply_logged_hits();
+        inner
+    }
+
     /// Handles a device failure inside a request or the write-back, and returns the
     /// request's error. A failed home refuses writes from then on. A failed fast tier
     /// holding no dirty block is taken out of service (pass-through: home holds

@@ -27,6 +27,7 @@ struct Device {
     image: CrashImage,
     faults: Countdown,
     sync_latency: std::time::Duration,
+    read_latency: std::time::Duration,
     /// The next sync panics (a bug in a background thread, simulated).
     panic_on_sync: bool,
     powered: bool,
@@ -43,6 +44,7 @@ impl FaultyBackend {
                 image: CrashImage::new(image),
                 faults: Countdown::default(),
                 sync_latency: std::time::Duration::ZERO,
+                read_latency: std::time::Duration::ZERO,
                 panic_on_sync: false,
                 powered: true,
             })),
@@ -70,6 +72,11 @@ impl FaultyBackend {
     /// Every sync takes this long (outside the device lock), as a real flush does.
     pub fn set_sync_latency(&self, latency: std::time::Duration) {
         self.inner.lock().sync_latency = latency;
+    }
+
+    /// Every read takes this long (outside the device lock), as a disk's seek does.
+    pub fn set_read_latency(&self, latency: std::time::Duration) {
+        self.inner.lock().read_latency = latency;
     }
 
     /// Cuts the power: this device answers EIO from now on, and the returned one
@@ -120,6 +127,10 @@ impl Backend for FaultyBackend {
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        let latency = self.inner.lock().read_latency;
+        if !latency.is_zero() {
+            std::thread::sleep(latency);
+        }
         let d = self.inner.lock();
         if !d.powered {
             return Err(powered_off());

@@ -1,11 +1,18 @@
 //! The DRAM tier: an arena of block-sized slots, the cache policy that decides which
 //! blocks hold them (hscm-policy's, the code `hscm sim cache` runs), and the counters.
+//! Hits are served without the volume's lock ([`index`]); everything else here runs
+//! under it.
+
+mod index;
+
+use std::sync::Arc;
 
 use rustc_hash::FxHashMap as HashMap;
 
 use hscm_policy::cache::{CacheOutcome, CachePolicy, PolicySpec, SequentialCutoff};
-use memmap2::MmapMut;
 use serde::{Deserialize, Serialize};
+
+pub(crate) use index::{DramIndex, HitRead, Served};
 
 use crate::header::TierConfig;
 
@@ -146,38 +153,21 @@ struct Entry {
     /// The slot holds the block's bytes (false until filled from home: a fill that
     /// failed, or a block restored at open and not warmed yet).
     filled: bool,
-    /// For the hot list a clean close saves.
-    last_use: u64,
 }
 
-impl Entry {
-    fn new(slot: u32, now: u64) -> Entry {
-        Entry {
-            slot,
-            filled: false,
-            last_use: now,
-        }
-    }
-}
-
-/// The slots' memory: populated lazily, so opening costs nothing whatever its size.
-fn arena(len: usize) -> std::io::Result<MmapMut> {
-    let map = MmapMut::map_anon(len)?;
-    #[cfg(target_os = "linux")]
-    {
-        let _ = map.advise(memmap2::Advice::HugePage);
-    }
-    Ok(map)
-}
+/// No block: a free slot in [`Dram::slot_block`].
+const NO_BLOCK: u64 = u64::MAX;
 
 pub(crate) struct Dram {
     policy: Box<dyn CachePolicy>,
-    /// Cached block → its slot, whether the slot holds its bytes yet, and its last use:
-    /// one entry, so a hit touches one place besides the policy and the bytes.
+    /// Cached block → its slot, and whether the slot holds its bytes yet.
     cached: HashMap<u64, Entry>,
-    /// One anonymous mapping, page-aligned (so device I/O into a slot may bypass the
-    /// page cache) and advised for huge pages: random hits then rarely miss the TLB.
-    arena: MmapMut,
+    /// Per slot: its block ([`NO_BLOCK`] when free), so a logged hit that names its
+    /// slot needs no map lookup; and its last use, for the hot list a clean close saves.
+    slot_block: Vec<u64>,
+    slot_use: Vec<u64>,
+    /// The slots, and which block each holds, as the lock-free hit path sees them.
+    index: Arc<DramIndex>,
     block: usize,
     free: Vec<u32>,
     evicted: Vec<u64>,
@@ -197,7 +187,13 @@ impl Dram {
         Ok(Dram {
             policy: spec.build(cfg.ram),
             cached: HashMap::with_capacity_and_hasher(slots, Default::default()),
-            arena: arena(cfg.ram as usize)?,
+            index: Arc::new(DramIndex::new(
+                cfg.size / u64::from(cfg.block),
+                slots,
+                cfg.block as usize,
+            )?),
+            slot_block: vec![NO_BLOCK; slots],
+            slot_use: vec![0; slots],
             block: cfg.block as usize,
             free: (0..slots as u32).rev().collect(),
             evicted: Vec::new(),
@@ -239,9 +235,9 @@ impl Dram {
     ) -> Place {
         self.clock += 1;
         self.policy.prefetch(block);
-        if let Some(e) = self.cached.get_mut(&block) {
-            e.last_use = self.clock;
+        if let Some(e) = self.cached.get(&block) {
             let (slot, fresh) = (e.slot, !e.filled);
+            self.slot_use[slot as usize] = self.clock;
             if let (Some((within, len)), false) = (read, fresh) {
                 self.prefetch(slot, within, len);
             }
@@ -262,6 +258,8 @@ impl Dram {
             .insert_evicting(block, self.block as u64, &mut |k| evicted.push(k));
         for k in &evicted {
             let e = self.cached.remove(k).expect("an evicted block held a slot");
+            self.index.unmap(*k);
+            self.slot_block[e.slot as usize] = NO_BLOCK;
             self.free.push(e.slot);
         }
         self.stats.evictions += evicted.len() as u64;
@@ -272,7 +270,16 @@ impl Dram {
                     .free
                     .pop()
                     .expect("the policy holds at most as many blocks as there are slots");
-                self.cached.insert(block, Entry::new(slot, self.clock));
+                self.cached.insert(
+                    block,
+                    Entry {
+                        slot,
+                        filled: false,
+                    },
+                );
+                self.slot_block[slot as usize] = block;
+                self.slot_use[slot as usize] = self.clock;
+                self.index.map(block, slot);
                 self.stats.promotions += 1;
                 Place::Slot { slot, fresh: true }
             }
@@ -308,12 +315,23 @@ impl Dram {
             }
             for k in &evicted {
                 let e = self.cached.remove(k).expect("an evicted block held a slot");
+                self.index.unmap(*k);
+                self.slot_block[e.slot as usize] = NO_BLOCK;
                 self.free.push(e.slot);
             }
             self.evicted = evicted;
             if outcome == CacheOutcome::Inserted {
                 let slot = self.free.pop().expect("a slot per cached block");
-                self.cached.insert(block, Entry::new(slot, self.clock));
+                self.cached.insert(
+                    block,
+                    Entry {
+                        slot,
+                        filled: false,
+                    },
+                );
+                self.slot_block[slot as usize] = block;
+                self.slot_use[slot as usize] = self.clock;
+                self.index.map(block, slot);
                 placed += 1;
             }
         }
@@ -329,45 +347,81 @@ impl Dram {
             .map(|e| e.slot)
     }
 
-    /// Asks the CPU to start fetching the first 4 KiB of `[within, within + len)` of
-    /// a slot at once, before the copy: a lone copy otherwise meets its cache misses one
-    /// after another (the flat volume does the same, `hscm_volume`'s `RamImage`).
+    /// Asks the CPU to start fetching the bytes a hit will copy.
     #[inline]
     pub(crate) fn prefetch(&self, slot: u32, within: usize, len: usize) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-            let start = slot as usize * self.block + within;
-            let end = (start + len.min(4096)).min(self.arena.len());
-            let base = self.arena.as_ptr();
-            let mut at = start & !63;
-            while at < end {
-                // SAFETY: `at < self.arena.len()`, so the pointer is inside the mapping.
-                // A prefetch is a hint: it reads nothing architecturally, writes nothing
-                // and never faults. Every DRAM hit runs this (the reference tests).
-                unsafe { _mm_prefetch::<_MM_HINT_T0>(base.add(at) as *const i8) };
-                at += 64;
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        let _ = (slot, within, len);
+        self.index.prefetch(slot, within, len);
     }
 
+    /// The index the lock-free hit path reads.
+    pub(crate) fn index(&self) -> &Arc<DramIndex> {
+        &self.index
+    }
+
+    /// A slot's bytes, to read under the volume's lock.
     pub(crate) fn slot(&self, slot: u32) -> &[u8] {
-        let at = slot as usize * self.block;
-        &self.arena[at..at + self.block]
+        // SAFETY: `&self` rules out every `&mut self` method, the only writers.
+        unsafe { self.index.slot(slot) }
     }
 
-    pub(crate) fn slot_mut(&mut self, slot: u32) -> &mut [u8] {
-        let at = slot as usize * self.block;
-        &mut self.arena[at..at + self.block]
+    /// The slot of `block`, cached and not filled yet, to fill; then
+    /// [`Dram::set_filled`] publishes it.
+    pub(crate) fn unfilled_mut(&mut self, block: u64) -> Option<&mut [u8]> {
+        let slot = self.unfilled(block)?;
+        // SAFETY: `&mut self` rules out every other writer and every reader through
+        // `Dram`; the block is not published, so the hit path does not read the slot.
+        Some(unsafe { self.index.unpublished_mut(slot) })
     }
 
-    /// Marks `block`'s slot as holding its bytes.
+    /// Changes the bytes of `block`'s slot (cached, filled or not) with `f`; a filled
+    /// slot is changed with the hit path kept out of it meanwhile.
+    pub(crate) fn write_slot(&mut self, block: u64, f: impl FnOnce(&mut [u8])) {
+        if let Some(buf) = self.unfilled_mut(block) {
+            f(buf);
+        } else {
+            let done = self.index.write_published(block, f);
+            debug_assert!(done, "block {block} is cached");
+        }
+    }
+
+    /// Marks `block`'s slot as holding its bytes: from now on the hit path serves it.
     pub(crate) fn set_filled(&mut self, block: u64) {
         if let Some(e) = self.cached.get_mut(&block) {
-            e.filled = true;
+            if !e.filled {
+                e.filled = true;
+                self.index.publish(block);
+            }
         }
+    }
+
+    /// Starts fetching what [`Dram::record_hit_read`] will touch for `hit`.
+    pub(crate) fn prefetch_hit(&self, hit: &HitRead) {
+        self.policy.prefetch(hit.offset / self.block as u64);
+    }
+
+    /// Tells the policy, the cutoff and the counters of a read the hit path served,
+    /// as [`Dram::place_reading`] would have; returns the blocks it touched.
+    pub(crate) fn record_hit_read(&mut self, hit: HitRead) -> u64 {
+        let bs = self.block as u64;
+        // Hits never depend on the cutoff, but the runs it tracks include them.
+        self.sequential.is_sequential(hit.offset, hit.len);
+        let (first, last) = (hit.offset / bs, (hit.offset + hit.len - 1) / bs);
+        for block in first..=last {
+            self.clock += 1;
+            let slot = if block == first && self.slot_block[hit.slot as usize] == block {
+                Some(hit.slot)
+            } else {
+                self.cached.get(&block).map(|e| e.slot)
+            };
+            // A block evicted since the read copied it (by another client's miss) is
+            // a hit all the same; the policy no longer holds it.
+            if let Some(slot) = slot {
+                self.slot_use[slot as usize] = self.clock;
+                self.policy.lookup(block);
+            }
+            self.stats.count_lookup(true, false);
+        }
+        last - first + 1
     }
 
     pub(crate) fn snapshot(&self) -> TierStats {
@@ -379,8 +433,11 @@ impl Dram {
 
     /// Cached blocks (filled or not), hottest (most recently used) first.
     pub(crate) fn hot_list(&self) -> Vec<u64> {
-        let mut blocks: Vec<(u64, u64)> =
-            self.cached.iter().map(|(&b, e)| (e.last_use, b)).collect();
+        let mut blocks: Vec<(u64, u64)> = self
+            .cached
+            .iter()
+            .map(|(&b, e)| (self.slot_use[e.slot as usize], b))
+            .collect();
         blocks.sort_unstable_by(|a, b| b.cmp(a));
         blocks.into_iter().map(|(_, b)| b).collect()
     }
