@@ -1012,14 +1012,17 @@ fn run(cli: Cli) -> Result<()> {
             }
             let h = &r.hit_scaling;
             outln!(
-                "DRAM hits on {} threads: {:.2}x one thread ({:.0} against {:.0} reads/s); flat volume {:.2}x, the bound on {} CPUs; hits reach {:.2}x of min(3, bound)",
+                "DRAM hits on {} threads: {:.2}x one thread ({:.0} against {:.0} reads/s); flat volume {:.2}x, the bound on {} CPUs; hits reach {:.2}x of min(3, bound); hits/flat reads {:.2} on one thread, {:.2} on {}",
                 h.threads,
                 h.hit_scaling,
                 h.hit_threads_per_s,
                 h.hit_one_thread_per_s,
                 h.flat_scaling,
                 h.cpus,
-                h.hit_scaling_vs_bound
+                h.hit_scaling_vs_bound,
+                h.hit_vs_flat_one_thread,
+                h.hit_vs_flat_threads,
+                h.threads
             )?;
             let w = &r.writeback;
             outln!(

@@ -83,6 +83,11 @@ impl Device {
         Ok(())
     }
 
+    /// Every write numbered at or below this is durable (it only grows).
+    pub(crate) fn synced_upto(&self) -> u64 {
+        self.synced.load(Ordering::SeqCst)
+    }
+
     pub(crate) fn is_durable(&self, write: u64) -> bool {
         self.synced.load(Ordering::SeqCst) >= write
     }

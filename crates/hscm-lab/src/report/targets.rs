@@ -144,9 +144,9 @@ target!(NBD_WRITEBACK_MIX_VS_MEMORY, "4 KiB 66:34 read/write mix, write-back: hs
     ThisProject, "", "the mix at RAM speed too: reads never wait for write-back");
 target!(NBD_ONFLUSH_WRITE_VS_ODIRECT, "4 KiB random writes, on-flush (each on the device before its reply): hscm / nbdkit-odirect (IOPS)", >= 0.8, "x",
     ThisProject, "", "write-through costs little more than the least any write-through server does");
-target!(NBD_FLUSH_VS_DEVICE, "FLUSH after 64 MiB dirty in 1 MiB writes: flush time / (the device's sequential write of 64 MiB + one sync)", <= 1.0, "x",
+target!(NBD_FLUSH_VS_DEVICE, "FLUSH after 64 MiB (less with --quick: a quarter of its volume) dirty in 1 MiB writes: flush time / (the device's sequential write of as much + one sync)", <= 1.0, "x",
     ThisProject, "", "a flush costs what the device needs to write the dirty bytes, no more");
-target!(NBD_FLUSH_SCATTERED_VS_DEVICE, "FLUSH after 64 MiB dirty in random 4 KiB writes: flush time / the device writing them as random 4 KiB writes + one sync", <= 1.0, "x",
+target!(NBD_FLUSH_SCATTERED_VS_DEVICE, "FLUSH after 64 MiB (less with --quick: a quarter of its volume) dirty in random 4 KiB writes: flush time / the device writing them as random 4 KiB writes + one sync", <= 1.0, "x",
     ThisProject, "", "sorted, merged runs beat writing scattered blocks one by one");
 target!(NBD_IMMEDIATE_WRITE_VS_FUA_FILE, "4 KiB random writes, immediate: hscm / nbdkit file plugin with FUA (IOPS)", >= 1.0, "x",
     ThisProject, "", "every write durable, no slower than a file export that syncs each write");
@@ -179,7 +179,7 @@ target!(TIER_HIT_VS_FLAT, "4 KiB DRAM hit / flat-volume read, one thread", <= 1.
     ThisProject, "", "a hit in a volume larger than RAM costs little more than a read of one that fits");
 target!(TIER_HIT_SCALING, "4 KiB DRAM hits, 4 threads / 1 thread, over min(3, the flat volume's scaling in the same run)", >= 0.9, "x",
     ThisProject, "", "hits scale 3x on four threads, or as far as this machine's CPUs let a read path with no shared state");
-target!(TIER_HIT_DURING_WRITEBACK, "4 KiB DRAM hit rate while 256 MiB go back to an emulated disk / idle", >= 80.0, "%",
+target!(TIER_HIT_DURING_WRITEBACK, "4 KiB DRAM hit rate while 256 MiB (32 MiB with --quick) go back to an emulated disk / idle", >= 80.0, "%",
     ThisProject, "", "the write-back runs outside the volume's lock: hits do not wait for the disk");
 target!(TIER_SCAN_KEEPS_HOT_SET, "hot set still in DRAM after a 1 GiB sequential scan", >= 90.0, "%",
     ThisProject, "", "a scan does not wash out the hot set");

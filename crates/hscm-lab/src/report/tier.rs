@@ -89,8 +89,8 @@ pub fn section(quick: bool) -> Result<Section> {
     let hs = &b.hit_scaling;
     writeln!(
         md,
-        "| 4 KiB DRAM hits, {} threads / 1 (flat volume, the bound on {} CPUs) | {:.2}x ({:.2}x) |",
-        hs.threads, hs.cpus, hs.hit_scaling, hs.flat_scaling
+        "| 4 KiB DRAM hits, {} threads / 1 (flat volume, the bound on {} CPUs) | {:.2}x ({:.2}x); hit rate / flat read rate {:.2} on one thread, {:.2} on {} |",
+        hs.threads, hs.cpus, hs.hit_scaling, hs.flat_scaling, hs.hit_vs_flat_one_thread, hs.hit_vs_flat_threads, hs.threads
     )?;
     let w = &b.writeback;
     writeln!(

@@ -36,9 +36,18 @@ use parking_lot::RwLock;
 /// Shards of the block map: enough that threads reading different blocks rarely meet
 /// on one lock.
 const SHARDS: usize = 64;
-/// Reads served here waiting for the policy: when full, the next hit takes the
-/// volume's lock and applies them (a miss applies them sooner).
-const LOG_CAPACITY: usize = 1 << 16;
+/// Reads served here waiting for the policy, per stripe of the log: twice the slots,
+/// from 1,024 to 32,768 (several milliseconds of hits from one thread, so the
+/// background thread that applies the log, which may wait for the volume's lock, stays
+/// ahead). When a stripe is full, the next hit there takes the volume's lock and
+/// applies the log itself.
+fn log_capacity(slots: usize) -> usize {
+    (2 * slots).clamp(1 << 10, 1 << 15)
+}
+/// Stripes of the log. A thread always logs to the same stripe, so its reads stay in
+/// order, and threads on different stripes do not contend for one queue's tail (one
+/// queue for all was the hit path's bottleneck on four threads).
+const LOG_STRIPES: usize = 8;
 /// The longest read served here: a read of several blocks is copied aside and handed
 /// on only once every block was found (a half-served read would hand its first
 /// blocks twice), so it is bounded.
@@ -190,7 +199,17 @@ pub(crate) struct DramIndex {
     table: BlockTable,
     arena: Arena,
     block: usize,
-    log: ArrayQueue<HitRead>,
+    log: Box<[ArrayQueue<HitRead>]>,
+}
+
+/// This thread's stripe of the log: given out in turn at a thread's first hit.
+fn log_stripe() -> usize {
+    use std::sync::atomic::AtomicUsize;
+    static NEXT: AtomicUsize = AtomicUsize::new(0);
+    thread_local! {
+        static STRIPE: usize = NEXT.fetch_add(1, Ordering::Relaxed) % LOG_STRIPES;
+    }
+    STRIPE.with(|s| *s)
 }
 
 thread_local! {
@@ -201,7 +220,7 @@ thread_local! {
 impl DramIndex {
     /// The index of a volume of `blocks` blocks of `block` bytes with `slots` slots.
     pub(crate) fn new(blocks: u64, slots: usize, block: usize) -> std::io::Result<DramIndex> {
-        Self::with_log(blocks, slots, block, LOG_CAPACITY)
+        Self::with_log(blocks, slots, block, log_capacity(slots))
     }
 
     fn with_log(blocks: u64, slots: usize, block: usize, log: usize) -> std::io::Result<DramIndex> {
@@ -211,7 +230,7 @@ impl DramIndex {
             table: BlockTable::new(blocks)?,
             arena: Arena::new(slots * block, block)?,
             block,
-            log: ArrayQueue::new(log),
+            log: (0..LOG_STRIPES).map(|_| ArrayQueue::new(log)).collect(),
         })
     }
 
@@ -249,7 +268,7 @@ impl DramIndex {
             len: len as u64,
             slot,
         };
-        match self.log.push(hit) {
+        match self.log[log_stripe()].push(hit) {
             Ok(()) => Served::Logged,
             Err(hit) => Served::LogFull(hit),
         }
@@ -313,13 +332,15 @@ impl DramIndex {
     }
 
     /// The oldest read not yet told to the policy.
+    /// The stripes are taken in turn, each emptied before the next: one thread's reads
+    /// come out in its order.
     pub(crate) fn next_logged(&self) -> Option<HitRead> {
-        self.log.pop()
+        self.log.iter().find_map(ArrayQueue::pop)
     }
 
-    /// Reads waiting for the policy.
-    pub(crate) fn logged(&self) -> usize {
-        self.log.len()
+    /// Stripes holding reads: about how many threads have been hitting lately.
+    pub(crate) fn busy_stripes(&self) -> usize {
+        self.log.iter().filter(|q| !q.is_empty()).count()
     }
 
     /// Sets `block`'s entry, with its shard held exclusively (the caller is

@@ -33,7 +33,7 @@ use std::time::Instant;
 
 use hscm_policy::cache::{CacheOutcome, CachePolicy, PolicySpec};
 use hscm_volume::AlignedBuf;
-use rustc_hash::FxHashMap as HashMap;
+use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use crate::device::Device;
 use crate::dram::TierStats;
@@ -90,6 +90,10 @@ pub(crate) struct FastTier {
     map: HashMap<u64, Live>,
     free: Vec<u32>,
     retired: VecDeque<Retired>,
+    /// Slots retired so far, and the state [`FastTier::reclaim`] last ran in (the
+    /// durable mark of the device and this count).
+    retirements: u64,
+    reclaimed_at: Option<(u64, u64)>,
     /// Blocks with slots in the retirement queue (their old records may still say dirty).
     lagging: HashMap<u64, u32>,
     /// The record table as the device should hold it; written a sector at a time.
@@ -139,6 +143,8 @@ impl FastTier {
             map: HashMap::default(),
             free: (0..layout.slots).rev().collect(),
             retired: VecDeque::new(),
+            retirements: 0,
+            reclaimed_at: None,
             lagging: HashMap::default(),
             table: AlignedBuf::zeroed(layout.records_len() as usize),
             seq: 0,
@@ -418,6 +424,7 @@ impl FastTier {
     }
 
     fn retire(&mut self, slot: u32, block: u64, after: u64) {
+        self.retirements += 1;
         *self.lagging.entry(block).or_default() += 1;
         self.retired.push_back(Retired {
             slot,
@@ -432,8 +439,17 @@ impl FastTier {
     /// slots, a free record is written only once the earlier ones' are durable: unsynced
     /// writes persist in any subset, and a newer record freed before an older dirty
     /// one would leave the older as the block's newest.
+    ///
+    /// What it can do depends only on the retirement queue and on which device writes
+    /// are durable, so it returns at once when neither changed since its last pass: a
+    /// full free list's every allocation then costs nothing here, instead of a walk of
+    /// the whole queue.
     fn reclaim(&mut self) -> Outcome<()> {
-        let mut waiting: Vec<u64> = Vec::new();
+        let state = (self.dev.synced_upto(), self.retirements);
+        if self.reclaimed_at == Some(state) {
+            return Ok(());
+        }
+        let mut waiting: HashSet<u64> = HashSet::default();
         for i in 0..self.retired.len() {
             let r = &self.retired[i];
             if r.freed.is_some_and(|w| self.dev.is_durable(w)) {
@@ -448,7 +464,7 @@ impl FastTier {
                 let written = self.write_record(slot, Record::FREE)?;
                 self.retired[i].freed = Some(written);
             }
-            waiting.push(block);
+            waiting.insert(block);
         }
         while let Some(r) = self.retired.front() {
             match r.freed {
@@ -464,6 +480,7 @@ impl FastTier {
                 _ => break,
             }
         }
+        self.reclaimed_at = Some(state);
         Ok(())
     }
 
