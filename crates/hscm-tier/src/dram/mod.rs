@@ -256,30 +256,12 @@ impl Dram {
         let outcome = self
             .policy
             .insert_evicting(block, self.block as u64, &mut |k| evicted.push(k));
-        for k in &evicted {
-            let e = self.cached.remove(k).expect("an evicted block held a slot");
-            self.index.unmap(*k);
-            self.slot_block[e.slot as usize] = NO_BLOCK;
-            self.free.push(e.slot);
-        }
+        self.release(&evicted);
         self.stats.evictions += evicted.len() as u64;
         self.evicted = evicted;
         match outcome {
             CacheOutcome::Inserted => {
-                let slot = self
-                    .free
-                    .pop()
-                    .expect("the policy holds at most as many blocks as there are slots");
-                self.cached.insert(
-                    block,
-                    Entry {
-                        slot,
-                        filled: false,
-                    },
-                );
-                self.slot_block[slot as usize] = block;
-                self.slot_use[slot as usize] = self.clock;
-                self.index.map(block, slot);
+                let slot = self.take_slot(block);
                 self.stats.promotions += 1;
                 Place::Slot { slot, fresh: true }
             }
@@ -313,30 +295,44 @@ impl Dram {
                     break;
                 }
             }
-            for k in &evicted {
-                let e = self.cached.remove(k).expect("an evicted block held a slot");
-                self.index.unmap(*k);
-                self.slot_block[e.slot as usize] = NO_BLOCK;
-                self.free.push(e.slot);
-            }
+            self.release(&evicted);
             self.evicted = evicted;
             if outcome == CacheOutcome::Inserted {
-                let slot = self.free.pop().expect("a slot per cached block");
-                self.cached.insert(
-                    block,
-                    Entry {
-                        slot,
-                        filled: false,
-                    },
-                );
-                self.slot_block[slot as usize] = block;
-                self.slot_use[slot as usize] = self.clock;
-                self.index.map(block, slot);
+                self.take_slot(block);
                 placed += 1;
             }
         }
         self.stats.restored += placed;
         placed
+    }
+
+    /// Gives `block`, just admitted by the policy, a free slot, not filled yet.
+    fn take_slot(&mut self, block: u64) -> u32 {
+        let slot = self
+            .free
+            .pop()
+            .expect("the policy holds at most as many blocks as there are slots");
+        self.cached.insert(
+            block,
+            Entry {
+                slot,
+                filled: false,
+            },
+        );
+        self.slot_block[slot as usize] = block;
+        self.slot_use[slot as usize] = self.clock;
+        self.index.map(block, slot);
+        slot
+    }
+
+    /// Frees the slots of `evicted`, which the policy has just let go.
+    fn release(&mut self, evicted: &[u64]) {
+        for k in evicted {
+            let e = self.cached.remove(k).expect("an evicted block held a slot");
+            self.index.unmap(*k);
+            self.slot_block[e.slot as usize] = NO_BLOCK;
+            self.free.push(e.slot);
+        }
     }
 
     /// The slot of `block` if it is cached but not filled yet.
