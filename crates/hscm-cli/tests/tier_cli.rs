@@ -202,6 +202,24 @@ fn bench_tier_json_has_its_contract_fields() {
         assert!(v[f].as_f64().unwrap() >= 0.0, "{f} in {v}");
     }
     assert_eq!(v["hit_costs"].as_array().unwrap().len(), 2);
+    let scaling = &v["hit_scaling"];
+    assert_eq!(scaling["threads"], 4);
+    for f in [
+        "hit_scaling",
+        "flat_scaling",
+        "hit_scaling_vs_bound",
+        "hit_vs_flat_one_thread",
+        "hit_vs_flat_threads",
+    ] {
+        assert!(scaling[f].as_f64().unwrap() > 0.0, "{f} in {scaling}");
+    }
+    let wb = &v["writeback"];
+    assert_eq!(wb["writeback_bytes"], 32 << 20);
+    // The 32 MiB, and the hot blocks the idle write rate was measured on.
+    assert!(wb["written_back_blocks"].as_u64().unwrap() >= 32 << 20 >> 12, "{wb}");
+    for f in ["hit_keep", "write_keep", "writeback_s"] {
+        assert!(wb[f].as_f64().unwrap() > 0.0, "{f} in {wb}");
+    }
     assert_eq!(v["recovery_blocks"], 2000);
     let shares = v["shares"].as_array().unwrap();
     assert_eq!(shares.len(), 10, "{v}");

@@ -76,8 +76,15 @@ fn median(mut v: Vec<f64>) -> f64 {
     v[v.len() / 2]
 }
 
-/// Hit scaling over a working set of `working` bytes with `threads` threads.
-pub fn hit_scaling(dir: &std::path::Path, working: u64, threads: usize) -> Result<HitScaling> {
+/// Hit scaling over a working set of `working` bytes with `threads` threads, from
+/// `per_thread` reads per thread and `rounds` alternating rounds.
+pub fn hit_scaling(
+    dir: &std::path::Path,
+    working: u64,
+    threads: usize,
+    per_thread: usize,
+    rounds: usize,
+) -> Result<HitScaling> {
     let flat_path = dir.join("scaling-flat.hscm");
     hscm_volume::Volume::create(&flat_path, working, &hscm_volume::CreateOptions::default())?;
     let flat = hscm_volume::Volume::open(&flat_path, &hscm_volume::OpenOptions::default())?;
@@ -94,8 +101,6 @@ pub fn hit_scaling(dir: &std::path::Path, working: u64, threads: usize) -> Resul
         tiered.read_at(b * BLOCK, &mut buf)?;
     }
     let misses_before = tiered.stats().tiers[0].misses;
-    let per_thread = 400_000;
-    let rounds = 5;
     let mut rates: [Vec<f64>; 4] = Default::default();
     let hit = |o: u64, b: &mut [u8]| -> Result<()> { Ok(tiered.read_at(o, b)?) };
     let plain = |o: u64, b: &mut [u8]| -> Result<()> { Ok(flat.read_at(o, b)?) };

@@ -333,7 +333,12 @@ pub fn bench_tier(
     let headline = hit_costs.last().expect("two working sets").clone();
     let mut buf = vec![0u8; BLOCK as usize];
     note("DRAM hits on four threads against the flat volume's reads");
-    let hit_scaling = concurrency::hit_scaling(scratch.path(), 64 << 20, 4)?;
+    let (per_thread, rounds) = if share_seconds >= 1.0 {
+        (400_000, 5)
+    } else {
+        (20_000, 3)
+    };
+    let hit_scaling = concurrency::hit_scaling(scratch.path(), 64 << 20, 4, per_thread, rounds)?;
 
     // 2. A scan against the hot set.
     let scan_bytes: u64 = 1 << 30;
