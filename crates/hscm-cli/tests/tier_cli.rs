@@ -216,7 +216,10 @@ fn bench_tier_json_has_its_contract_fields() {
     let wb = &v["writeback"];
     assert_eq!(wb["writeback_bytes"], 32 << 20);
     // The 32 MiB, and the hot blocks the idle write rate was measured on.
-    assert!(wb["written_back_blocks"].as_u64().unwrap() >= 32 << 20 >> 12, "{wb}");
+    assert!(
+        wb["written_back_blocks"].as_u64().unwrap() >= 32 << 20 >> 12,
+        "{wb}"
+    );
     for f in ["hit_keep", "write_keep", "writeback_s"] {
         assert!(wb[f].as_f64().unwrap() > 0.0, "{f} in {wb}");
     }
