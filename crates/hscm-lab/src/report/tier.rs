@@ -95,7 +95,7 @@ pub fn section(quick: bool) -> Result<Section> {
     let w = &b.writeback;
     writeln!(
         md,
-        "| while {} go back to {} ({:.2} s; modelled disk) | DRAM hits keep {:.1}%, writes to other blocks {:.1}% of their idle rate |",
+        "| while {} go back to {} ({:.2} s; a modelled device) | DRAM hits keep {:.1}%, writes to other blocks {:.1}% of their idle rate |",
         crate::units::human_bytes(w.writeback_bytes),
         w.home,
         w.writeback_s,
@@ -209,10 +209,10 @@ pub fn section(quick: bool) -> Result<Section> {
         {:.3} s.\n",
         b.fast_recovery_blocks, b.fast_recovery_dirty, b.fast_recovery_s
     )?;
-    writeln!(md, "A DRAM hit costs more than a flat-volume read because, besides the copy, it looks the block up in the \
-        tier's map (a shard of it, under that shard's read lock) and logs the read for the policy, which hears of it \
-        under the volume's lock at the next miss; once the working set exceeds the CPU caches both are cache misses, \
-        and the copy's address depends on the map (docs/tier.md, Measured).\n")?;
+    writeln!(md, "A DRAM hit costs more than a flat-volume read because, besides the copy, it reads the block's entry \
+        in the tier's table (under its shard's read lock) and logs the read for the policy, which hears of it later, in \
+        order: from a background thread while a CPU is spare, else from the hitting threads themselves. With four \
+        threads on fewer CPUs that work shares the CPUs with the hits (docs/tier.md, Measured).\n")?;
 
     let checks = vec![
         (

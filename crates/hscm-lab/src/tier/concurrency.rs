@@ -212,7 +212,7 @@ pub fn writeback_interference(
         "interference.fast",
     )?;
     let home_dev = Arc::new(EmulatedDevice::new(home, DeviceModel::HDD));
-    let home_name = home_dev.describe();
+    let home_name = format!("an emulated {}", DeviceModel::HDD.name);
     let vol = TieredVolume::open_with(home_dev, Some(fast_dev))?;
     // The hot set, past the region written back, read into DRAM at random (so the
     // sequential cutoff leaves it alone).
