@@ -229,13 +229,15 @@ pub fn writeback_interference(
         .collect();
     anyhow::ensure!(!hot.is_empty(), "the hot set did not stay in DRAM");
     let block_data = vec![0x5au8; BLOCK as usize];
-    let mut read_hot = |n: u64| -> Result<()> {
-        let b = hot[(n.wrapping_mul(2_654_435_761) % hot.len() as u64) as usize];
-        Ok(vol.read_at(b * BLOCK, &mut buf)?)
+    // The n-th request's pick among `len` blocks, spread by Knuth's multiplicative hash.
+    let pick = |n: u64, len: u64| n.wrapping_mul(2_654_435_761) % len;
+    let read_hot = |n: u64, buf: &mut [u8]| -> Result<()> {
+        let b = hot[pick(n, hot.len() as u64) as usize];
+        Ok(vol.read_at(b * BLOCK, buf)?)
     };
-    let hit_idle = rate_until(None, 0.5, &mut read_hot)?;
+    let hit_idle = rate_until(None, 0.5, &mut |n| read_hot(n, &mut buf))?;
     let write_hot = |n: u64| -> Result<()> {
-        let b = hot_base + n.wrapping_mul(2_654_435_761) % hot_blocks;
+        let b = hot_base + pick(n, hot_blocks);
         Ok(vol.write_at(b * BLOCK, &block_data, false)?)
     };
     let write_idle = rate_until(None, 0.5, &mut { write_hot })?;
@@ -263,10 +265,7 @@ pub fn writeback_interference(
                 rate_until(Some(&stop), 0.0, &mut { write_hot })
             } else {
                 let mut buf = vec![0u8; BLOCK as usize];
-                rate_until(Some(&stop), 0.0, &mut |n| {
-                    let b = hot[(n.wrapping_mul(2_654_435_761) % hot.len() as u64) as usize];
-                    Ok(vol.read_at(b * BLOCK, &mut buf)?)
-                })
+                rate_until(Some(&stop), 0.0, &mut |n| read_hot(n, &mut buf))
             };
             let pass = pass.join().expect("the write-back panicked")?;
             Ok((pass, rate?))
