@@ -24,6 +24,8 @@ command -v openssl >/dev/null || need_apt+=(openssl)   # test certificates for h
 command -v pkg-config >/dev/null || need_apt+=(pkg-config)
 command -v setpriv >/dev/null || need_apt+=(util-linux)   # another user's view of a mount
 command -v rsync >/dev/null || need_apt+=(rsync)   # modes kept by rsync -aA through hscm mount
+command -v systemd-analyze >/dev/null || need_apt+=(systemd)   # `systemd-analyze verify` of dist/systemd
+command -v dpkg-deb >/dev/null || need_apt+=(dpkg-dev)   # the Debian package's install test
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq

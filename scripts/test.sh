@@ -18,6 +18,10 @@ cargo test --workspace --locked
 echo "== Python package: build the abi3 wheel (scripts/python-env.sh) and run its tests"
 PY=$(bash scripts/python-env.sh --debug)
 HSCM_BIN=$PWD/target/debug/hscm "$PY" -m pytest -q -p no:cacheprovider crates/hscm-py/tests
+echo "== the service side: metrics parsed by prometheus_client against hscm status, the dashboard, the systemd units, SIGTERM"
+HSCM_BIN=$PWD/target/debug/hscm "$PY" -m pytest -q -p no:cacheprovider crates/hscm-service/tests
+echo "== the Debian package: built with cargo-deb, installed, a unit started from it, removed (root only)"
+python3 scripts/package_test.py
 echo "== loom: the ring protocol under every interleaving"
 RUSTFLAGS="--cfg loom" cargo test --locked -p hscm-ring --test loom --release --target-dir target/loom
 echo "== Miri: the tier's DRAM hit path (raw pointers shared under locks)"

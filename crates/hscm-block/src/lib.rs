@@ -16,10 +16,12 @@
 pub mod conformance;
 mod counted;
 mod error;
+mod latency;
 mod mem;
 
-pub use counted::{Counted, CounterSnapshot};
+pub use counted::{Counted, CounterSnapshot, OpCounter, OpSnapshot, OPS};
 pub use error::{Error, Result};
+pub use latency::{Latency, LatencySnapshot, LATENCY_BOUNDS_S};
 pub use mem::MemTarget;
 
 /// Flags of a write or a discard.
@@ -126,6 +128,42 @@ pub trait BlockTarget: Send + Sync {
 
     /// Writes zeroes over `[offset, offset + len)`.
     fn write_zeroes(&self, offset: u64, len: u64, flags: ZeroFlags) -> Result<()>;
+}
+
+/// A shared target serves as the target itself: wrappers such as [`Counted`] can then
+/// hold an `Arc` that the engine's owner keeps too.
+impl<T: BlockTarget + ?Sized> BlockTarget for std::sync::Arc<T> {
+    fn size(&self) -> u64 {
+        (**self).size()
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        (**self).capabilities()
+    }
+
+    fn read_with(&self, offset: u64, len: usize, sink: &mut dyn FnMut(usize, &[u8])) -> Result<()> {
+        (**self).read_with(offset, len, sink)
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> Result<()> {
+        (**self).read_at(offset, buf)
+    }
+
+    fn write_at(&self, offset: u64, data: &[u8], flags: WriteFlags) -> Result<()> {
+        (**self).write_at(offset, data, flags)
+    }
+
+    fn flush(&self) -> Result<()> {
+        (**self).flush()
+    }
+
+    fn discard(&self, offset: u64, len: u64, flags: WriteFlags) -> Result<()> {
+        (**self).discard(offset, len, flags)
+    }
+
+    fn write_zeroes(&self, offset: u64, len: u64, flags: ZeroFlags) -> Result<()> {
+        (**self).write_zeroes(offset, len, flags)
+    }
 }
 
 /// The check every target makes first: `[offset, offset + len)` lies within `size`.

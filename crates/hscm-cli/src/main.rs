@@ -9,6 +9,7 @@ mod kv_check;
 mod mount_cmd;
 mod nbd_cmd;
 mod serve_cmd;
+mod service_cmd;
 mod sweep_cmd;
 mod tier_cmd;
 mod volume_cmd;
@@ -68,6 +69,15 @@ enum Command {
     ///
     /// Example: hscm umount /var/log/app
     Umount(mount_cmd::UmountArgs),
+    /// What every running `hscm nbd`, `mount` and `serve` of this user is doing: what
+    /// it serves and where, size and use, load, durability, dirty and journal state,
+    /// tier hit ratios, device writes, clients, and health (why it refuses writes).
+    ///
+    /// Example: hscm status /var/log --json
+    Status(service_cmd::StatusArgs),
+    /// Configuration files of the long-running commands (`--config FILE`).
+    #[command(subcommand)]
+    Config(service_cmd::ConfigCmd),
     /// Energy-aware key-value store over several devices (after the Sprint-AEP paper): Standard
     /// (every device active) against Sprint (a few primaries absorb the rest).
     #[command(subcommand)]
@@ -668,7 +678,20 @@ fn main() -> std::process::ExitCode {
         .init();
     // Read before parsing: a command given --json answers in JSON even when it fails.
     let json_wanted = std::env::args_os().any(|a| a == "--json");
-    let cli = match Cli::try_parse() {
+    // `--config FILE` of a long-running command supplies the flags the command line
+    // leaves out.
+    let argv = match hscm_service::config::merge(std::env::args_os().collect(), &Cli::command()) {
+        Ok(argv) => argv,
+        Err(e) => {
+            let e = anyhow::Error::from(e);
+            if json_wanted {
+                let _ = hscm_lab::out::json(&errors::error_json(&e));
+            }
+            note!("hscm: error: {}", errors::render_error(&e));
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let cli = match Cli::try_parse_from(argv) {
         Ok(cli) => cli,
         // Help and version are answers, not failures: clap prints them as asked.
         Err(e) if !e.use_stderr() || !json_wanted => e.exit(),
@@ -938,6 +961,8 @@ fn run(cli: Cli) -> Result<()> {
         Command::Nbd(a) => nbd_cmd::serve(&a),
         Command::Mount(a) => mount_cmd::mount(&a),
         Command::Umount(a) => mount_cmd::umount(&a),
+        Command::Status(a) => service_cmd::status(&a),
+        Command::Config(c) => service_cmd::config(&c, &Cli::command()),
         Command::Completions { shell } => {
             let mut buf = Vec::new();
             clap_complete::generate(shell, &mut Cli::command(), "hscm", &mut buf);

@@ -76,6 +76,8 @@ pub struct MountArgs {
     /// Threads serving requests.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64).map(usize::from))]
     pub threads: usize,
+    #[command(flatten)]
+    pub service: crate::service_cmd::ServiceArgs,
 }
 
 fn parse_ram_policy(s: &str) -> Result<hscm_policy::cache::PolicySpec, String> {
@@ -213,6 +215,7 @@ pub fn mount(a: &MountArgs) -> Result<()> {
         served = served.without_passthrough();
     }
     let passthrough = served.passthrough_wanted();
+    let fuse_stats = served.stats();
     let writeback_cache = served.writeback_cache();
     let (session, mounted) = hscm_fuse::mount(served, &a.mountpoint, &config)
         .with_context(|| format!("mounting on {}", a.mountpoint.display()))?;
@@ -259,12 +262,32 @@ pub fn mount(a: &MountArgs) -> Result<()> {
         a.threads,
         a.mountpoint.display()
     );
+    let mountpoint = std::fs::canonicalize(&a.mountpoint).unwrap_or_else(|_| a.mountpoint.clone());
+    let service = {
+        let (fs, volume) = (fs.clone(), volume.clone());
+        a.service.start(
+            "mount",
+            &a.volume,
+            mountpoint.display().to_string(),
+            move |s| {
+                hscm_service::probe::fs(s, &fs, &volume);
+                let ops = fuse_stats.snapshot();
+                crate::service_cmd::target_ops(s, &ops);
+                s.errors
+                    .insert("request".into(), ops.iter().map(|o| o.errors).sum());
+            },
+        )?
+    };
     outln!(
         "{READY} {} at {}",
         a.volume.display(),
         a.mountpoint.display()
     )?;
-    session.run().context("serving the file system")?;
+    service.ready(&format!("serving {}", a.mountpoint.display()));
+    let served = session.run().context("serving the file system");
+    let _stopping = service.stopping();
+    drop(service);
+    served?;
     fs.stop_loading();
     if let Some(loader) = loader {
         let _ = loader.join();
@@ -296,6 +319,9 @@ fn mount_in_background(a: &MountArgs) -> Result<()> {
         cmd.arg("--ram").arg(ram.to_string());
     }
     cmd.arg("--ram-policy").arg(a.ram_policy.name());
+    if let Some(m) = &a.service.metrics {
+        cmd.arg("--metrics").arg(m);
+    }
     for (flag, on) in [
         ("--allow-other", a.allow_other),
         ("--private", a.private),

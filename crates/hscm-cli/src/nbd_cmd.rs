@@ -8,9 +8,12 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::builder::TypedValueParser as _;
+use hscm_block::Counted;
 use hscm_lab::units::{human_bytes, parse_size, size_arg};
 use hscm_nbd::{Endpoint, ExportOptions, ListenLimits, Listener, Server, Tls, TlsMode};
 use hscm_volume::{Durability, OpenOptions, Volume};
+
+use crate::service_cmd;
 
 #[derive(clap::Args)]
 pub struct NbdArgs {
@@ -82,6 +85,8 @@ pub struct NbdArgs {
     #[arg(long, default_value_t = ListenLimits::default().grace.as_secs_f64(),
           value_parser = seconds)]
     pub grace: f64,
+    #[command(flatten)]
+    pub service: crate::service_cmd::ServiceArgs,
 }
 
 /// A number of seconds: finite, not negative, at most a day.
@@ -224,8 +229,18 @@ pub fn serve(a: &NbdArgs) -> Result<()> {
     )
     .with_context(|| format!("opening {}", a.volume.display()))?;
     let volume = Arc::new(volume);
-    let server = Arc::new(Server::new(volume.clone(), export));
+    let target = Arc::new(Counted::new(volume.clone()));
+    let server = Arc::new(Server::new(target.clone(), export));
     let stats = server.stats();
+    let service = {
+        let (volume, target, stats) = (volume.clone(), target.clone(), stats.clone());
+        a.service
+            .start("nbd", &a.volume, listener.uri(&a.export), move |s| {
+                hscm_service::probe::flat(s, &volume);
+                service_cmd::target_ops(s, &target.ops());
+                service_cmd::nbd_counters(s, &stats);
+            })?
+    };
     note!(
         "serving {} ({}, {}) at {}; Ctrl-C to stop",
         a.volume.display(),
@@ -241,8 +256,12 @@ pub fn serve(a: &NbdArgs) -> Result<()> {
     if !activated {
         outln!("{}", listener.uri(&a.export))?;
     }
+    service.ready(&format!("serving {}", listener.uri(&a.export)));
     listener.serve_with(server.clone(), stop, &a.limits())?;
     drop(listener);
+    let _stopping = service.stopping();
+    // Its snapshots hold the volume, which closes next.
+    drop(service);
     use std::sync::atomic::Ordering::Relaxed;
     note!(
         "stopping: {} connections, {} commands, {} answered with an error, {} dropped for protocol errors",
@@ -252,6 +271,7 @@ pub fn serve(a: &NbdArgs) -> Result<()> {
         stats.protocol_errors.load(Relaxed)
     );
     drop(server);
+    drop(target);
     let volume =
         Arc::try_unwrap(volume).map_err(|_| anyhow::anyhow!("volume still in use at shutdown"))?;
     if !a.read_only {
@@ -279,7 +299,17 @@ fn serve_tiered(
         hscm_tier::TieredVolume::open(&a.volume)
             .with_context(|| format!("opening {}", a.volume.display()))?,
     );
-    let server = Arc::new(Server::new(volume.clone(), export));
+    let target = Arc::new(Counted::new(volume.clone()));
+    let server = Arc::new(Server::new(target.clone(), export));
+    let service = {
+        let (volume, target, stats) = (volume.clone(), target.clone(), server.stats());
+        a.service
+            .start("nbd", &a.volume, listener.uri(&a.export), move |s| {
+                hscm_service::probe::tiered(s, &volume);
+                service_cmd::target_ops(s, &target.ops());
+                service_cmd::nbd_counters(s, &stats);
+            })?
+    };
     note!(
         "serving tiered volume {} ({}, {} in DRAM) at {}; Ctrl-C to stop",
         a.volume.display(),
@@ -290,6 +320,7 @@ fn serve_tiered(
     if !activated {
         outln!("{}", listener.uri(&a.export))?;
     }
+    service.ready(&format!("serving {}", listener.uri(&a.export)));
     // The counters, saved every few seconds for `hscm volume stats`.
     let saver = {
         let (volume, stop) = (volume.clone(), stop.clone());
@@ -306,6 +337,9 @@ fn serve_tiered(
     };
     listener.serve_with(server, stop.clone(), &a.limits())?;
     drop(listener);
+    let _stopping = service.stopping();
+    drop(service);
+    drop(target);
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let _ = saver.join();
     let volume =

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
+use hscm_block::Counted;
 use hscm_lab::units::human_bytes;
 use hscm_ring::{Server, ServerOptions};
 use hscm_volume::{OpenOptions, Volume};
@@ -33,6 +34,8 @@ pub struct ServeArgs {
     /// Serve the volume read-only.
     #[arg(long)]
     pub read_only: bool,
+    #[command(flatten)]
+    pub service: crate::service_cmd::ServiceArgs,
 }
 
 pub fn serve(a: &ServeArgs) -> Result<()> {
@@ -59,8 +62,27 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
         max_clients: a.max_clients,
         ..Default::default()
     };
-    let server = Server::bind(&path, volume.clone(), opts)?;
+    let target = Arc::new(Counted::new(volume.clone()));
+    let server = Server::bind(&path, target.clone(), opts)?;
     let stats = server.stats();
+    let service = {
+        let (volume, target, stats) = (volume.clone(), target.clone(), stats.clone());
+        a.service
+            .start("serve", &a.volume, path.display().to_string(), move |s| {
+                hscm_service::probe::flat(s, &volume);
+                crate::service_cmd::target_ops(s, &target.ops());
+                s.clients = hscm_service::Clients {
+                    connected: stats.connected.load(Ordering::Relaxed),
+                    total: stats.clients.load(Ordering::Relaxed),
+                };
+                s.errors
+                    .insert("request".into(), stats.errors.load(Ordering::Relaxed));
+                s.errors.insert(
+                    "broken_queue".into(),
+                    stats.broken_queues.load(Ordering::Relaxed),
+                );
+            })?
+    };
     note!(
         "serving {} ({}) on {}; Ctrl-C to stop",
         a.volume.display(),
@@ -68,9 +90,12 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
         path.display()
     );
     let handle = server.spawn()?;
+    service.ready(&format!("serving on {}", path.display()));
     while !stop.load(Ordering::Relaxed) {
         std::thread::sleep(Duration::from_millis(100));
     }
+    let _stopping = service.stopping();
+    drop(service);
     note!(
         "stopping: {} clients served, {} commands, {} answered with an error",
         stats.clients.load(Ordering::Relaxed),
@@ -78,6 +103,7 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
         stats.errors.load(Ordering::Relaxed)
     );
     handle.shutdown();
+    drop(target);
     Arc::try_unwrap(volume)
         .map_err(|_| anyhow::anyhow!("volume still in use at shutdown"))?
         .close()?;

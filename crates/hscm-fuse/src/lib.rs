@@ -30,13 +30,16 @@ mod dirs;
 pub mod dirty;
 mod mounting;
 pub mod mounts;
+mod options;
 mod passthrough;
+mod stats;
 
 use convert::{errno, file_attr, file_type, kind_of_mode, time_or_now};
 use dirs::Dirs;
 use passthrough::{libc_o_accmode, Created, OpenAccess, OpenReply, Opens, Served, O_RDONLY};
 
 pub use mounting::{mount, session_config, Access, DIRTY_SHARE_PERCENT};
+pub use stats::{FuseStats, FUSE_OPS};
 
 use fuser::{
     Errno, FileHandle, FopenFlags, Generation, INodeNo, KernelConfig, LockOwner, OpenFlags,
@@ -79,58 +82,10 @@ pub struct Fuse {
     passthrough_wanted: bool,
     /// How each open file is served (`passthrough.rs`).
     opens: Opens,
+    stats: Arc<FuseStats>,
 }
 
 impl Fuse {
-    /// Serves `fs`, with the kernel's writeback cache when its mode is OnFlush.
-    pub fn new(fs: Arc<FileSystem>) -> Fuse {
-        let writeback_cache = fs.durability() == hscm_fs::Durability::OnFlush;
-        Fuse {
-            fs,
-            writeback_cache,
-            kills_setid: false,
-            notifier: Arc::default(),
-            dirs: Dirs::default(),
-            passthrough_wanted: true,
-            opens: Opens::default(),
-        }
-    }
-
-    /// Serves every open through the page cache, as FUSE did before passthrough
-    /// (Linux 6.9): reads of files in RAM then cost a round trip to the daemon.
-    pub fn without_passthrough(mut self) -> Fuse {
-        self.passthrough_wanted = false;
-        self
-    }
-
-    /// True while the kernel serves read-only opens of files in RAM by passthrough:
-    /// set once the kernel agreed at mount, cleared if it later refuses a backing
-    /// file.
-    pub fn passthrough_flag(&self) -> Arc<std::sync::atomic::AtomicBool> {
-        self.opens.flag()
-    }
-
-    /// Every write(2) reaches the file system before it returns, in OnFlush mode too
-    /// (a full file system then answers the write itself with ENOSPC, not a later
-    /// fsync or close).
-    pub fn without_writeback_cache(mut self) -> Fuse {
-        self.writeback_cache = false;
-        self
-    }
-
-    /// Whether the kernel's writeback cache is asked for at mount.
-    /// (The kernel takes FUSE passthrough or the writeback cache, not both
-    /// (`fs/fuse/inode.c`, `process_init_reply`): with passthrough asked for, the
-    /// cache is asked for only if the kernel refuses passthrough.)
-    pub fn writeback_cache(&self) -> bool {
-        self.writeback_cache && !self.passthrough_wanted
-    }
-
-    /// Whether FUSE passthrough is asked for at mount.
-    pub fn passthrough_wanted(&self) -> bool {
-        self.passthrough_wanted
-    }
-
     /// Serves an open (or a create) of a file the file system has opened: through
     /// the page cache or by passthrough from the file's RAM (`passthrough.rs`).
     fn serve_open(&self, ino: u64, flags: i32, reply: impl OpenReply) -> Served {
@@ -304,11 +259,19 @@ impl fuser::Filesystem for Fuse {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        self.entry(self.fs.lookup(parent.0, name.as_bytes()), reply)
+        let found = self.stats.time(
+            stats::LOOKUP,
+            || self.fs.lookup(parent.0, name.as_bytes()),
+            |_| 0,
+        );
+        self.entry(found, reply)
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        match self.fs.getattr(ino.0) {
+        match self
+            .stats
+            .time(stats::GETATTR, || self.fs.getattr(ino.0), |_| 0)
+        {
             Ok(a) => reply.attr(&TTL, &file_attr(&a)),
             Err(e) => reply.error(errno(e)),
         }
@@ -476,10 +439,15 @@ impl fuser::Filesystem for Fuse {
         reply: ReplyCreate,
     ) {
         let (owner, perm) = self.owner(req, parent.0, mode & !umask, false);
-        let made = self
-            .fs
-            .mknod(parent.0, name.as_bytes(), Kind::File, perm, 0, owner)
-            .and_then(|a| self.fs.open(a.ino));
+        let made = self.stats.time(
+            stats::CREATE,
+            || {
+                self.fs
+                    .mknod(parent.0, name.as_bytes(), Kind::File, perm, 0, owner)
+                    .and_then(|a| self.fs.open(a.ino))
+            },
+            |_| 0,
+        );
         match made {
             Ok(a) => {
                 self.serve_open(
@@ -506,7 +474,11 @@ impl fuser::Filesystem for Fuse {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
-        match self.fs.read(ino.0, offset, size) {
+        match self.stats.time(
+            stats::READ,
+            || self.fs.read(ino.0, offset, size),
+            |d| d.len() as u64,
+        ) {
             Ok(data) => reply.data(&data),
             Err(e) => reply.error(errno(e)),
         }
@@ -540,7 +512,11 @@ impl fuser::Filesystem for Fuse {
                 DropSetid::Keep
             },
         };
-        let written = self.fs.write_with(ino.0, offset, data, how);
+        let written = self.stats.time(
+            stats::WRITE,
+            || self.fs.write_with(ino.0, offset, data, how),
+            |n| u64::from(*n),
+        );
         let mut changed_attributes = how.drop_setid != DropSetid::Keep;
         // A write drops a file capability, whoever writes (as Linux does). The
         // kernel does it itself only on writes through its page cache; direct and
@@ -616,8 +592,15 @@ impl fuser::Filesystem for Fuse {
         let _ = fh;
         // An fsync commits everything, so it takes home every file the kernel wrote
         // in RAM, not only this one.
-        let written_back = self.fs.write_back_all(Some(ino.0)).map(|_| ());
-        self.empty(written_back.and_then(|()| self.fs.fsync(ino.0)), reply)
+        let synced = self.stats.time(
+            stats::FSYNC,
+            || {
+                self.fs.write_back_all(Some(ino.0)).map(|_| ())?;
+                self.fs.fsync(ino.0)
+            },
+            |_| 0,
+        );
+        self.empty(synced, reply)
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {

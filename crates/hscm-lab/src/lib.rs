@@ -27,6 +27,7 @@ pub mod memsim;
 pub mod memsim_validation;
 pub mod nbd;
 pub mod nbd_flush;
+pub mod nbd_metrics;
 pub mod nbd_strangers;
 pub mod par;
 pub mod params;

@@ -40,6 +40,9 @@ pub struct NbdBenchArgs {
     /// Print JSON (a stable contract) instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Run only the service side's cost (the metrics rows).
+    #[arg(long)]
+    pub metrics_only: bool,
 }
 
 /// One measured point. Field names are the `--json` contract.
@@ -73,6 +76,9 @@ pub struct NbdBench {
     /// What a FLUSH costs a write-back volume after N dirty MiB, beside the device's
     /// sequential write of N MiB plus one sync, measured in the same run.
     pub flush: Vec<crate::nbd_flush::FlushRow>,
+    /// The service side's cost: the export as `hscm nbd` runs it (counters, status,
+    /// metrics scraped every second) against a bare server, same volume, same run.
+    pub metrics: Vec<crate::nbd_metrics::MetricsCostRow>,
     pub seconds: f64,
     pub size: u64,
     /// Targets left out of this run, each with why (a bound whose tools are missing
@@ -267,7 +273,8 @@ pub fn bench(a: &NbdBenchArgs) -> Result<NbdBench> {
         .with_context(|| format!("creating {}", file.display()))?;
     let mut rows = Vec::new();
     let mut skipped = Vec::new();
-    for (target, durability, workloads) in TARGETS {
+    let targets: &[_] = if a.metrics_only { &[] } else { &TARGETS };
+    for &(target, durability, workloads) in targets {
         let nbd = |r: &Running| vec!["--ioengine=nbd".to_string(), format!("--uri={}", r.uri)];
         let (_running, engine) = match (target, durability) {
             ("device-odirect", _) => {
@@ -363,11 +370,17 @@ pub fn bench(a: &NbdBenchArgs) -> Result<NbdBench> {
         }
     }
     let ratios = ratios(&rows);
-    let flush = crate::nbd_flush::bench(dir, a)?;
+    let flush = if a.metrics_only {
+        Vec::new()
+    } else {
+        crate::nbd_flush::bench(dir, a)?
+    };
+    let metrics = crate::nbd_metrics::bench(dir, a)?;
     Ok(NbdBench {
         rows,
         ratios,
         flush,
+        metrics,
         seconds: a.seconds,
         size: a.size,
         skipped,
@@ -466,6 +479,8 @@ pub fn print(b: &NbdBench) -> Result<()> {
     }
     outln!()?;
     crate::nbd_flush::print(&b.flush)?;
+    outln!()?;
+    crate::nbd_metrics::print(&b.metrics)?;
     Ok(())
 }
 

@@ -63,6 +63,8 @@ impl Default for ExportOptions {
 #[derive(Debug, Default)]
 pub struct Stats {
     pub connections: AtomicU64,
+    /// Connections being served now.
+    pub connected: AtomicU64,
     pub commands: AtomicU64,
     /// Commands answered with an error.
     pub errors: AtomicU64,
@@ -188,8 +190,15 @@ impl Server {
 
     /// Serves one connection until the client leaves, breaks the protocol, or `stop`
     /// is set (requests already read are answered first).
-    pub fn serve(&self, mut stream: Stream, stop: &AtomicBool) -> Result<(), Error> {
+    pub fn serve(&self, stream: Stream, stop: &AtomicBool) -> Result<(), Error> {
         self.stats.connections.fetch_add(1, Ordering::Relaxed);
+        self.stats.connected.fetch_add(1, Ordering::Relaxed);
+        let result = self.serve_connection(stream, stop);
+        self.stats.connected.fetch_sub(1, Ordering::Relaxed);
+        result
+    }
+
+    fn serve_connection(&self, mut stream: Stream, stop: &AtomicBool) -> Result<(), Error> {
         let send = limit(self.export.send_timeout);
         stream.set_timeouts(limit(self.export.handshake_timeout), send)?;
         let result = match self.handshake(&mut stream) {

@@ -57,6 +57,8 @@ impl Default for ServerOptions {
 #[derive(Debug, Default)]
 pub struct ServerStats {
     pub clients: AtomicU64,
+    /// Clients being served now.
+    pub connected: AtomicU64,
     pub commands: AtomicU64,
     pub errors: AtomicU64,
     pub broken_queues: AtomicU64,
@@ -318,7 +320,9 @@ fn serve_client<T: BlockTarget + ?Sized>(
     wire::send_accept(&stream, &fd, geometry.region_len())?;
     drop(fd);
     stats.clients.fetch_add(1, Ordering::Relaxed);
+    stats.connected.fetch_add(1, Ordering::Relaxed);
     let result = Worker::new(&region, target, stats).run(&stream, opts, stop);
+    stats.connected.fetch_sub(1, Ordering::Relaxed);
     // Whatever ended the session, tell any waiting client thread.
     region
         .server_state()

@@ -22,6 +22,7 @@
 //! ```
 
 mod backend;
+mod device_counters;
 mod error;
 mod header;
 mod journal;
@@ -32,6 +33,7 @@ pub mod testing;
 mod volume;
 
 pub use backend::{AlignedBuf, Backend, FileBackend};
+pub use device_counters::DeviceStats;
 pub use error::{Error, Result};
 pub use header::{Header, FORMAT_VERSION, HEADER_LEN, MAGIC, SECTOR};
 pub use hscm_durable::{Failure, LockHolder};

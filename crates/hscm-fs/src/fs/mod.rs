@@ -335,6 +335,12 @@ impl FileSystem {
         )
     }
 
+    /// Why the file system refuses every change after a failed write or sync, if it
+    /// does.
+    pub fn failure(&self) -> Option<String> {
+        self.failed.lock().clone()
+    }
+
     fn refuse_if_failed(&self) -> Result<()> {
         match &*self.failed.lock() {
             Some(why) => Err(Error::Failed(why.clone())),

@@ -196,6 +196,7 @@ pub fn section(out: &Path, quick: bool) -> Result<Section> {
         ),
     ];
     let mut checks = checks;
+    metrics_cost(&mut md, &b, &mut checks)?;
     let strangers = strangers(&mut md, quick, &mut checks)?;
     let passed = targets_table(&mut md, "Targets", &checks);
     writeln!(md)?;
@@ -253,6 +254,40 @@ fn strangers(
         ));
     }
     Ok(Some(r))
+}
+
+/// The service side's cost: its table and its target.
+fn metrics_cost(md: &mut String, b: &NbdBench, checks: &mut Vec<(String, Check)>) -> Result<()> {
+    writeln!(md, "**Metrics** (docs/service.md): the export as `hscm nbd` runs it (every request counted and timed, \
+        registered for `hscm status`, `--metrics` scraped every second) against a bare server on the same volume, \
+        kept in RAM (/dev/shm), where a request costs least, so a per-request cost weighs most; \
+        {} rounds per workload, ABBA order so that drift cancels; the ratio is of the mean IOPS, ± its standard error \
+        (the machine's noise on this comparison). CPU per request is this process's (servers, status, metrics).\n",
+        b.metrics.first().map_or(0, |r| r.rounds))?;
+    writeln!(md, "| workload | QDxJ | bare IOPS | with metrics | ratio | ± | CPU/request bare | with metrics | scrapes |")?;
+    writeln!(md, "|---|---:|---:|---:|---:|---:|---:|---:|---:|")?;
+    for r in &b.metrics {
+        writeln!(
+            md,
+            "| {} | {}x{} | {:.0} | {:.0} | {:.3}x | {:.3} | {:.0} ns | {:.0} ns | {} |",
+            r.workload,
+            r.qd,
+            r.jobs,
+            r.iops_bare,
+            r.iops_metrics,
+            r.ratio,
+            r.ratio_stderr,
+            r.cpu_ns_per_request_bare,
+            r.cpu_ns_per_request_metrics,
+            r.scrapes
+        )?;
+        checks.push((
+            r.workload.clone(),
+            Check::new(&targets::NBD_METRICS_COST, r.ratio),
+        ));
+    }
+    writeln!(md)?;
+    Ok(())
 }
 
 fn plot_iops(path: &Path, b: &NbdBench) -> Result<()> {

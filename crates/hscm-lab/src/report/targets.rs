@@ -150,6 +150,8 @@ target!(NBD_FLUSH_SCATTERED_VS_DEVICE, "FLUSH after 64 MiB (less with --quick: a
     ThisProject, "", "sorted, merged runs beat writing scattered blocks one by one");
 target!(NBD_IMMEDIATE_WRITE_VS_FUA_FILE, "4 KiB random writes, immediate: hscm / nbdkit file plugin with FUA (IOPS)", >= 1.0, "x",
     ThisProject, "", "every write durable, no slower than a file export that syncs each write");
+target!(NBD_METRICS_COST, "4 KiB, QD16 x 4 jobs, volume in RAM: IOPS with the service side on (every request counted and timed, hscm status, /metrics scraped every second) / a bare server, mean of 12 ABBA rounds", >= 0.98, "x",
+    ThisProject, "", "turning metrics on costs at most 2% throughput");
 target!(NBD_STRANGERS_RSS, "server RSS above unloaded, with idle connections or clients that never read (MiB)", <= 64.0, "MiB",
     ThisProject, "", "strangers cannot grow the server's memory past a bound");
 target!(NBD_STRANGERS_LATENCY, "a well-behaved client's 4 KiB read p50 with strangers / unloaded", <= 2.0, "x",
@@ -261,6 +263,7 @@ pub static ALL: &[&Target] = &[
     &NBD_FLUSH_VS_DEVICE,
     &NBD_FLUSH_SCATTERED_VS_DEVICE,
     &NBD_IMMEDIATE_WRITE_VS_FUA_FILE,
+    &NBD_METRICS_COST,
     &NBD_STRANGERS_RSS,
     &NBD_STRANGERS_LATENCY,
     &FS_TABLE3_VS_EXT3,

@@ -36,6 +36,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
 use std::collections::BTreeMap;
 
 use crate::backend::{AlignedBuf, Backend, FileBackend};
+use crate::device_counters::{CountingBackend, DeviceCounters, DeviceStats};
 use crate::error::{Error, Result};
 use crate::header::{
     validate_geometry, validate_journal, Header, FORMAT_VERSION, HEADER_LEN, SECTOR,
@@ -309,6 +310,8 @@ pub struct JournalStats {
 
 struct Shared {
     backend: Box<dyn Backend>,
+    /// What `backend` was asked to do (it counts into these).
+    device: Arc<DeviceCounters>,
     header: Header,
     name: String,
     durability: Durability,
@@ -445,6 +448,11 @@ impl Volume {
 
     /// Opens a volume on any backend. Returns at once; the RAM copy warms in the background.
     pub fn open_backend(backend: Box<dyn Backend>, opts: &OpenOptions) -> Result<Volume> {
+        let device = Arc::new(DeviceCounters::default());
+        let backend: Box<dyn Backend> = Box::new(CountingBackend {
+            inner: backend,
+            counters: device.clone(),
+        });
         let header = read_header(backend.as_ref())?;
         check_backing_len(backend.as_ref(), &header)?;
         let name = backend.describe();
@@ -505,6 +513,7 @@ impl Volume {
             None
         };
         let shared = Arc::new(Shared {
+            device,
             durability,
             writeback,
             backend,
@@ -677,6 +686,11 @@ impl Volume {
     /// Write-back figures; `None` unless this is a writable write-back session.
     pub fn writeback_stats(&self) -> Option<WriteBackStats> {
         self.shared.writeback.as_ref().map(WriteBack::stats)
+    }
+
+    /// Reads, writes and syncs this session sent to the device.
+    pub fn device_stats(&self) -> DeviceStats {
+        self.shared.device.snapshot()
     }
 
     pub fn load_progress(&self) -> LoadProgress {

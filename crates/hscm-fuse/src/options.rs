@@ -1,0 +1,66 @@
+//! How a [`Fuse`] is made and what it asks the kernel for at mount.
+
+use std::sync::Arc;
+
+use hscm_fs::FileSystem;
+
+use crate::dirs::Dirs;
+use crate::passthrough::Opens;
+use crate::{Fuse, FuseStats};
+
+impl Fuse {
+    /// Serves `fs`, with the kernel's writeback cache when its mode is OnFlush.
+    pub fn new(fs: Arc<FileSystem>) -> Fuse {
+        let writeback_cache = fs.durability() == hscm_fs::Durability::OnFlush;
+        Fuse {
+            fs,
+            writeback_cache,
+            kills_setid: false,
+            notifier: Arc::default(),
+            dirs: Dirs::default(),
+            passthrough_wanted: true,
+            opens: Opens::default(),
+            stats: Arc::default(),
+        }
+    }
+
+    /// The requests served, counted and timed (for the mount's metrics).
+    pub fn stats(&self) -> Arc<FuseStats> {
+        self.stats.clone()
+    }
+
+    /// Serves every open through the page cache, as FUSE did before passthrough
+    /// (Linux 6.9): reads of files in RAM then cost a round trip to the daemon.
+    pub fn without_passthrough(mut self) -> Fuse {
+        self.passthrough_wanted = false;
+        self
+    }
+
+    /// True while the kernel serves read-only opens of files in RAM by passthrough:
+    /// set once the kernel agreed at mount, cleared if it later refuses a backing
+    /// file.
+    pub fn passthrough_flag(&self) -> Arc<std::sync::atomic::AtomicBool> {
+        self.opens.flag()
+    }
+
+    /// Every write(2) reaches the file system before it returns, in OnFlush mode too
+    /// (a full file system then answers the write itself with ENOSPC, not a later
+    /// fsync or close).
+    pub fn without_writeback_cache(mut self) -> Fuse {
+        self.writeback_cache = false;
+        self
+    }
+
+    /// Whether the kernel's writeback cache is asked for at mount.
+    /// (The kernel takes FUSE passthrough or the writeback cache, not both
+    /// (`fs/fuse/inode.c`, `process_init_reply`): with passthrough asked for, the
+    /// cache is asked for only if the kernel refuses passthrough.)
+    pub fn writeback_cache(&self) -> bool {
+        self.writeback_cache && !self.passthrough_wanted
+    }
+
+    /// Whether FUSE passthrough is asked for at mount.
+    pub fn passthrough_wanted(&self) -> bool {
+        self.passthrough_wanted
+    }
+}
