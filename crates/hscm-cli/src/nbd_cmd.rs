@@ -229,18 +229,9 @@ pub fn serve(a: &NbdArgs) -> Result<()> {
     )
     .with_context(|| format!("opening {}", a.volume.display()))?;
     let volume = Arc::new(volume);
-    let target = Arc::new(Counted::new(volume.clone()));
-    let server = Arc::new(Server::new(target.clone(), export));
+    let (target, server, service) =
+        counted_export(a, &listener, export, &volume, hscm_service::probe::flat)?;
     let stats = server.stats();
-    let service = {
-        let (volume, target, stats) = (volume.clone(), target.clone(), stats.clone());
-        a.service
-            .start("nbd", &a.volume, listener.uri(&a.export), move |s| {
-                hscm_service::probe::flat(s, &volume);
-                service_cmd::target_ops(s, &target.ops());
-                service_cmd::nbd_counters(s, &stats);
-            })?
-    };
     note!(
         "serving {} ({}, {}) at {}; Ctrl-C to stop",
         a.volume.display(),
@@ -281,6 +272,31 @@ pub fn serve(a: &NbdArgs) -> Result<()> {
     Ok(())
 }
 
+/// The export of `volume`, every request counted and timed, and its service side
+/// (`hscm status`, `--metrics`), whose snapshots `probe` fills from the engine.
+type CountedExport<V> = (Arc<Counted<Arc<V>>>, Arc<Server>, hscm_service::Service);
+
+fn counted_export<V: hscm_block::BlockTarget + 'static>(
+    a: &NbdArgs,
+    listener: &Listener,
+    export: ExportOptions,
+    volume: &Arc<V>,
+    probe: fn(&mut hscm_service::Status, &V),
+) -> Result<CountedExport<V>> {
+    let target = Arc::new(Counted::new(volume.clone()));
+    let server = Arc::new(Server::new(target.clone(), export));
+    let service = {
+        let (volume, target, stats) = (volume.clone(), target.clone(), server.stats());
+        a.service
+            .start("nbd", &a.volume, listener.uri(&a.export), move |s| {
+                probe(s, &volume);
+                service_cmd::target_ops(s, &target.ops());
+                service_cmd::nbd_counters(s, &stats);
+            })?
+    };
+    Ok((target, server, service))
+}
+
 /// Serves a tiered volume: the same export, over `hscm_tier::TieredVolume`.
 fn serve_tiered(
     a: &NbdArgs,
@@ -299,17 +315,8 @@ fn serve_tiered(
         hscm_tier::TieredVolume::open(&a.volume)
             .with_context(|| format!("opening {}", a.volume.display()))?,
     );
-    let target = Arc::new(Counted::new(volume.clone()));
-    let server = Arc::new(Server::new(target.clone(), export));
-    let service = {
-        let (volume, target, stats) = (volume.clone(), target.clone(), server.stats());
-        a.service
-            .start("nbd", &a.volume, listener.uri(&a.export), move |s| {
-                hscm_service::probe::tiered(s, &volume);
-                service_cmd::target_ops(s, &target.ops());
-                service_cmd::nbd_counters(s, &stats);
-            })?
-    };
+    let (target, server, service) =
+        counted_export(a, &listener, export, &volume, hscm_service::probe::tiered)?;
     note!(
         "serving tiered volume {} ({}, {} in DRAM) at {}; Ctrl-C to stop",
         a.volume.display(),

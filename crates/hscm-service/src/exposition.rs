@@ -89,6 +89,23 @@ impl Writer {
         let _ = writeln!(self.out, " {}", number(value));
     }
 
+    /// One family per row of `families` (name, help, the value of an item), each with
+    /// a sample per item labelled `label` = `label_of(item)`.
+    fn labelled<T>(
+        &mut self,
+        families: &[(&str, &str, fn(&T) -> u64)],
+        label: &str,
+        items: &[T],
+        label_of: fn(&T) -> &String,
+    ) {
+        for (name, help, value) in families {
+            self.family(name, help);
+            for item in items {
+                self.sample(name, &[(label, label_of(item))], value(item) as f64);
+            }
+        }
+    }
+
     /// A family of one unlabelled sample.
     fn one(&mut self, name: &str, help: &str, value: f64) {
         self.family(name, help);
@@ -278,35 +295,25 @@ pub fn render(s: &Status) -> String {
 }
 
 fn ops(w: &mut Writer, s: &Status) {
-    w.family(
-        "hscm_operations_total",
-        "Requests served successfully, by operation.",
-    );
-    for o in &s.ops {
-        w.sample("hscm_operations_total", &[("op", &o.op)], o.count as f64);
-    }
-    w.family(
-        "hscm_operation_bytes_total",
-        "Bytes those requests moved, by operation.",
-    );
-    for o in &s.ops {
-        w.sample(
+    type Field = fn(&crate::status::Op) -> u64;
+    let counters: [(&str, &str, Field); 3] = [
+        (
+            "hscm_operations_total",
+            "Requests served successfully, by operation.",
+            |o| o.count,
+        ),
+        (
             "hscm_operation_bytes_total",
-            &[("op", &o.op)],
-            o.bytes as f64,
-        );
-    }
-    w.family(
-        "hscm_operation_errors_total",
-        "Requests answered with an error, by operation.",
-    );
-    for o in &s.ops {
-        w.sample(
+            "Bytes those requests moved, by operation.",
+            |o| o.bytes,
+        ),
+        (
             "hscm_operation_errors_total",
-            &[("op", &o.op)],
-            o.errors as f64,
-        );
-    }
+            "Requests answered with an error, by operation.",
+            |o| o.errors,
+        ),
+    ];
+    w.labelled(&counters, "op", &s.ops, |o| &o.op);
     w.family(
         "hscm_operation_duration_seconds",
         "How long requests took in the engine, by operation (failures included).",
@@ -390,12 +397,7 @@ fn tiers(w: &mut Writer, s: &Status) {
             |t| t.capacity_bytes,
         ),
     ];
-    for (name, help, field) in rows {
-        w.family(name, help);
-        for t in &s.tiers {
-            w.sample(name, &[("tier", &t.tier)], field(t) as f64);
-        }
-    }
+    w.labelled(&rows, "tier", &s.tiers, |t| &t.tier);
 }
 
 #[cfg(test)]
