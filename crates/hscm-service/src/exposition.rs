@@ -60,6 +60,9 @@ pub const FAMILIES: &[(&str, &str)] = &[
 /// The content type Prometheus expects for this format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 
+/// A labelled family: its name, its help, and its value for one item.
+type Family<T> = (&'static str, &'static str, fn(&T) -> u64);
+
 struct Writer {
     out: String,
 }
@@ -93,7 +96,7 @@ impl Writer {
     /// a sample per item labelled `label` = `label_of(item)`.
     fn labelled<T>(
         &mut self,
-        families: &[(&str, &str, fn(&T) -> u64)],
+        families: &[Family<T>],
         label: &str,
         items: &[T],
         label_of: fn(&T) -> &String,
@@ -295,8 +298,7 @@ pub fn render(s: &Status) -> String {
 }
 
 fn ops(w: &mut Writer, s: &Status) {
-    type Field = fn(&crate::status::Op) -> u64;
-    let counters: [(&str, &str, Field); 3] = [
+    let counters: [Family<crate::status::Op>; 3] = [
         (
             "hscm_operations_total",
             "Requests served successfully, by operation.",
@@ -349,8 +351,7 @@ fn tiers(w: &mut Writer, s: &Status) {
     if s.tiers.is_empty() {
         return;
     }
-    type Field = fn(&crate::status::Tier) -> u64;
-    let rows: [(&str, &str, Field); 9] = [
+    let rows: [Family<crate::status::Tier>; 9] = [
         (
             "hscm_tier_hits_total",
             "Block lookups that found the block in the tier.",
