@@ -31,9 +31,8 @@ pub const OPS: [&str; 5] = ["read", "write", "flush", "discard", "write_zeroes"]
 /// target's (a file system's) count theirs with it too.
 ///
 /// Striped: each thread adds to its own cache line, so threads serving requests at
-/// once do not pass the counters' lines back and forth (on this machine kind, that
-/// bouncing cost more than the rest of the counting together). A snapshot sums the
-/// stripes.
+/// once do not pass the counters' lines back and forth on every request. A snapshot
+/// sums the stripes.
 #[derive(Debug, Default)]
 pub struct OpCounter {
     stripes: [Stripe; STRIPES],

@@ -53,8 +53,8 @@ pub struct MetricsCostRow {
 /// Rounds per workload; each runs both sides, the first in the order ABBA repeats
 /// (bare first, then metrics first twice, then bare first), so that a machine that
 /// slows or speeds up through the run weighs on both sides alike. Many short rounds
-/// rather than a few long ones: back-to-back runs here differ by ±3% with nothing
-/// changed (an A/A comparison), and only the mean of many pairs resolves a 2% cost.
+/// rather than a few long ones: back-to-back runs here differ by up to 4% with nothing
+/// changed (an A/A comparison); the mean of many pairs narrows that.
 const ROUNDS: u32 = 12;
 /// (workload, QD per job, jobs): the busiest points, where a per-request cost shows
 /// most.
@@ -113,8 +113,8 @@ fn scraper(addr: SocketAddr, stop: Arc<AtomicBool>, scrapes: Arc<AtomicU64>) {
 
 /// Where the volume lives: RAM (/dev/shm) where there is one. What the service side
 /// costs is CPU per request; on a RAM device each request costs least, so that cost
-/// weighs most (the strictest case), and no device noise (±10% between back-to-back
-/// runs of writes on this machine's disk, ±5% with write-back's background passes)
+/// weighs most (the strictest case), and no device noise (one round's ratio of
+/// writes ranged from 0.84 to 1.2 on this machine's disk, write-back or not)
 /// hides a 2% difference.
 fn volume_dir(scratch: &Path) -> Result<crate::scratch::Scratch> {
     let shm = Path::new("/dev/shm");
