@@ -1,4 +1,4 @@
-//! What a primary device keeps for one idle device it covers (seed 002 §III-A/B): a
+//! What a primary device keeps for one idle device it covers (the Sprint-AEP paper, §III-A/B): a
 //! buffer log that absorbs the idle device's writes, and a cache of its values, with
 //! the hot range lists (HRL) of the idle device and the cold range lists (CRL) of the
 //! cache that steer prefetching.
@@ -322,7 +322,7 @@ impl Shadow {
     }
 
     /// Writes the sealed buffer home to the idle device in one compact burst, then
-    /// moves the synced values into the cache (seed 002 §III-B).
+    /// moves the synced values into the cache (the Sprint-AEP paper, §III-B).
     pub fn sync(
         &self,
         primary: &Device,
@@ -389,7 +389,7 @@ impl Shadow {
     }
 
     /// Fetches the idle device's hottest keys into the cache, up to `budget` bytes,
-    /// with `threads` readers (seed 002 §III-C).
+    /// with `threads` readers (the Sprint-AEP paper, §III-C).
     pub fn prefetch(
         &self,
         idle: &Device,

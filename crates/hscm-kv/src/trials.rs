@@ -1,10 +1,10 @@
-//! Primary trials (seed 002 §III-A): whether waking one more primary raises throughput
+//! Primary trials (the Sprint-AEP paper, §III-A): whether waking one more primary raises throughput
 //! by at least alpha, asked of every round.
 
 use super::*;
 
 impl Inner {
-    /// Primary trials (seed 002 §III-A): measure with `k` primaries, then
+    /// Primary trials (the Sprint-AEP paper, §III-A): measure with `k` primaries, then
     /// `trial_rounds` times with `k + 1` and with `k` again (k, k+1, k, k+1, k, …).
     /// Keep the new primary only if write gain + read gain of every `k + 1` window
     /// against each `k` window beside it reaches alpha; else stop trying. Bracketing

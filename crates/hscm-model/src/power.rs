@@ -1,7 +1,7 @@
 //! Device power states and an energy meter that integrates them over a recorded
 //! activity timeline.
 //!
-//! The model follows what Sprint-AEP (seed 002, §II-B/C) measured on Optane DC
+//! The model follows what the Sprint-AEP paper (§II-B/C) measured on Optane DC
 //! persistent memory: a device draws its peak power while it serves requests back to
 //! back, a lower "active" power while requests keep arriving with gaps (the paper's
 //! 0.1-0.8 ms plateau in Fig. 2), and decays to its idle power once requests stop for

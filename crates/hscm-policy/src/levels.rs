@@ -1,4 +1,4 @@
-//! Hot and cold range lists (Sprint-AEP, seed 002 §III-C): keys grouped into hotness
+//! Hot and cold range lists (the Sprint-AEP paper, §III-C): keys grouped into hotness
 //! levels 1..=10, least-recently-used order inside each level. A prefetcher walks the
 //! hot lists of a device from the top level down, most recent first, and makes room by
 //! evicting from the bottom of the cold lists of the cache.

@@ -40,7 +40,7 @@ pub struct YcsbSpec {
 pub const YCSB_WORKLOADS: &[&str] = &["a", "b", "3", "a-t", "b-t", "3-t"];
 
 impl YcsbSpec {
-    /// The paper's workloads (seed 002 Table IV): A 50/50, B 95/5 read/update, "3"
+    /// The Sprint-AEP paper's workloads (its Table IV): A 50/50, B 95/5 read/update, "3"
     /// 33/67; a "-t" suffix adds a 50 us gap between requests.
     pub fn named(name: &str, records: u64, operations: u64) -> Option<YcsbSpec> {
         let (base, gap_us) = match name.strip_suffix("-t") {

@@ -2,12 +2,12 @@
 //! bound), ext4 and ext3 on loop files on the same disk, and a plain FUSE passthrough
 //! (bindfs over tmpfs: what FUSE itself costs), all measured in the same run.
 //!
-//! The points (module `workloads`): seed 000's Table 3 (Sun et al. 2020: random
+//! The points (module `workloads`): Sun et al. 2020's Table 3 (random
 //! reads and writes of 1-16 KiB, one job, the page cache dropped before each point:
 //! ext3 then reads from its disk, hscm from the volume's RAM through FUSE), 4 KiB with
-//! libaio and four jobs, seed 001's file-level 66:34 mix, sequential 1 MiB, warm
+//! libaio and four jobs, Baek & Park 2020's file-level 66:34 mix, sequential 1 MiB, warm
 //! reads, create/stat/unlink of small files, a fileserver job file modelled on
-//! Filebench's, seed 001's video read-modify-rewrite, and the durable 4 KiB random
+//! Filebench's, Baek & Park 2020's video read-modify-rewrite, and the durable 4 KiB random
 //! write. hscm runs in on-flush mode with the kernel's writeback cache (the paper's
 //! fast mode, durable at fsync as the buffered kernel file systems are), and the
 //! durable write in immediate mode against ext4 with an fsync after each write and

@@ -17,15 +17,15 @@ use serde_json::{json, Value};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Paper {
-    /// HSCM: hybrid DRAM + PCM main memory with WARM migration (seed 000).
+    /// HSCM: hybrid DRAM + PCM main memory with WARM migration (Sun et al. 2020).
     Hscm,
-    /// Baek & Park 2020, a durable hybrid RAM disk with a rapid resilience (seed 001).
+    /// Baek & Park 2020, a durable hybrid RAM disk with a rapid resilience.
     Dhrd,
-    /// Sprint-AEP: energy-efficient scheduling across Optane DIMMs (seed 002).
+    /// Sprint-AEP: energy-efficient scheduling across Optane DIMMs.
     SprintAep,
-    /// Seo et al., a storage protocol over the DRAM interface (seed 003).
+    /// Seo et al., a storage protocol over the DRAM interface (2016).
     DramProtocol,
-    /// Park & Bahn, file caching and paging when storage is SCM (seed 004).
+    /// Park & Bahn, file caching and paging when storage is SCM (2020).
     ScmCaching,
     /// A goal this project set itself; no paper reports it.
     ThisProject,

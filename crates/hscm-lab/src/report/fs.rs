@@ -1,6 +1,6 @@
 //! The file system section of `hscm reproduce`: `hscm mount` against tmpfs, ext4,
-//! ext3 and a plain FUSE passthrough, beside seed 000's Table 3 (its fast mode,
-//! tmpfs on hybrid memory, against ext3) and seed 001's file-level figures.
+//! ext3 and a plain FUSE passthrough, beside Sun et al. 2020's Table 3 (its fast mode,
+//! tmpfs on hybrid memory, against ext3) and Baek & Park 2020's file-level figures.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -42,7 +42,7 @@ pub fn section(out: &Path, quick: bool) -> Result<Section> {
     let mut md = String::new();
     writeln!(
         md,
-        "## File system: `hscm mount` (after seed 000's fast mode and Baek & Park 2020's file-level tests)\n"
+        "## File system: `hscm mount` (after Sun et al. 2020's fast mode and Baek & Park 2020's file-level tests)\n"
     )?;
     let missing: Vec<&str> = ["fio", "bindfs", "mkfs.ext3", "fusermount3"]
         .into_iter()

@@ -1,4 +1,4 @@
-//! The key-value section of `hscm reproduce`: Sprint-AEP (seed 002) against Standard
+//! The key-value section of `hscm reproduce`: Sprint-AEP's scheduling against Standard
 //! on the paper's six YCSB workloads, energy modelled from measured device activity.
 
 use std::fmt::Write as _;

@@ -1,4 +1,4 @@
-//! The report's memory-simulator section (HSCM/WARM, seed 000): every policy on every
+//! The report's memory-simulator section (HSCM/WARM, Sun et al. 2020): every policy on every
 //! shipped real-program trace and on the paper's Figure 4 patterns, normalised to
 //! DRAM-only as the paper's Figures 8-10, plus the simulator's own speed.
 

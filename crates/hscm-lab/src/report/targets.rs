@@ -23,7 +23,7 @@ macro_rules! target {
     };
 }
 
-// The durable hybrid RAM volume (Baek & Park 2020, seed 001).
+// The durable hybrid RAM volume (Baek & Park 2020).
 target!(VOLUME_RANDREAD_VS_ODIRECT, "ours / odirect (IOPS)", >= 20.0, "x",
     Dhrd, "Fig. 6a", "DBR DHRD 64x the SSD RAID-0 with direct I/O");
 target!(VOLUME_RANDREAD_VS_PAGECACHE, "ours / pagecache (IOPS)", >= 1.5, "x",
@@ -47,7 +47,7 @@ target!(RESTART_WARMUP_SPEED, "warm-up speed / raw sequential read", >= 0.7, "x"
 target!(RESTART_RAM_OVERHEAD, "RAM beyond the volume's size", <= 1.0, " %",
     ThisProject, "", "the RAM copy costs little beyond its own size");
 
-// Hybrid DRAM/PCM main memory (HSCM/WARM, seed 000).
+// Hybrid DRAM/PCM main memory (HSCM/WARM, Sun et al. 2020).
 target!(MEMSIM_WARM_ENERGY_VS_RAPP, "WARM energy / RaPP energy", <= 1.0, "x",
     Hscm, "Fig. 8", "energy vs DRAM-only: WARM -46.2%, RaPP -40.1% on average");
 target!(MEMSIM_WARM_EDP_VS_RAPP, "WARM EDP / RaPP EDP", <= 1.0, "x",
@@ -69,7 +69,7 @@ target!(MEMSIM_PEERS_SPEED, "requests per CPU-second on the mixed anchor trace",
 target!(MEMSIM_WARM_CPU_VS_DRAM, "WARM CPU time / DRAM-only CPU time", <= 1.5, "x",
     ThisProject, "", "migration costs little simulation time");
 
-// File caching and paging under SCM (Park & Bahn, seed 004).
+// File caching and paging under SCM (Park & Bahn 2020).
 target!(CACHE_LRU_GAIN_SCM, "LRU gain on SCM, 10% cache (paper < 3%)", <= 5.0, " %",
     ScmCaching, "Fig. 4", "caching gains < 3% when storage is SCM");
 target!(CACHE_ADMISSION_SAVING_LOW, "AC-LRU time saved over LRU on SCM, 10% cache (paper 20-40%)", >= 20.0, " %",
@@ -103,7 +103,7 @@ target!(CACHE_BELADY_NOT_WORSE, "Belady runs missing more than libCacheSim's Bel
 target!(CACHE_SPEED_VS_LIBCACHESIM, "LRU CPU speed vs libCacheSim, Zipf(1.0), worst size", >= 3.0, "x",
     ThisProject, "", "about 3x libCacheSim's speed");
 
-// The shared-memory ring (Seo et al., seed 003).
+// The shared-memory ring (Seo et al. 2016).
 target!(RING_OVERHEAD_4K, "protocol overhead, 4 KiB, QD1, in-place", <= 25.0, "%",
     DramProtocol, "Fig. 6", "66.8% overhead at 4 KB, QD1");
 target!(RING_OVERHEAD_512K, "protocol overhead, 512 KiB, QD1, in-place", <= 2.0, "%",
@@ -115,7 +115,7 @@ target!(RING_QD4_VS_SOCKET, "4 KiB QD4 throughput, 4 threads: ring / socket", >=
 target!(RING_QD4_ASYNC_VS_SOCKET, "4 KiB QD4 throughput, 1 thread with 4 in flight: ring / socket", >= 2.0, "x",
     DramProtocol, "Fig. 10", "QD4 throughput of the protocol (against UFS there; a Unix socket here)");
 
-// The energy-aware key-value store (Sprint-AEP, seed 002).
+// The energy-aware key-value store (the Sprint-AEP paper).
 target!(KV_LOW_DENSITY_ENERGY, "equal-time energy saved by sprint, worst of a-t/b-t/3-t", >= 20.0, "%",
     SprintAep, "Fig. 15", "~26% energy saved on low-density YCSB");
 target!(KV_LOW_DENSITY_THROUGHPUT, "sprint throughput / standard, worst of a-t/b-t/3-t", >= 0.95, "x",
@@ -157,7 +157,7 @@ target!(NBD_STRANGERS_RSS, "server RSS above unloaded, with idle connections or 
 target!(NBD_STRANGERS_LATENCY, "a well-behaved client's 4 KiB read p50 with strangers / unloaded", <= 2.0, "x",
     ThisProject, "", "strangers cannot slow a well-behaved client more than 2x");
 
-// The file system of `hscm mount` (seed 000's fast mode; the issue's own bars).
+// The file system of `hscm mount` (Sun et al. 2020's fast mode; the issue's own bars).
 target!(FS_TABLE3_VS_EXT3, "hscm / ext3, mean IOPS ratio over 1-16 KiB random reads and writes, cold", >= 30.07, "x",
     Hscm, "Table 3", "fast mode (tmpfs on HSCM) 38.74 / 54.62 / 19.31 / 14.64 / 23.02x ext3 at 1-16 kB, 30.07x on average");
 target!(FS_RANDREAD_VS_TMPFS, "4 KiB random reads, one job, cold: hscm / tmpfs (IOPS)", >= 0.8, "x",
@@ -173,8 +173,8 @@ target!(FS_RAM_PER_DATA, "RAM used for a file (written, page cache dropped, read
 target!(FS_DURABLE_WRITE_VS_EXT4_FSYNC, "durable 4 KiB random writes: hscm immediate / ext4 with fsync after each (IOPS)", >= 1.5, "x",
     ThisProject, "", "every write durable, faster than a local file system that syncs each write");
 
-// The tiered volume (the project's own goals, set by its issue; seed 001 §4 and seed
-// 004 motivate it).
+// The tiered volume (the project's own goals, set by its issue; Baek & Park 2020 §4 and
+// Park & Bahn 2020 motivate it).
 target!(TIER_REPLAY_DIFFERENCES, "policies whose replayed DRAM hits or misses differ from the simulator's", <= 0.0, "",
     ThisProject, "", "one policy code: the real volume caches exactly what the simulator predicts");
 target!(TIER_HIT_VS_FLAT, "4 KiB DRAM hit / flat-volume read, one thread", <= 1.2, "x",

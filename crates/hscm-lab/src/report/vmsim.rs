@@ -1,4 +1,4 @@
-//! The report's file-cache and paging section (Park & Bahn, seed 004).
+//! The report's file-cache and paging section (Park & Bahn 2020).
 
 use std::fmt::Write as _;
 use std::path::Path;

@@ -45,7 +45,7 @@ impl DeviceModel {
 
     /// A consumer SATA SSD at queue depth 1: 90 µs per 4 KiB read (about 11,000 IOPS),
     /// 30 µs to take a write into its cache, 500 MB/s either way (the SATA 3 link), and
-    /// 500 µs for a cache flush. The SSD of a hybrid drive (the SSHD of seed 001).
+    /// 500 µs for a cache flush. The SSD of a hybrid drive (the SSHD of Baek & Park 2020).
     pub const SSD: DeviceModel = DeviceModel {
         name: "SATA SSD",
         access_us: 0.0,
