@@ -103,6 +103,36 @@ pub fn check_writable(target: &dyn BlockTarget) {
     let mut all = vec![0u8; size as usize];
     target.read_at(0, &mut all).unwrap();
     assert!(all == model, "the whole target differs from the model");
+    check_extents(target, &model);
+}
+
+/// `extents` covers each range exactly, in order, and what it calls zero reads as
+/// zeroes; with `only_first`, its first run is the full answer's first run or a part
+/// of it; past the end it fails.
+fn check_extents(target: &dyn BlockTarget, model: &[u8]) {
+    let size = target.size();
+    for (offset, len) in [(0, size), (1, size - 1), (4095, 8194), (size - 3, 3)] {
+        let runs = target.extents(offset, len, false).expect("extents");
+        assert_eq!(runs.iter().map(|r| r.len).sum::<u64>(), len, "{runs:?}");
+        let mut at = offset as usize;
+        for r in &runs {
+            assert!(r.len > 0, "an empty run: {runs:?}");
+            let end = at + r.len as usize;
+            if r.kind == crate::ExtentKind::Zero {
+                assert!(
+                    model[at..end].iter().all(|&b| b == 0),
+                    "zero run {at}..{end} holds data"
+                );
+            }
+            at = end;
+        }
+        let first = target.extents(offset, len, true).expect("the first extent");
+        assert!(!first.is_empty() && first[0].kind == runs[0].kind && first[0].len <= runs[0].len);
+    }
+    assert!(matches!(
+        target.extents(size - 1, 2, false),
+        Err(Error::OutOfRange { .. })
+    ));
 }
 
 /// `target` is read-only: reads work, every change is refused with [`Error::ReadOnly`].

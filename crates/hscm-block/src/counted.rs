@@ -192,6 +192,10 @@ impl<T: BlockTarget> BlockTarget for Counted<T> {
     fn write_zeroes(&self, offset: u64, len: u64, flags: ZeroFlags) -> Result<()> {
         self.count(ZEROES, len, || self.inner.write_zeroes(offset, len, flags))
     }
+
+    fn extents(&self, offset: u64, len: u64, only_first: bool) -> Result<Vec<crate::Extent>> {
+        self.inner.extents(offset, len, only_first)
+    }
 }
 
 #[cfg(test)]

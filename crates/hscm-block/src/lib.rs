@@ -16,11 +16,13 @@
 pub mod conformance;
 mod counted;
 mod error;
+mod extents;
 mod latency;
 mod mem;
 
 pub use counted::{Counted, CounterSnapshot, OpCounter, OpSnapshot, OPS};
 pub use error::{Error, Result};
+pub use extents::{scan_extents, Extent, ExtentKind, EXTENT_UNIT};
 pub use latency::{Latency, LatencySnapshot, LATENCY_BOUNDS_S};
 pub use mem::MemTarget;
 
@@ -128,6 +130,14 @@ pub trait BlockTarget: Send + Sync {
 
     /// Writes zeroes over `[offset, offset + len)`.
     fn write_zeroes(&self, offset: u64, len: u64, flags: ZeroFlags) -> Result<()>;
+
+    /// Runs of data and of zeroes over `[offset, offset + len)`, in order, covering it
+    /// (with `only_first`, the first run alone may be returned). The default reads
+    /// the range ([`scan_extents`]); a target whose bytes are costly to read, or that
+    /// knows its holes, answers itself.
+    fn extents(&self, offset: u64, len: u64, only_first: bool) -> Result<Vec<Extent>> {
+        scan_extents(self, offset, len, only_first)
+    }
 }
 
 /// A shared target serves as the target itself: wrappers such as [`Counted`] can then
@@ -163,6 +173,10 @@ impl<T: BlockTarget + ?Sized> BlockTarget for std::sync::Arc<T> {
 
     fn write_zeroes(&self, offset: u64, len: u64, flags: ZeroFlags) -> Result<()> {
         (**self).write_zeroes(offset, len, flags)
+    }
+
+    fn extents(&self, offset: u64, len: u64, only_first: bool) -> Result<Vec<Extent>> {
+        (**self).extents(offset, len, only_first)
     }
 }
 

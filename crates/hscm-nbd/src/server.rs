@@ -77,8 +77,6 @@ pub struct Stats {
 const MAX_PAYLOAD_SKIP: u32 = 64 << 20;
 /// The largest range one BLOCK_STATUS request describes (the client asks again).
 const MAX_STATUS_RANGE: u64 = 64 << 20;
-/// BLOCK_STATUS looks at the data in units of this many bytes.
-const STATUS_UNIT: u64 = 4096;
 /// A READ's reply goes out in pieces of this many bytes (see `answer_read`).
 const READ_PIECE: usize = 256 << 10;
 /// The id of the one metadata context, base:allocation.
@@ -832,39 +830,29 @@ impl Server {
         }
     }
 
-    /// base:allocation over `[offset, offset + len)`: runs of data and of zeroes (the
-    /// volume keeps no holes, so a zeroed or trimmed range reads back as zeroes and is
-    /// reported as STATE_ZERO).
+    /// base:allocation over `[offset, offset + len)`: the target's runs of data and of
+    /// zeroes (`BlockTarget::extents`; the volume keeps no holes, so a zeroed or trimmed
+    /// range reads back as zeroes and is reported as STATE_ZERO). `len` is at most
+    /// `MAX_STATUS_RANGE`, so every run's length fits the reply's 32 bits.
     fn block_status(
         &self,
         offset: u64,
         len: u64,
         only_one: bool,
     ) -> hscm_block::Result<Vec<(u32, u32)>> {
-        let mut runs: Vec<(u32, u32)> = Vec::new();
-        let mut at = offset;
-        let end = offset + len;
-        while at < end {
-            // Units aligned to the export, so a run boundary never splits one.
-            let unit_end = ((at / STATUS_UNIT) + 1) * STATUS_UNIT;
-            let piece = unit_end.min(end) - at;
-            let mut zero = true;
-            self.target.read_with(at, piece as usize, &mut |_, bytes| {
-                zero &= bytes.iter().all(|&b| b == 0);
-            })?;
-            let flags = if zero { proto::STATE_ZERO } else { 0 };
-            match runs.last_mut() {
-                Some((n, f)) if *f == flags => *n += piece as u32,
-                _ => {
-                    if only_one && !runs.is_empty() {
-                        break;
-                    }
-                    runs.push((piece as u32, flags));
-                }
-            }
-            at += piece;
-        }
-        Ok(runs)
+        let runs = self.target.extents(offset, len, only_one)?;
+        let take = if only_one { 1 } else { runs.len() };
+        Ok(runs
+            .iter()
+            .take(take)
+            .map(|r| {
+                let flags = match r.kind {
+                    hscm_block::ExtentKind::Zero => proto::STATE_ZERO,
+                    hscm_block::ExtentKind::Data => 0,
+                };
+                (r.len as u32, flags)
+            })
+            .collect())
     }
 }
 

@@ -75,4 +75,20 @@ impl BlockTarget for TieredVolume {
         }
         TieredVolume::write_zeroes(self, offset, len, flags.fua).map_err(block_error)
     }
+
+    /// All data, without reading: finding zeroes would read every block of the range
+    /// from home (up to the whole volume, far larger than RAM) and push the hot set
+    /// out of DRAM, for a hint a client can live without ("data" is always true).
+    fn extents(
+        &self,
+        offset: u64,
+        len: u64,
+        _only_first: bool,
+    ) -> hscm_block::Result<Vec<hscm_block::Extent>> {
+        hscm_block::check_range(self.size(), offset, len)?;
+        Ok(vec![hscm_block::Extent {
+            len,
+            kind: hscm_block::ExtentKind::Data,
+        }])
+    }
 }

@@ -276,6 +276,26 @@ fn the_tiered_volume_keeps_the_block_target_contract() {
     }
 }
 
+/// A client mapping the volume (NBD BLOCK_STATUS) reads nothing from home and
+/// disturbs no tier: every range is reported as data.
+#[test]
+fn mapping_the_volume_reads_nothing() {
+    let cfg = config(1024, 4096, 16, EvictionName::Lru);
+    let vol = volume(&cfg);
+    let before = vol.stats();
+    let runs = BlockTarget::extents(&vol, 0, cfg.size, false).unwrap();
+    assert_eq!(
+        runs,
+        vec![hscm_block::Extent {
+            len: cfg.size,
+            kind: hscm_block::ExtentKind::Data
+        }]
+    );
+    let after = vol.stats();
+    assert_eq!(after.home_reads, before.home_reads);
+    assert_eq!(after.requests, before.requests);
+}
+
 /// A scan longer than the cutoff skips DRAM and reads home in runs of up to 1 MiB;
 /// cached blocks in the middle of it still come from DRAM, in the right places.
 #[test]
