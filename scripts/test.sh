@@ -8,6 +8,9 @@ echo "== cargo fmt --check"
 cargo fmt --all -- --check
 echo "== cargo clippy -D warnings"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== the workspace's shape: no import circle, no source file over 800 lines (scripts/architecture.py)"
+python3 scripts/architecture.py --self-test
+python3 scripts/architecture.py
 echo "== cargo build (the C interface test links the shared library it makes)"
 cargo build --workspace --locked
 echo "== the C library where the documented build line finds it (scripts/build-c.sh)"

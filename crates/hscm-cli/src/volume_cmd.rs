@@ -5,14 +5,182 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Instant;
 
+use std::path::PathBuf;
+
 use anyhow::{Context, Result};
+use clap::Subcommand;
 use hscm_volume::{
     CreateOptions, Durability, Header, Inspection, OpenOptions, Volume, HEADER_LEN, JOURNAL_OFFSET,
 };
 use serde_json::json;
 
-use hscm_lab::units::human_bytes;
+use hscm_lab::units::{self, human_bytes};
+use hscm_lab::vmsim;
 use hscm_lab::volume::watch_warmup;
+
+use crate::tier_cmd;
+
+#[derive(Subcommand)]
+pub enum VolumeCmd {
+    /// Create a volume: a 4 KiB header, two checkpoint slots, a write-ahead journal and
+    /// the data area, in a new file (space is reserved up front) or on a block device.
+    /// With --ram, a tiered volume instead: larger than RAM, every block on the file
+    /// (its home), the hot ones also in that much DRAM, every write durable on home
+    /// before it is acknowledged.
+    ///
+    /// Example: hscm volume create /var/lib/app.hscm --size 4G --chunk 1M
+    /// Example: hscm volume create /srv/big.hscm --size 64G --ram 4G --policy s3fifo
+    Create {
+        /// File to create (or, with --force, a block device to format).
+        path: PathBuf,
+        /// Data area size (e.g. 512M, 4G); a multiple of 4 KiB.
+        #[arg(long, value_parser = units::parse_size, allow_hyphen_values = true)]
+        size: u64,
+        /// Unit of warm-up and locking after a restart (e.g. 256k, 1M, 4M).
+        #[arg(long, default_value = "1M", value_parser = units::parse_size, allow_hyphen_values = true)]
+        chunk: u64,
+        /// Default durability: `immediate` (a write returns once it survives power
+        /// loss) or `on-flush` (block-device semantics: durable after a flush).
+        #[arg(long, default_value = "immediate")]
+        durability: Durability,
+        /// Write-ahead journal size (0: none, every write goes straight home, as the
+        /// paper's design). With a journal, concurrent writers share one sequential
+        /// write and one sync per batch, and a background checkpoint writes changes
+        /// home in large sequential spans. It pays off for random writes when it is
+        /// about as large as the data they touch (the hot set); smaller, it costs more
+        /// than it saves (docs/design.md). At least 256K. After a crash, opening
+        /// replays at most one journal's worth.
+        #[arg(long, default_value = "0", value_parser = units::parse_size, allow_hyphen_values = true)]
+        journal: u64,
+        /// Overwrite an existing file at PATH (never one another process has open).
+        #[arg(long)]
+        force: bool,
+        /// Create it even though it is larger than this machine's memory and swap (for
+        /// another machine: the whole volume lives in RAM, so it cannot open here).
+        #[arg(long)]
+        larger_than_ram: bool,
+        /// Format it with hscm's file system, for `hscm mount` (root directory owned by
+        /// the caller).
+        #[arg(long)]
+        fs: bool,
+        #[command(flatten)]
+        tier: tier_cmd::TierFlags,
+    },
+    /// A tiered volume's counters, as it saved them: while a server runs it (every few
+    /// seconds, `state: open`) and at every clean close (`closed`). Hits, partial hits
+    /// and misses per tier and operation, bypasses by reason, promotions, evictions,
+    /// occupancy, device reads, writes and syncs; this session's and the volume's
+    /// lifetime. Reads the file without opening the volume, so it works while the volume
+    /// is served.
+    ///
+    /// Example: hscm volume stats /srv/big.hscm --json
+    Stats {
+        /// The tiered volume's file or device.
+        path: PathBuf,
+        /// Print JSON (a stable contract) instead of text; a failure prints {"ok": false, "error": ...}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Replay a block trace through a tiered volume, reading and writing its blocks
+    /// (each write rewrites the block's own bytes, so the data is unchanged), and count
+    /// DRAM hits and misses: for the same policy and size they equal what `hscm sim
+    /// cache --size RAM --block BLOCK` predicts (with the sequential cutoff off).
+    ///
+    /// Example: hscm volume replay /srv/big.hscm --trace web.msr.csv --json
+    Replay {
+        /// The tiered volume (not in use by another process).
+        path: PathBuf,
+        /// Block trace (plain or zstd), any format `hscm sim cache` reads.
+        #[arg(long)]
+        trace: PathBuf,
+        /// oracle-general, csv, lis, spc, msr or lackey; detected when omitted.
+        #[arg(long, value_parser = vmsim::parse_request_format)]
+        format: Option<hscm_trace::RequestFormat>,
+        /// One JSON object (a stable contract): {"requests", "tiers": [{"tier", "hits",
+        /// "misses", …}], …}; a failure prints {"ok": false, "error": ...}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a volume's header and geometry; with --load, open it and time the warm-up.
+    Info {
+        /// The volume's file or block device.
+        path: PathBuf,
+        /// Open the volume read-only and warm it into RAM, with a progress bar.
+        #[arg(long)]
+        load: bool,
+        /// Print JSON (a stable contract) instead of text; a failure prints {"ok": false, "error": ...}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Validate header (magic, version, checksum) and geometry against the backing
+    /// store. Exits non-zero with the reason on any problem.
+    Check {
+        /// The volume's file or block device.
+        path: PathBuf,
+        /// Print JSON (a stable contract) instead of text; a failure prints {"ok": false, "error": ...}.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Runs one `hscm volume` command.
+pub fn run(cmd: VolumeCmd) -> Result<()> {
+    match cmd {
+        VolumeCmd::Create {
+            path,
+            size,
+            chunk,
+            durability,
+            journal,
+            force,
+            larger_than_ram,
+            fs,
+            tier,
+        } => {
+            if let (true, Some(budget)) = (fs, tier.ram) {
+                // A flat volume whose file system keeps only `budget` of file data in
+                // RAM: it need not fit in memory.
+                create(&path, size, chunk, durability, journal, force)?;
+                format_fs(&path)?;
+                return set_fs_ram_budget(&path, budget);
+            }
+            if let Some(ram) = tier.ram {
+                return tier_cmd::create(&path, size, ram, durability, &tier, force);
+            }
+            // A file system keeps in RAM what its files hold (`hscm mount --ram`), not
+            // the volume's size.
+            if !larger_than_ram && !fs {
+                hscm_volume::check_fits_in_memory(&path.display().to_string(), size)
+                    .context("refusing to create a volume that cannot open on this machine (--larger-than-ram creates it anyway)")?;
+            }
+            create(&path, size, chunk, durability, journal, force)?;
+            if fs {
+                format_fs(&path)?;
+            }
+            Ok(())
+        }
+        VolumeCmd::Info { path, load, json } => {
+            if tier_cmd::is_tiered(&path) {
+                let cfg = hscm_tier::TieredVolume::inspect(&path)?;
+                return tier_cmd::info(&path, &cfg, json);
+            }
+            info(&path, json, load)
+        }
+        VolumeCmd::Check { path, json } => {
+            if tier_cmd::is_tiered(&path) {
+                return tier_cmd::check(&path, json);
+            }
+            check(&path, json)
+        }
+        VolumeCmd::Stats { path, json } => tier_cmd::stats(&path, json),
+        VolumeCmd::Replay {
+            path,
+            trace,
+            format,
+            json,
+        } => tier_cmd::replay(&path, &trace, format, json),
+    }
+}
 
 pub fn create(
     path: &Path,

@@ -5,39 +5,34 @@
 //!   a phase bounded by time or work, paired slices against a baseline, one
 //!   latency-histogram policy) that the volume, ring and key-value benchmarks run on;
 //! - experiments: [`volume`] (the volume against O_DIRECT, the page cache and memcpy;
-//!   restart), [`ring`] (the shared-memory transport), [`kv`] (Standard against Sprint), [`nbd`] (the NBD export against nbdkit),
-//!   [`vmsim`] (file caching and paging under SCM), [`memsim`] (hybrid DRAM/PCM memory);
+//!   restart), [`ring`] (the shared-memory transport), [`kv`] (Standard against Sprint),
+//!   [`nbd`] (the NBD export against nbdkit), [`fs`] (the mount), [`tier`] (the tiered
+//!   volume);
+//! - the simulator experiments, parameters and sweeps live in hscm-sweep (what Python
+//!   links) and are re-exported here under their old paths;
 //! - [`report`]: `hscm reproduce`, every experiment on its defaults, with the published
-//!   figures as data ([`report::check`]) and renderers for Markdown, JSON and SVG;
-//! - what they share: [`out`] (printing that never panics), [`units`], [`scratch`]
-//!   (temporary data removed on exit and on signals), [`par`] (parallel runs, progress).
+//!   figures as data ([`report::check`]) and renderers for Markdown, JSON and SVG.
 //!
 //! Errors here are `anyhow` chains: an experiment's failure is read by a person running
 //! it and matched by nobody, while the engines it drives keep their typed errors (a
 //! caller can still downcast to `hscm_volume::Error` or `hscm_kv::Error`).
 
 #[macro_use]
-pub mod out;
+extern crate hscm_sweep;
+
+pub use hscm_sweep::{
+    flag_defaults, memsim, memsim_validation, out, par, params, scratch, sweep, units, vmsim,
+};
 
 pub mod driver;
 pub mod fio;
 pub mod fs;
 pub mod kv;
-pub mod memsim;
-pub mod memsim_validation;
 pub mod nbd;
-pub mod nbd_flush;
-pub mod nbd_metrics;
 pub mod nbd_strangers;
-pub mod par;
-pub mod params;
 pub mod report;
 pub mod ring;
-pub mod scratch;
-pub mod sweep;
 pub mod tier;
-pub mod units;
-pub mod vmsim;
 pub mod volume;
 
 pub use driver::{closed_loop, latency_histogram, paired, Ctx, Measured, Phase, Step};
@@ -53,16 +48,6 @@ pub fn installed(program: &str) -> bool {
             })
         })
     })
-}
-
-/// A flag group's values when no flag is given: the defaults `--help` shows, as a value.
-/// Experiments that change a few of them write `Args { x, ..flag_defaults() }`, so a
-/// default is written once, on its flag (which reads it from the engine's own `Default`
-/// where the engine has one).
-pub fn flag_defaults<T: clap::Args + clap::FromArgMatches>() -> T {
-    let cmd = T::augment_args(clap::Command::new("defaults"));
-    T::from_arg_matches(&cmd.get_matches_from(["defaults"]))
-        .expect("a flag group's own defaults parse")
 }
 
 #[cfg(test)]

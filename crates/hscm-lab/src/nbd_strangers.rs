@@ -108,7 +108,7 @@ pub fn bench(a: &StrangersArgs, hscm: &Path) -> Result<Strangers> {
         let (rss0, p50_0) = phases
             .first()
             .map_or((rss, p50), |p: &StrangersPhase| (p.rss_mib, p.p50_us));
-        crate::note!(
+        note!(
             "[strangers] {name}: {connections} connections, RSS {rss:.1} MiB, 4 KiB read p50 {p50:.1} us p99 {p99:.1} us"
         );
         phases.push(StrangersPhase {
@@ -186,16 +186,12 @@ pub fn phase_cells(p: &StrangersPhase) -> [String; 7] {
 }
 
 pub fn print(r: &Strangers) -> Result<()> {
-    crate::outln!(
-        "phase      connections   RSS MiB  above unloaded   p50 us   p99 us  p50 / unloaded"
-    )?;
+    outln!("phase      connections   RSS MiB  above unloaded   p50 us   p99 us  p50 / unloaded")?;
     for p in &r.phases {
         let [phase, connections, rss, above, p50, p99, ratio] = phase_cells(p);
-        crate::outln!(
-            "{phase:<10} {connections:>11} {rss:>9} {above:>15} {p50:>8} {p99:>8} {ratio:>15}"
-        )?;
+        outln!("{phase:<10} {connections:>11} {rss:>9} {above:>15} {p50:>8} {p99:>8} {ratio:>15}")?;
     }
-    crate::outln!(
+    outln!(
         "bounds: RSS under {} MiB above unloaded and p50 within {}x: {}",
         r.rss_bound_mib,
         r.latency_bound,

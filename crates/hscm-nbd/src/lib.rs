@@ -22,8 +22,6 @@ mod stream;
 #[cfg(feature = "testing")]
 pub mod testing;
 mod tls;
-#[cfg(feature = "psk")]
-mod tls_psk;
 
 pub use listener::{Endpoint, ListenLimits, Listener};
 pub use server::{ExportOptions, Server, Stats};

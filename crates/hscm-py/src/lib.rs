@@ -21,7 +21,7 @@ create_exception!(
 
 /// A library error as a Python exception, with its whole chain of causes.
 pub(crate) fn py_err(e: anyhow::Error) -> PyErr {
-    if let Some(p) = e.downcast_ref::<hscm_lab::params::ParamError>() {
+    if let Some(p) = e.downcast_ref::<hscm_sweep::params::ParamError>() {
         return PyValueError::new_err(p.to_string());
     }
     // The chain of causes, each said once (a cause often repeats in its context).
@@ -60,7 +60,7 @@ fn git_revision() -> &'static str {
 /// The parameter names `simulator` ("memory", "cache" or "paging") accepts.
 #[pyfunction]
 fn param_names(simulator: &str) -> PyResult<Vec<String>> {
-    use hscm_lab::{memsim, params, vmsim};
+    use hscm_sweep::{memsim, params, vmsim};
     let out = ["json", "csv"];
     Ok(match simulator {
         "memory" => params::names::<memsim::CompareArgs>(&out),
@@ -80,7 +80,7 @@ fn sim_run(py: Python<'_>, simulator: &str, params_json: &str) -> PyResult<Strin
     let params = params_from_json(params_json)?;
     let simulator = simulator.to_string();
     let v = py
-        .detach(move || hscm_lab::sweep::run_raw(&simulator, &params))
+        .detach(move || hscm_sweep::sweep::run_raw(&simulator, &params))
         .map_err(py_err)?;
     Ok(v.to_string())
 }
@@ -92,7 +92,7 @@ fn sim_rows(py: Python<'_>, simulator: &str, params_json: &str) -> PyResult<Stri
     let params = params_from_json(params_json)?;
     let simulator = simulator.to_string();
     let rows = py
-        .detach(move || hscm_lab::sweep::run_point(&simulator, &params))
+        .detach(move || hscm_sweep::sweep::run_point(&simulator, &params))
         .map_err(py_err)?;
     Ok(Value::Array(rows.into_iter().map(Value::Object).collect()).to_string())
 }
@@ -102,18 +102,9 @@ fn sim_rows(py: Python<'_>, simulator: &str, params_json: &str) -> PyResult<Stri
 #[pyfunction]
 fn sweep_load(py: Python<'_>, path: std::path::PathBuf) -> PyResult<String> {
     let sweep = py
-        .detach(|| hscm_lab::sweep::load(&path))
+        .detach(|| hscm_sweep::sweep::load(&path))
         .map_err(|e| PyValueError::new_err(e.to_string()))?;
     serde_json::to_string(&sweep).map_err(|e| HscmError::new_err(e.to_string()))
-}
-
-/// Runs `hscm reproduce` with the given parameters (JSON: ReproduceParams' fields).
-#[pyfunction]
-fn reproduce(py: Python<'_>, params_json: &str) -> PyResult<()> {
-    let p: hscm_lab::report::ReproduceParams = serde_json::from_str(params_json)
-        .map_err(|e| PyValueError::new_err(format!("reproduce: {e}")))?;
-    py.detach(|| hscm_lab::report::reproduce(&p))
-        .map_err(py_err)
 }
 
 #[pymodule]
@@ -125,7 +116,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sim_run, m)?)?;
     m.add_function(wrap_pyfunction!(sim_rows, m)?)?;
     m.add_function(wrap_pyfunction!(sweep_load, m)?)?;
-    m.add_function(wrap_pyfunction!(reproduce, m)?)?;
     trace::register(m)?;
     engine::register(m)?;
     Ok(())

@@ -187,10 +187,10 @@ impl RequestTraceReader {
 /// many references were written.
 #[pyfunction]
 fn generate_memory(py: Python<'_>, params_json: &str) -> PyResult<u64> {
-    use hscm_lab::memsim;
+    use hscm_sweep::memsim;
     let params = params_from_json(params_json)?;
     py.detach(move || -> anyhow::Result<u64> {
-        let a: memsim::GenArgs = hscm_lab::params::parse(&params, &[])?;
+        let a: memsim::GenArgs = hscm_sweep::params::parse(&params, &[])?;
         memsim::generate(memsim::synth_spec(&a)?, &a.output)
     })
     .map_err(py_err)
@@ -200,10 +200,10 @@ fn generate_memory(py: Python<'_>, params_json: &str) -> PyResult<u64> {
 /// requests were written.
 #[pyfunction]
 fn generate_requests(py: Python<'_>, params_json: &str) -> PyResult<u64> {
-    use hscm_lab::vmsim;
+    use hscm_sweep::vmsim;
     let params = params_from_json(params_json)?;
     py.detach(move || -> anyhow::Result<u64> {
-        let a: vmsim::GenRequestsArgs = hscm_lab::params::parse(&params, &[])?;
+        let a: vmsim::GenRequestsArgs = hscm_sweep::params::parse(&params, &[])?;
         vmsim::gen_requests(vmsim::request_spec(&a)?, &a.output)
     })
     .map_err(py_err)
@@ -221,7 +221,7 @@ fn convert(
     instructions: Option<u64>,
     post_cache: bool,
 ) -> PyResult<String> {
-    use hscm_lab::memsim;
+    use hscm_sweep::memsim;
     let from = from_format
         .map(memsim::parse_format)
         .transpose()

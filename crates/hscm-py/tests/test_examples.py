@@ -60,3 +60,13 @@ def test_the_report_runs_from_python(tmp_path: Path) -> None:
         hscm.experiments.reproduce(tmp_path, only=["disk"])
     with pytest.raises(ValueError, match="unknown field `secs`"):
         hscm.experiments.reproduce(tmp_path, only=["python"], secs=3)
+    # The program's own refusal comes back with its message.
+    with pytest.raises(hscm.HscmError, match="restart-size"):
+        hscm.experiments.reproduce(tmp_path, only=["python"], restart_size="lots")
+
+
+def test_the_wheel_links_no_server_fuse_or_plotting_code() -> None:
+    # The report runs in the hscm program; the module only links the simulators.
+    native = Path(hscm._native.__file__).read_bytes()
+    for crate in (b"hscm_nbd", b"hscm_ring", b"hscm_fuse", b"fuser", b"plotters", b"hscm_lab"):
+        assert crate not in native, crate

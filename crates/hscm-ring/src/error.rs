@@ -1,6 +1,6 @@
 use std::io;
 
-use crate::proto::Status;
+use crate::status::Status;
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 

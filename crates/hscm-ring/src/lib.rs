@@ -37,6 +37,8 @@ mod region;
 #[cfg(not(loom))]
 mod server;
 #[cfg(not(loom))]
+mod status;
+#[cfg(not(loom))]
 pub mod uds;
 #[cfg(not(loom))]
 mod wait;

@@ -88,16 +88,6 @@ impl FastConfig {
             id: id | 1,
         }
     }
-
-    /// The device's geometry for blocks of `block` bytes.
-    pub(crate) fn layout(&self, block: u32) -> crate::fast::Layout {
-        crate::fast::Layout::for_capacity(block, self.size / u64::from(block), self.id)
-    }
-
-    /// Bytes the fast device needs for blocks of `block` bytes.
-    pub fn device_len(&self, block: u32) -> u64 {
-        self.layout(block).device_len()
-    }
 }
 
 /// Longest fast-tier path the header holds, in bytes.

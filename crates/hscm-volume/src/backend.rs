@@ -18,8 +18,10 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use rustix::fs::OFlags;
 
 use crate::error::{Error, Result};
-use crate::header::SECTOR;
 use hscm_durable::lock::{self, Hold};
+
+/// Alignment of every backend I/O: 4 KiB satisfies O_DIRECT on 512e and 4Kn devices alike.
+pub const SECTOR: u64 = 4096;
 
 pub trait Backend: Send + Sync {
     /// Size of the store in bytes.

@@ -3,7 +3,6 @@
 //! Layout (little endian) is documented in docs/format.md; keep the two in step.
 
 use crate::error::{Error, Result};
-use crate::journal::{JOURNAL_OFFSET, MIN_JOURNAL};
 use crate::Durability;
 
 pub const MAGIC: [u8; 8] = *b"HSCMVOL\0";
@@ -204,8 +203,13 @@ pub fn validate_geometry(volume_size: u64, chunk_size: u32) -> std::result::Resu
     Ok(())
 }
 
-/// Alignment of every backend I/O: 4 KiB satisfies O_DIRECT on 512e and 4Kn devices alike.
-pub const SECTOR: u64 = 4096;
+/// The backend's alignment unit, which the on-media layout follows (see `backend`).
+pub use crate::backend::SECTOR;
+
+/// Where the journal region starts (backing offset), in format version 2.
+pub const JOURNAL_OFFSET: u64 = 12288;
+/// The smallest journal a volume may have (0 = none).
+pub const MIN_JOURNAL: u64 = 256 << 10;
 
 #[cfg(test)]
 mod tests {

@@ -14,16 +14,14 @@
 
 use std::collections::BTreeMap;
 
+use crate::backend::SECTOR;
 use crate::backend::{AlignedBuf, Backend};
 use crate::error::{Error, Result};
-use crate::header::{Header, SECTOR};
+use crate::header::Header;
+pub use crate::header::{JOURNAL_OFFSET, MIN_JOURNAL};
 
 /// Where the two checkpoint slots live (backing offsets).
 pub(crate) const CHECKPOINT_SLOTS: [u64; 2] = [4096, 8192];
-/// Where the journal region starts (backing offset), in format version 2.
-pub const JOURNAL_OFFSET: u64 = 12288;
-/// The smallest journal a volume may have (0 = none).
-pub const MIN_JOURNAL: u64 = 256 << 10;
 /// The largest batch: bounds one device write and the region's unused tail.
 const MAX_BATCH_CAP: u64 = 4 << 20;
 

@@ -16,7 +16,7 @@ fn ratio(b: &NbdBench, key: &str) -> f64 {
     b.ratios.get(key).copied().unwrap_or(f64::NAN)
 }
 
-fn flush_row<'a>(b: &'a NbdBench, pattern: &str) -> Option<&'a crate::nbd_flush::FlushRow> {
+fn flush_row<'a>(b: &'a NbdBench, pattern: &str) -> Option<&'a crate::nbd::flush::FlushRow> {
     b.flush.iter().find(|r| r.pattern == pattern)
 }
 

@@ -6,7 +6,10 @@ mod agreement;
 mod concurrency;
 mod emulated;
 mod fig11;
+mod print;
 mod share;
+
+pub use print::print;
 
 use std::collections::HashMap;
 

@@ -234,6 +234,20 @@ pub(crate) fn write_table(dev: &dyn Backend, table: &AlignedBuf) -> std::io::Res
     dev.write_at(RECORDS_AT, table)
 }
 
+/// The fast tier's geometry lives here, beside the layout, so the header (which only
+/// records the configuration) does not depend on the fast tier's code.
+impl crate::header::FastConfig {
+    /// The device's geometry for blocks of `block` bytes.
+    pub(crate) fn layout(&self, block: u32) -> Layout {
+        Layout::for_capacity(block, self.size / u64::from(block), self.id)
+    }
+
+    /// Bytes the fast device needs for blocks of `block` bytes.
+    pub fn device_len(&self, block: u32) -> u64 {
+        self.layout(block).device_len()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

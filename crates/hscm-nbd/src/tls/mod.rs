@@ -3,7 +3,7 @@
 //! handshake and the transmission phase) runs inside TLS (the NBD project's
 //! `doc/proto.md`, "TLS support"). X.509 certificates in nbdkit's and qemu-nbd's
 //! layout (`server-cert.pem`, `server-key.pem` in one directory), on rustls; or
-//! pre-shared keys, on OpenSSL (`tls_psk`: rustls has none).
+//! pre-shared keys, on OpenSSL (`psk`: rustls has none).
 //!
 //! The server reads and writes a connection from several threads at once (one reads
 //! requests while others write replies), which a TLS session, one state for both
@@ -13,6 +13,9 @@
 //! TLS. The pump is non-blocking on both sides, so a deep client that reads its
 //! replies never stalls it, and a client that stops reading is cut after the send
 //! timeout.
+
+#[cfg(feature = "psk")]
+mod psk;
 
 use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
@@ -74,7 +77,7 @@ pub struct Tls {
 enum Credentials {
     X509(Arc<ServerConfig>),
     #[cfg(feature = "psk")]
-    Psk(crate::tls_psk::PskServer),
+    Psk(psk::PskServer),
 }
 
 impl std::fmt::Debug for Tls {
@@ -120,11 +123,11 @@ impl Tls {
     }
 
     /// TLS in `mode` with the pre-shared keys in `file` (psktool's `USERNAME:HEXKEY`
-    /// lines, as nbdkit and qemu-nbd read them), on OpenSSL (see `tls_psk`).
+    /// lines, as nbdkit and qemu-nbd read them), on OpenSSL (see `psk`).
     pub fn with_psk(mode: TlsMode, file: &Path) -> Result<Tls, Error> {
         #[cfg(feature = "psk")]
         {
-            let server = crate::tls_psk::PskServer::from_file(file)?;
+            let server = psk::PskServer::from_file(file)?;
             tracing::info!(
                 "TLS with {} pre-shared keys from {}",
                 server.users(),

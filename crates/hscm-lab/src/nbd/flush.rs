@@ -17,7 +17,7 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::Serialize;
 
-use crate::nbd::NbdBenchArgs;
+use super::NbdBenchArgs;
 
 /// Field names are the `--json` contract.
 #[derive(Debug, Clone, Serialize)]

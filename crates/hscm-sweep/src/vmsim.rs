@@ -767,3 +767,18 @@ pub fn bench_cache(requests: u64, objects: u64, progress: bool) -> Result<CacheB
         peak_rss_mb,
     })
 }
+
+/// Prints `hscm bench cache` as text: one line per policy, then the peak memory.
+pub fn print_bench_cache(r: &CacheBench) -> Result<()> {
+    for run in &r.runs {
+        outln!(
+            "{:<8} {:>7.1} M requests/CPU-s  miss ratio {:.4}  CPU {:.2}x LRU",
+            run.policy,
+            run.requests_per_cpu_s / 1e6,
+            run.miss_ratio,
+            run.vs_lru
+        )?;
+    }
+    outln!("peak RSS {:.1} MB", r.peak_rss_mb)?;
+    Ok(())
+}

@@ -441,3 +441,16 @@ pub fn write_anchor(
         }
     }
 }
+
+/// Prints `hscm bench memsim-validate` as text: the comparison table, then the speed.
+pub fn print(v: &Validation) -> Result<()> {
+    out!("{}", markdown(v))?;
+    outln!(
+        "\nspeed on the mixed trace: {:.2} M requests/CPU-s, {:.1}x DRAMsim3 and {:.1}x Ramulator 2.0 (their published CPU times); peak RSS {:.1} MB",
+        v.mix_requests_per_cpu_s / 1e6,
+        v.speedup_vs_dramsim3,
+        v.speedup_vs_ramulator,
+        v.peak_rss_mb
+    )?;
+    Ok(())
+}

@@ -19,7 +19,7 @@ use hscm_service::{Clients, Identity, Service};
 use hscm_volume::{CreateOptions, Durability, OpenOptions, Volume};
 use serde::Serialize;
 
-use crate::nbd::NbdBenchArgs;
+use super::NbdBenchArgs;
 
 /// One workload, bare against served. Field names are the `--json` contract.
 #[derive(Debug, Clone, Serialize)]

@@ -143,7 +143,7 @@ fn pump(
     send_timeout: Duration,
 ) -> io::Result<()> {
     use rustix::event::{poll, PollFd, PollFlags};
-    crate::tls::set_nonblocking(tls.get_ref(), true)?;
+    super::set_nonblocking(tls.get_ref(), true)?;
     local.set_nonblocking(true)?;
     let mut to_local: Vec<u8> = Vec::new();
     let mut to_client: Vec<u8> = Vec::new();
@@ -197,7 +197,7 @@ fn pump(
         let pending = tls.ssl().pending() > 0;
         {
             let mut fds = [
-                PollFd::from_borrowed_fd(crate::tls::socket_fd(tls.get_ref()), sflags),
+                PollFd::from_borrowed_fd(super::socket_fd(tls.get_ref()), sflags),
                 PollFd::from_borrowed_fd(local.as_fd(), lflags),
             ];
             if !pending {
@@ -240,7 +240,7 @@ fn pump(
             match local.read(&mut buf) {
                 Ok(0) => {
                     // The server ended the connection.
-                    crate::tls::set_nonblocking(tls.get_ref(), false)?;
+                    super::set_nonblocking(tls.get_ref(), false)?;
                     let _ = tls.shutdown();
                     return Ok(());
                 }

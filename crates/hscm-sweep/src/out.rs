@@ -68,3 +68,17 @@ pub fn json(value: &impl serde::Serialize) -> anyhow::Result<()> {
     outln!("{text}")?;
     Ok(())
 }
+
+/// Prints a command's result: as pretty JSON (the stable contract) when `json`, else
+/// through its text renderer. One rule for every command that has both.
+pub fn emit<T: serde::Serialize>(
+    value: &T,
+    json: bool,
+    text: impl FnOnce(&T) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    if json {
+        self::json(value)
+    } else {
+        text(value)
+    }
+}

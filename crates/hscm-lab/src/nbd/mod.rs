@@ -10,6 +10,9 @@
 //! pwrite in nbdkit's parallel thread model: the least any export whose writes reach
 //! the device before their reply can do per request.
 
+pub mod flush;
+pub mod metrics;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -75,10 +78,10 @@ pub struct NbdBench {
     pub ratios: BTreeMap<String, f64>,
     /// What a FLUSH costs a write-back volume after N dirty MiB, beside the device's
     /// sequential write of N MiB plus one sync, measured in the same run.
-    pub flush: Vec<crate::nbd_flush::FlushRow>,
+    pub flush: Vec<crate::nbd::flush::FlushRow>,
     /// The service side's cost: the export as `hscm nbd` runs it (counters, status,
     /// metrics scraped every second) against a bare server, same volume, same run.
-    pub metrics: Vec<crate::nbd_metrics::MetricsCostRow>,
+    pub metrics: Vec<crate::nbd::metrics::MetricsCostRow>,
     pub seconds: f64,
     pub size: u64,
     /// Targets left out of this run, each with why (a bound whose tools are missing
@@ -150,7 +153,7 @@ fn start_hscm(dir: &Path, size: u64, durability: Durability) -> Result<Running> 
 }
 
 /// The write-through bound's plugin, compiled by nbdkit's cc plugin when it starts.
-const ODIRECT_PLUGIN: &str = include_str!("../assets/nbdkit-odirect.c");
+const ODIRECT_PLUGIN: &str = include_str!("../../assets/nbdkit-odirect.c");
 
 /// Starts nbdkit with `args`; `source`, if given, goes to its standard input (the cc
 /// plugin reads a plugin's C source there).
@@ -373,9 +376,9 @@ pub fn bench(a: &NbdBenchArgs) -> Result<NbdBench> {
     let flush = if a.metrics_only {
         Vec::new()
     } else {
-        crate::nbd_flush::bench(dir, a)?
+        crate::nbd::flush::bench(dir, a)?
     };
-    let metrics = crate::nbd_metrics::bench(dir, a)?;
+    let metrics = crate::nbd::metrics::bench(dir, a)?;
     Ok(NbdBench {
         rows,
         ratios,
@@ -478,9 +481,9 @@ pub fn print(b: &NbdBench) -> Result<()> {
         outln!("{k:<50} {v:>7.2}x")?;
     }
     outln!()?;
-    crate::nbd_flush::print(&b.flush)?;
+    crate::nbd::flush::print(&b.flush)?;
     outln!()?;
-    crate::nbd_metrics::print(&b.metrics)?;
+    crate::nbd::metrics::print(&b.metrics)?;
     Ok(())
 }
 

@@ -1,10 +1,10 @@
 //! The DRAM model stays beside Ramulator 2.0 and DRAMsim3 on the anchor traces, at a
 //! reduced length (cycles and energy are compared per request).
 
-use hscm_lab::memsim_validation::{
+use hscm_memsim::ReadyOrder;
+use hscm_sweep::memsim_validation::{
     anchor_config, comparisons, run_anchor, run_anchor_with, Anchor, ANCHORS,
 };
-use hscm_memsim::ReadyOrder;
 
 const REQUESTS: u64 = 200_000;
 

@@ -661,6 +661,26 @@ impl Default for MemConfigArgs {
     }
 }
 
+/// Prints `hscm bench memsim` as text: one line per policy, then decoding alone.
+pub fn print_bench(r: &MemsimBench) -> Result<()> {
+    for run in &r.runs {
+        outln!(
+            "{:<10} {:>8.2} M requests/CPU-s ({:.2} CPU-s for {} requests)",
+            run.policy,
+            run.requests_per_cpu_s / 1e6,
+            run.cpu_s,
+            r.requests
+        )?;
+    }
+    outln!(
+        "decode only {:.2} M/CPU-s; WARM/DRAM-only CPU ratio {:.2}; peak RSS {:.1} MB",
+        r.decode_only_per_cpu_s / 1e6,
+        r.warm_cpu_ratio,
+        r.peak_rss_mb
+    )?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
