@@ -38,7 +38,14 @@ pub fn render_error(e: &anyhow::Error) -> String {
 /// What the user can do about an error the libraries describe without naming flags.
 fn hint(e: &anyhow::Error) -> Option<&'static str> {
     e.chain().find_map(|c| {
-        if let Some(e) = c.downcast_ref::<hscm_volume::Error>() {
+        // The serving layer wraps the engine's error transparently: look inside it.
+        let volume_error = c.downcast_ref::<hscm_volume::Error>().or_else(|| {
+            match c.downcast_ref::<hscm_serving::Error>()? {
+                hscm_serving::Error::Volume(e) => Some(e),
+                _ => None,
+            }
+        });
+        if let Some(e) = volume_error {
             return match e {
                 hscm_volume::Error::AlreadyExists { .. } => Some("use --force to overwrite it"),
                 hscm_volume::Error::Locked { .. } => {
@@ -123,5 +130,13 @@ mod tests {
         });
         assert!(render_error(&e).ends_with("(use --force to overwrite it)"));
         assert_eq!(error_json(&e)["ok"], false);
+        // The same error met through the serving layer keeps its hint.
+        let e = anyhow::Error::new(hscm_serving::Error::Volume(
+            hscm_volume::Error::AlreadyExists {
+                path: "v".into(),
+                kind: "a file",
+            },
+        ));
+        assert!(render_error(&e).ends_with("(use --force to overwrite it)"));
     }
 }

@@ -4,13 +4,12 @@
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::builder::TypedValueParser as _;
-use hscm_fs::{FileSystem, MountOptions};
-use hscm_volume::{Durability, OpenOptions, Volume};
+
+use hscm_volume::Durability;
 
 #[derive(clap::Args, Debug)]
 pub struct MountArgs {
@@ -130,61 +129,39 @@ fn check_mountpoint(a: &MountArgs) -> Result<()> {
 
 pub fn mount(a: &MountArgs) -> Result<()> {
     check_mountpoint(a)?;
-    if crate::tier_cmd::is_tiered(&a.volume) {
+    // Refused here, before a background process starts, with what to do instead.
+    let kind = hscm_serving::detect(&a.volume)?;
+    if kind != hscm_serving::Kind::FileSystem {
         bail!(
-            "{} is a tiered volume, which has no file system: serve it with `hscm nbd` instead",
-            a.volume.display()
+            "{} is a {kind}, which has no file system: {}",
+            a.volume.display(),
+            match kind {
+                hscm_serving::Kind::Tiered => "serve it with `hscm nbd` instead",
+                _ => "make one with `hscm volume create --fs`, or serve its blocks with `hscm nbd`",
+            }
         );
     }
     if !a.foreground {
         return mount_in_background(a);
     }
-    // The file system decides when the device syncs; the volume only writes through.
-    // It keeps no RAM copy: the file system keeps each file's bytes in RAM itself.
-    let volume = Volume::open(
+    let mut opened = hscm_serving::open_files(
         &a.volume,
-        &OpenOptions {
-            durability: Some(Durability::OnFlush),
+        &hscm_serving::FilesOptions {
             read_only: a.read_only,
-            ram_copy: false,
-            ..OpenOptions::default()
+            durability: a.durability,
+            ram: a.ram,
+            ram_policy: a.ram_policy,
         },
     )
-    .with_context(|| format!("opening {}", a.volume.display()))?;
-    let durability = match a.durability.unwrap_or(volume.header().durability) {
-        Durability::Immediate => hscm_fs::Durability::Immediate,
-        // The file system's on-flush already keeps writes in RAM until fsync.
-        Durability::OnFlush | Durability::WriteBack => hscm_fs::Durability::OnFlush,
+    .with_context(|| format!("mounting the file system of {}", a.volume.display()))?;
+    opened.load_in_background();
+    let hscm_serving::Engine::Files { fs, volume } = opened.engine().clone() else {
+        bail!(
+            "{}: the serving layer opened no file system",
+            a.volume.display()
+        );
     };
-    let volume = Arc::new(volume);
-    let data_size = volume.size();
-    let mount_with = |budget: Option<u64>| {
-        FileSystem::mount(
-            volume.clone(),
-            MountOptions {
-                durability,
-                read_only: a.read_only,
-                ram: hscm_fs::RamOptions {
-                    budget,
-                    policy: a.ram_policy,
-                },
-            },
-        )
-        .with_context(|| format!("mounting the file system of {}", a.volume.display()))
-    };
-    let mut fs = mount_with(a.ram)?;
-    if a.ram.is_none() {
-        // The budget the volume records, else every file, as long as this machine
-        // has the memory.
-        let free = hscm_volume::memory_available_for_volumes().unwrap_or(u64::MAX);
-        let budget = fs
-            .recorded_ram_budget()
-            .or_else(|| (data_size > free).then_some(free));
-        if budget.is_some() {
-            drop(fs);
-            fs = mount_with(budget)?;
-        }
-    }
+    let durability = fs.durability();
     if let Some(why) = fs.read_only() {
         if !a.read_only {
             note!(
@@ -193,8 +170,6 @@ pub fn mount(a: &MountArgs) -> Result<()> {
             );
         }
     }
-    let fs = Arc::new(fs);
-    let loader = fs.load_in_background();
     let source = std::fs::canonicalize(&a.volume).unwrap_or_else(|_| a.volume.clone());
     let config = hscm_fuse::session_config(
         &format!("hscm:{}", source.display()),
@@ -288,15 +263,9 @@ pub fn mount(a: &MountArgs) -> Result<()> {
     let _stopping = service.stopping();
     drop(service);
     served?;
-    fs.stop_loading();
-    if let Some(loader) = loader {
-        let _ = loader.join();
-    }
-    fs.sync_all().context("committing at unmount")?;
-    drop(fs);
-    let volume = Arc::try_unwrap(volume)
-        .map_err(|_| anyhow::anyhow!("the volume is still in use at unmount"))?;
-    volume.close()?;
+    // The session's clones of the engine are gone with it; close commits and closes.
+    drop((fs, volume));
+    opened.close().context("committing at unmount")?;
     note!("unmounted {}", a.mountpoint.display());
     Ok(())
 }

@@ -2,7 +2,6 @@
 
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::PathBuf;
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,7 +10,7 @@ use clap::builder::TypedValueParser as _;
 use hscm_block::Counted;
 use hscm_lab::units::{human_bytes, parse_size, size_arg};
 use hscm_nbd::{Endpoint, ExportOptions, ListenLimits, Listener, Server, Tls, TlsMode};
-use hscm_volume::{Durability, OpenOptions, Volume};
+use hscm_volume::Durability;
 
 use crate::service_cmd;
 
@@ -176,10 +175,7 @@ fn default_socket(volume: &std::path::Path) -> Result<PathBuf> {
 
 pub fn serve(a: &NbdArgs) -> Result<()> {
     // Handlers first: a SIGTERM once clients can connect must stop the server cleanly.
-    let stop = Arc::new(AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).context("installing a signal handler")?;
-    }
+    let stop = hscm_serving::stop_on_signals()?;
     let inherited = inherited_listener()?;
     let activated = inherited.is_some();
     let listener = match inherited {
@@ -213,33 +209,32 @@ pub fn serve(a: &NbdArgs) -> Result<()> {
         tls: a.tls()?,
         ..ExportOptions::default()
     };
-    if crate::tier_cmd::is_tiered(&a.volume) {
-        return serve_tiered(a, listener, export, activated, stop);
-    }
-    // The export serves from the moment the volume opens: reads of chunks not yet
-    // warm are served from the device and move those chunks forward in the loader.
-    let volume = Volume::open(
+    let opened = open_for_serving(
         &a.volume,
-        &OpenOptions {
+        &hscm_serving::TargetOptions {
             read_only: a.read_only,
             durability: a.durability,
             dirty_max: Some(a.dirty_max),
-            ..Default::default()
+            ..hscm_serving::TargetOptions::default()
         },
-    )
-    .with_context(|| format!("opening {}", a.volume.display()))?;
-    let volume = Arc::new(volume);
-    let (target, server, service) =
-        counted_export(a, &listener, export, &volume, hscm_service::probe::flat)?;
+    )?;
+    let engine = opened.engine().clone();
+    let target = Arc::new(Counted::new(opened.target()));
+    let server = Arc::new(Server::new(target.clone(), export));
     let stats = server.stats();
+    let service = {
+        let (target, stats) = (target.clone(), stats.clone());
+        a.service
+            .start("nbd", &a.volume, listener.uri(&a.export), move |s| {
+                hscm_service::probe::engine(s, &engine);
+                service_cmd::target_ops(s, &target.ops());
+                service_cmd::nbd_counters(s, &stats);
+            })?
+    };
     note!(
-        "serving {} ({}, {}) at {}; Ctrl-C to stop",
+        "serving {} ({}) at {}; Ctrl-C to stop",
         a.volume.display(),
-        human_bytes(volume.size()),
-        match volume.writeback_stats() {
-            Some(wb) => format!("write-back, at most {} dirty", human_bytes(wb.dirty_max)),
-            None => volume.durability().name().to_string(),
-        },
+        describe(&opened),
         listener.uri(&a.export)
     );
     // Scripts read the URI from standard output; a server its client started shares
@@ -251,7 +246,7 @@ pub fn serve(a: &NbdArgs) -> Result<()> {
     listener.serve_with(server.clone(), stop, &a.limits())?;
     drop(listener);
     let _stopping = service.stopping();
-    // Its snapshots hold the volume, which closes next.
+    // Its snapshots hold the engine, which closes next.
     drop(service);
     use std::sync::atomic::Ordering::Relaxed;
     note!(
@@ -263,96 +258,49 @@ pub fn serve(a: &NbdArgs) -> Result<()> {
     );
     drop(server);
     drop(target);
-    let volume =
-        Arc::try_unwrap(volume).map_err(|_| anyhow::anyhow!("volume still in use at shutdown"))?;
-    if !a.read_only {
-        hscm_block::BlockTarget::flush(&volume).context("flushing the volume at shutdown")?;
-    }
-    volume.close()?;
+    opened.close().context("closing the volume at shutdown")?;
     Ok(())
 }
 
-/// The export of `volume`, every request counted and timed, and its service side
-/// (`hscm status`, `--metrics`), whose snapshots `probe` fills from the engine.
-type CountedExport<V> = (Arc<Counted<Arc<V>>>, Arc<Server>, hscm_service::Service);
-
-fn counted_export<V: hscm_block::BlockTarget + 'static>(
-    a: &NbdArgs,
-    listener: &Listener,
-    export: ExportOptions,
-    volume: &Arc<V>,
-    probe: fn(&mut hscm_service::Status, &V),
-) -> Result<CountedExport<V>> {
-    let target = Arc::new(Counted::new(volume.clone()));
-    let server = Arc::new(Server::new(target.clone(), export));
-    let service = {
-        let (volume, target, stats) = (volume.clone(), target.clone(), server.stats());
-        a.service
-            .start("nbd", &a.volume, listener.uri(&a.export), move |s| {
-                probe(s, &volume);
-                service_cmd::target_ops(s, &target.ops());
-                service_cmd::nbd_counters(s, &stats);
-            })?
+/// Opens any volume as a block target through the serving layer, its counters saved
+/// every 2 s while it is a tiered volume (`hscm volume stats`), with the flags a
+/// refusal calls for.
+pub fn open_for_serving(
+    path: &std::path::Path,
+    opts: &hscm_serving::TargetOptions,
+) -> Result<hscm_serving::Opened> {
+    let opts = hscm_serving::TargetOptions {
+        save_stats_every: Some(Duration::from_secs(2)),
+        ..opts.clone()
     };
-    Ok((target, server, service))
+    hscm_serving::open_target(path, &opts).map_err(|e| match e {
+        hscm_serving::Error::Unsupported { .. } => anyhow::anyhow!(
+            "{e} (a tiered volume is served read-write with the durability it was created with: leave out --read-only and --durability)"
+        ),
+        e => anyhow::Error::new(e).context(format!("opening {}", path.display())),
+    })
 }
 
-/// Serves a tiered volume: the same export, over `hscm_tier::TieredVolume`.
-fn serve_tiered(
-    a: &NbdArgs,
-    listener: Listener,
-    export: ExportOptions,
-    activated: bool,
-    stop: Arc<std::sync::atomic::AtomicBool>,
-) -> Result<()> {
-    if a.read_only || a.durability.is_some() {
-        anyhow::bail!(
-            "{} is a tiered volume: it is served read-write with the durability it was created with (no --read-only or --durability yet)",
-            a.volume.display()
-        );
-    }
-    let volume = Arc::new(
-        hscm_tier::TieredVolume::open(&a.volume)
-            .with_context(|| format!("opening {}", a.volume.display()))?,
-    );
-    let (target, server, service) =
-        counted_export(a, &listener, export, &volume, hscm_service::probe::tiered)?;
-    note!(
-        "serving tiered volume {} ({}, {} in DRAM) at {}; Ctrl-C to stop",
-        a.volume.display(),
-        human_bytes(volume.size()),
-        human_bytes(volume.config().ram),
-        listener.uri(&a.export)
-    );
-    if !activated {
-        outln!("{}", listener.uri(&a.export))?;
-    }
-    service.ready(&format!("serving {}", listener.uri(&a.export)));
-    // The counters, saved every few seconds for `hscm volume stats`.
-    let saver = {
-        let (volume, stop) = (volume.clone(), stop.clone());
-        std::thread::spawn(move || {
-            let mut ticks = 0u32;
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
-                std::thread::sleep(std::time::Duration::from_millis(100));
-                ticks += 1;
-                if ticks % 20 == 1 {
-                    let _ = volume.save_stats("open");
+/// What `serving …` says about the volume: its size and how writes are kept.
+pub fn describe(opened: &hscm_serving::Opened) -> String {
+    match opened.engine() {
+        hscm_serving::Engine::Flat(v) | hscm_serving::Engine::Files { volume: v, .. } => {
+            format!(
+                "{}, {}",
+                human_bytes(v.size()),
+                match v.writeback_stats() {
+                    Some(wb) => format!("write-back, at most {} dirty", human_bytes(wb.dirty_max)),
+                    None => v.durability().name().to_string(),
                 }
-            }
-        })
-    };
-    listener.serve_with(server, stop.clone(), &a.limits())?;
-    drop(listener);
-    let _stopping = service.stopping();
-    drop(service);
-    drop(target);
-    stop.store(true, std::sync::atomic::Ordering::Relaxed);
-    let _ = saver.join();
-    let volume =
-        Arc::try_unwrap(volume).map_err(|_| anyhow::anyhow!("volume still in use at shutdown"))?;
-    volume.close().context("closing the volume at shutdown")?;
-    Ok(())
+            )
+        }
+        hscm_serving::Engine::Tiered(t) => format!(
+            "tiered, {}, {} in DRAM, {}",
+            human_bytes(t.size()),
+            human_bytes(t.config().ram),
+            t.config().durability.name()
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -1,4 +1,5 @@
-//! `hscm serve`: a volume over the shared-memory queue transport.
+//! `hscm serve`: a volume of any kind (flat, tiered, or a file-system volume's blocks)
+//! over the shared-memory queue transport.
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -7,9 +8,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use hscm_block::Counted;
-use hscm_lab::units::human_bytes;
 use hscm_ring::{Server, ServerOptions};
-use hscm_volume::{OpenOptions, Volume};
 
 #[derive(clap::Args)]
 pub struct ServeArgs {
@@ -41,19 +40,14 @@ pub struct ServeArgs {
 pub fn serve(a: &ServeArgs) -> Result<()> {
     // Handlers first: a SIGTERM that arrives once clients can connect (or while the
     // volume opens) must stop the server cleanly, not kill it mid-way.
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    for sig in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(sig, stop.clone()).context("installing a signal handler")?;
-    }
-    let volume = Volume::open(
+    let stop = hscm_serving::stop_on_signals()?;
+    let opened = crate::nbd_cmd::open_for_serving(
         &a.volume,
-        &OpenOptions {
+        &hscm_serving::TargetOptions {
             read_only: a.read_only,
             ..Default::default()
         },
-    )
-    .with_context(|| format!("opening {}", a.volume.display()))?;
-    let volume = Arc::new(volume);
+    )?;
     let path = hscm_ring::endpoint_path(&a.shm);
     let opts = ServerOptions {
         max_db: a.max_db,
@@ -62,14 +56,14 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
         max_clients: a.max_clients,
         ..Default::default()
     };
-    let target = Arc::new(Counted::new(volume.clone()));
+    let target = Arc::new(Counted::new(opened.target()));
     let server = Server::bind(&path, target.clone(), opts)?;
     let stats = server.stats();
     let service = {
-        let (volume, target, stats) = (volume.clone(), target.clone(), stats.clone());
+        let (engine, target, stats) = (opened.engine().clone(), target.clone(), stats.clone());
         a.service
             .start("serve", &a.volume, path.display().to_string(), move |s| {
-                hscm_service::probe::flat(s, &volume);
+                hscm_service::probe::engine(s, &engine);
                 crate::service_cmd::target_ops(s, &target.ops());
                 s.clients = hscm_service::Clients {
                     connected: stats.connected.load(Ordering::Relaxed),
@@ -86,7 +80,7 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
     note!(
         "serving {} ({}) on {}; Ctrl-C to stop",
         a.volume.display(),
-        human_bytes(volume.size()),
+        crate::nbd_cmd::describe(&opened),
         path.display()
     );
     let handle = server.spawn()?;
@@ -104,8 +98,6 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
     );
     handle.shutdown();
     drop(target);
-    Arc::try_unwrap(volume)
-        .map_err(|_| anyhow::anyhow!("volume still in use at shutdown"))?
-        .close()?;
+    opened.close().context("closing the volume at shutdown")?;
     Ok(())
 }

@@ -196,13 +196,9 @@ fn durability_name(d: Durability) -> &'static str {
     d.name()
 }
 
-/// True when `path` starts with a tiered volume's magic.
+/// Whether `path` holds a tiered volume (by its header: the serving layer's detection).
 pub fn is_tiered(path: &Path) -> bool {
-    use std::io::Read;
-    let mut magic = [0u8; 8];
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut magic))
-        .is_ok_and(|()| &magic == hscm_tier::MAGIC)
+    matches!(hscm_serving::detect(path), Ok(hscm_serving::Kind::Tiered))
 }
 
 /// `hscm volume stats`: the counters the volume saved.

@@ -204,7 +204,13 @@ fn bad_volumes_and_places_are_clear_errors() {
     assert!(o.status.success(), "{}", text(&o));
     let o = run(&["mount", plain.to_str().unwrap(), at.to_str().unwrap()]);
     assert!(!o.status.success());
-    assert!(text(&o).contains("no hscm file system"), "{}", text(&o));
+    // Named by its kind (the serving layer read the header), with what to do instead.
+    assert!(
+        text(&o).contains("flat volume, which has no file system")
+            && text(&o).contains("hscm volume create --fs"),
+        "{}",
+        text(&o)
+    );
     // No such volume; a mount point that is not a directory.
     let o = run(&["mount", "/nonexistent.hscm", at.to_str().unwrap()]);
     assert!(

@@ -6,7 +6,7 @@ mod util;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 
-use util::{hscm, run, signal, spawn_until_line, text};
+use util::{fs_volume, hscm, run, signal, spawn_until_line, text};
 
 /// A real client tool, or a failure that says how to get it.
 fn tool(name: &str) -> Command {
@@ -186,6 +186,31 @@ print("ok")
     );
     // nbdsh is Debian's python3-libnbd: run its module with the system Python, which
     // has it, whatever python3 comes first on PATH.
+    tool("nbdsh");
+    let out = ok(Command::new("/usr/bin/python3").arg("-c").arg(&script));
+    assert!(out.contains("ok"), "{out}");
+    stop(server);
+}
+
+/// A volume made with `--fs` serves its blocks over NBD too (for a backup or an
+/// inspection): the export starts with the file system's superblock.
+#[test]
+fn a_file_system_volume_is_exported_as_its_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    let v = fs_volume(dir.path(), "16M", "immediate");
+    let sock = dir.path().join("s.sock");
+    let (server, uri) = serve(&v, &sock, &["--read-only"]);
+    let script = format!(
+        r#"
+import nbd
+h = nbd.NBD()
+h.connect_uri("{uri}")
+assert h.get_size() == 16 << 20, h.get_size()
+assert h.pread(6, 0) == b"HSCMFS", h.pread(6, 0)
+h.shutdown()
+print("ok")
+"#
+    );
     tool("nbdsh");
     let out = ok(Command::new("/usr/bin/python3").arg("-c").arg(&script));
     assert!(out.contains("ok"), "{out}");

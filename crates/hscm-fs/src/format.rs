@@ -66,6 +66,13 @@ impl Geometry {
     }
 }
 
+/// Whether `block` starts with a superblock's magic: how a volume holding this file
+/// system is recognised without mounting it (either copy may be torn, so a caller
+/// checks both).
+pub fn looks_formatted(block: &[u8]) -> bool {
+    block.starts_with(MAGIC)
+}
+
 /// One superblock copy. Copy `slot` (0 or 1, at block `slot`) describes checkpoint
 /// slot `slot`; a mount takes the valid copy with the highest generation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -23,7 +23,7 @@ mod format;
 mod fs;
 mod meta;
 
-pub use format::{Geometry, BLOCK, FORMAT_VERSION};
+pub use format::{looks_formatted, Geometry, BLOCK, FORMAT_VERSION};
 #[doc(hidden)]
 pub use fs::{reencode_for_fuzzing, replay_for_fuzzing};
 pub use fs::{

@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use hscm_kv::{KvOptions, KvStore, Mode};
-use hscm_volume::{CreateOptions, Durability, LoadState, OpenOptions, Volume as Vol};
+use hscm_volume::{CreateOptions, Durability, LoadState, Volume as Vol};
 use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -24,7 +24,7 @@ fn kv_err(e: hscm_kv::Error) -> PyErr {
 
 /// Any contiguous buffer (bytes, bytearray, memoryview, a numpy array of any dtype)
 /// as bytes: buffers of other item types are viewed through `memoryview.cast("B")`.
-fn byte_buffer(obj: &Bound<'_, PyAny>) -> PyResult<PyBuffer<u8>> {
+pub(crate) fn byte_buffer(obj: &Bound<'_, PyAny>) -> PyResult<PyBuffer<u8>> {
     match PyBuffer::<u8>::get(obj) {
         Ok(b) => Ok(b),
         Err(_) => {
@@ -39,7 +39,7 @@ fn byte_buffer(obj: &Bound<'_, PyAny>) -> PyResult<PyBuffer<u8>> {
     }
 }
 
-fn durability(name: Option<&str>) -> PyResult<Option<Durability>> {
+pub(crate) fn durability(name: Option<&str>) -> PyResult<Option<Durability>> {
     name.map(|n| n.parse::<Durability>())
         .transpose()
         .map_err(|e| PyValueError::new_err(e.to_string()))
@@ -53,15 +53,20 @@ fn durability(name: Option<&str>) -> PyResult<Option<Durability>> {
 /// cannot deadlock with a call on another (the call would hold the lock waiting for
 /// the GIL, `close` the GIL waiting for the lock). `close` waits, without the GIL,
 /// for the calls in flight to let go of the engine.
-struct Handle<T> {
+pub(crate) struct Handle<T> {
     inner: RwLock<Option<Arc<T>>>,
-    path: String,
+    pub(crate) path: String,
 }
 
 impl<T: Send + Sync> Handle<T> {
     fn new(engine: T, path: &std::path::Path) -> Self {
+        Self::from_arc(Arc::new(engine), path)
+    }
+
+    /// An engine the serving layer opened (this handle must be its only holder).
+    pub(crate) fn from_arc(engine: Arc<T>, path: &std::path::Path) -> Self {
         Handle {
-            inner: RwLock::new(Some(Arc::new(engine))),
+            inner: RwLock::new(Some(engine)),
             path: path.display().to_string(),
         }
     }
@@ -70,7 +75,7 @@ impl<T: Send + Sync> Handle<T> {
         HscmError::new_err(format!("{}: lock poisoned", self.path))
     }
 
-    fn with<R>(&self, f: impl FnOnce(&T) -> PyResult<R>) -> PyResult<R> {
+    pub(crate) fn with<R>(&self, f: impl FnOnce(&T) -> PyResult<R>) -> PyResult<R> {
         let engine = self
             .inner
             .read()
@@ -82,7 +87,7 @@ impl<T: Send + Sync> Handle<T> {
 
     /// The engine, once, after every call in flight has returned (waited for
     /// without the GIL); None when already closed.
-    fn take(&self, py: Python<'_>) -> PyResult<Option<T>> {
+    pub(crate) fn take(&self, py: Python<'_>) -> PyResult<Option<T>> {
         let Some(mut engine) = self.inner.write().map_err(|_| self.poisoned())?.take() else {
             return Ok(None);
         };
@@ -97,7 +102,7 @@ impl<T: Send + Sync> Handle<T> {
         })))
     }
 
-    fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         self.inner.read().map_or(true, |g| g.is_none())
     }
 }
@@ -114,24 +119,36 @@ impl Volume {
     fn with<R>(&self, f: impl FnOnce(&Vol) -> PyResult<R>) -> PyResult<R> {
         self.handle.with(f)
     }
+
+    /// The Python object of a flat volume the serving layer opened.
+    pub(crate) fn from_engine(volume: Arc<Vol>, path: &std::path::Path) -> Volume {
+        Volume {
+            handle: Handle::from_arc(volume, path),
+        }
+    }
 }
 
 #[pymethods]
 impl Volume {
     /// Creates a volume of `size` bytes at `path` (a file, or a block device).
     #[staticmethod]
-    #[pyo3(signature = (path, size, durability="immediate", journal_size=0, overwrite=false))]
+    /// Sizes are ints (bytes) or strings such as "64M", as the simulators take them.
+    #[pyo3(signature = (path, size, durability="immediate", journal_size=None, overwrite=false))]
     fn create(
         py: Python<'_>,
         path: PathBuf,
-        size: u64,
+        size: &Bound<'_, PyAny>,
         durability: &str,
-        journal_size: u64,
+        journal_size: Option<&Bound<'_, PyAny>>,
         overwrite: bool,
     ) -> PyResult<()> {
+        let size = crate::size_arg("size", size)?;
         let opts = CreateOptions {
             durability: self::durability(Some(durability))?.expect("given"),
-            journal_size,
+            journal_size: journal_size
+                .map(|j| crate::size_arg("journal_size", j))
+                .transpose()?
+                .unwrap_or(0),
             overwrite,
             ..CreateOptions::default()
         };
@@ -150,18 +167,27 @@ impl Volume {
         path: PathBuf,
         read_only: bool,
         durability: Option<&str>,
-        dirty_max: Option<u64>,
+        dirty_max: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<Self> {
-        let opts = OpenOptions {
+        let dirty_max = dirty_max
+            .map(|d| crate::size_arg("dirty_max", d))
+            .transpose()?;
+        let opts = hscm_serving::TargetOptions {
             durability: self::durability(durability)?,
             read_only,
             dirty_max,
-            ..OpenOptions::default()
+            ..Default::default()
         };
-        let v = py.detach(|| Vol::open(&path, &opts)).map_err(vol_err)?;
-        Ok(Volume {
-            handle: Handle::new(v, &path),
-        })
+        let opened = py
+            .detach(|| hscm_serving::open_target(&path, &opts))
+            .map_err(crate::serving_err)?;
+        match opened.into_engine() {
+            hscm_serving::Engine::Flat(v) => Ok(Volume::from_engine(v, &path)),
+            _ => Err(HscmError::new_err(format!(
+                "{} is a tiered volume: open it with hscm.open, which returns an hscm.TieredVolume",
+                path.display()
+            ))),
+        }
     }
 
     /// Bytes the volume holds.

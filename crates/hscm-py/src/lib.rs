@@ -5,6 +5,7 @@
 //! and numpy.
 
 mod engine;
+mod opened;
 mod trace;
 
 use pyo3::create_exception;
@@ -36,6 +37,26 @@ pub(crate) fn py_err(e: anyhow::Error) -> PyErr {
         }
     }
     HscmError::new_err(text)
+}
+
+/// A serving-layer error (opening a volume) as HscmError, as every volume error has
+/// been, with the path and what was wrong in its message.
+pub(crate) fn serving_err(e: hscm_serving::Error) -> PyErr {
+    HscmError::new_err(e.to_string())
+}
+
+/// A size given as an int (bytes) or a string with a unit ("64M", "4G"), as the
+/// simulators take them.
+pub(crate) fn size_arg(what: &str, value: &Bound<'_, PyAny>) -> PyResult<u64> {
+    if let Ok(n) = value.extract::<u64>() {
+        return Ok(n);
+    }
+    let text: String = value.extract().map_err(|_| {
+        PyValueError::new_err(format!(
+            "{what}: a size in bytes or a string such as \"64M\""
+        ))
+    })?;
+    hscm_sweep::units::parse_size(&text).map_err(|e| PyValueError::new_err(format!("{what}: {e}")))
 }
 
 /// Keyword parameters (a JSON object, as the Python side encodes them) in call order.
@@ -118,5 +139,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sweep_load, m)?)?;
     trace::register(m)?;
     engine::register(m)?;
+    opened::register(m)?;
     Ok(())
 }

@@ -28,6 +28,15 @@ fn device(v: &Volume) -> Device {
     }
 }
 
+/// Whatever the serving layer opened: the probe of its engine.
+pub fn engine(status: &mut Status, engine: &hscm_serving::Engine) {
+    match engine {
+        hscm_serving::Engine::Flat(v) => flat(status, v),
+        hscm_serving::Engine::Tiered(v) => tiered(status, v),
+        hscm_serving::Engine::Files { fs: files, volume } => fs(status, files, volume),
+    }
+}
+
 /// A flat volume served whole (NBD, shared memory).
 pub fn flat(status: &mut Status, v: &Volume) {
     status.kind = "flat".into();

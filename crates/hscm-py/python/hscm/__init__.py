@@ -1,7 +1,8 @@
 """hscm from Python.
 
-The simulators (``hscm.sim``), traces (``hscm.trace``), the durable RAM volume and the
-key-value store (``hscm.Volume``, ``hscm.KeyValueStore``), the report's experiments
+The simulators (``hscm.sim``), traces (``hscm.trace``), volumes of every kind
+(``hscm.open``: ``hscm.Volume``, ``hscm.TieredVolume``, ``hscm.FileSystem``), the
+key-value store (``hscm.KeyValueStore``), the report's experiments
 (``hscm.experiments``) and parameter sweeps (``hscm.sweep``), all backed by the same
 Rust libraries as the ``hscm`` command, with the same parameter names.
 
@@ -18,21 +19,47 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from ._native import HscmError, KeyValueStore, Volume, git_revision
+import os
+
+from ._native import FileSystem, HscmError, KeyValueStore, TieredVolume, Volume, git_revision
+from ._native import open as _open
 from ._native import version as _version
+from ._native import volume_kind as _volume_kind
 
 __version__: str = _version()
 __all__ = [
+    "FileSystem",
     "HscmError",
     "KeyValueStore",
+    "TieredVolume",
     "Volume",
     "__version__",
     "experiments",
     "git_revision",
+    "open",
     "sim",
     "sweep",
     "trace",
+    "volume_kind",
 ]
+
+
+def open(path: str | os.PathLike[str], *, read_only: bool = False) -> Volume | TieredVolume | FileSystem:  # noqa: A001
+    """Opens the volume at ``path`` by its kind, read from its header: a flat volume as
+    :class:`Volume`, a tiered one as :class:`TieredVolume`, one made with ``--fs`` as
+    :class:`FileSystem` (its files by path). Each is a context manager; ``close()``
+    makes everything durable and releases the volume.
+
+    >>> with hscm.open("data.hscm") as v:                     # doctest: +SKIP
+    ...     v.write(0, b"hello")
+    """
+    return _open(os.fspath(path), read_only)
+
+
+def volume_kind(path: str | os.PathLike[str]) -> str:
+    """``"flat"``, ``"tiered"`` or ``"fs"``: the kind of volume at ``path``, from its
+    header (nothing is opened or locked)."""
+    return _volume_kind(os.fspath(path))
 
 if TYPE_CHECKING:
     from . import experiments, sim, sweep, trace
