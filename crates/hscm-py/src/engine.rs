@@ -107,6 +107,31 @@ impl<T: Send + Sync> Handle<T> {
     }
 }
 
+/// `length` bytes at `offset` of any block target a Python object owns: refused before
+/// allocating when the range ends past the end, so an absurd length is an error, not
+/// an abort.
+pub(crate) fn read_range<'py, T: hscm_block::BlockTarget + Send + Sync>(
+    py: Python<'py>,
+    handle: &Handle<T>,
+    offset: u64,
+    length: usize,
+) -> PyResult<Bound<'py, PyBytes>> {
+    let data = handle.with(|t| {
+        let size = t.size();
+        if offset.checked_add(length as u64).is_none_or(|end| end > size) {
+            return Err(HscmError::new_err(format!(
+                "a read of {length} bytes at offset {offset} ends past the end of {} ({size} bytes)",
+                handle.path
+            )));
+        }
+        let mut buf = vec![0u8; length];
+        py.detach(|| t.read_at(offset, &mut buf))
+            .map_err(|e| HscmError::new_err(e.to_string()))?;
+        Ok(buf)
+    })?;
+    Ok(PyBytes::new(py, &data))
+}
+
 /// A durable RAM volume: reads from RAM, every write durable before it returns
 /// (immediate), on the device and durable at the next flush (on-flush), or in RAM and
 /// durable at the next flush (write-back).
@@ -209,20 +234,7 @@ impl Volume {
         offset: u64,
         length: usize,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let data = self.with(|v| {
-            // Refused before allocating, so an absurd length is an error, not an abort.
-            if offset.checked_add(length as u64).is_none_or(|end| end > v.size()) {
-                return Err(HscmError::new_err(format!(
-                    "a read of {length} bytes at offset {offset} ends past the end of {} ({} bytes)",
-                    self.handle.path,
-                    v.size()
-                )));
-            }
-            let mut buf = vec![0u8; length];
-            py.detach(|| v.read_at(offset, &mut buf)).map_err(vol_err)?;
-            Ok(buf)
-        })?;
-        Ok(PyBytes::new(py, &data))
+        read_range(py, &self.handle, offset, length)
     }
 
     /// Fills `buffer` (any writable, contiguous buffer: bytearray, memoryview, numpy
@@ -304,26 +316,9 @@ impl Volume {
             None => Ok(()),
         }
     }
-
-    #[getter]
-    fn closed(&self) -> bool {
-        self.handle.is_closed()
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_exc))]
-    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
-        self.close(py)?;
-        Ok(false)
-    }
-
-    fn __repr__(&self) -> String {
-        format!("Volume({:?})", self.handle.path)
-    }
 }
+
+crate::closable!(Volume);
 
 fn progress_dict<'py>(
     py: Python<'py>,
@@ -434,21 +429,9 @@ impl KeyValueStore {
             None => Ok(()),
         }
     }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_exc))]
-    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
-        self.close(py)?;
-        Ok(false)
-    }
-
-    fn __repr__(&self) -> String {
-        format!("KeyValueStore({:?})", self.handle.path)
-    }
 }
+
+crate::closable!(KeyValueStore);
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Volume>()?;

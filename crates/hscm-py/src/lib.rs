@@ -4,6 +4,41 @@
 //! message. The Python side (crates/hscm-py/python/hscm) shapes results into pandas
 //! and numpy.
 
+/// The lifecycle every engine object shares, beside the class's own methods (a second
+/// `#[pymethods]` block, PyO3's `multiple-pymethods`): `closed`, the context manager
+/// (its exit closes and never swallows the exception) and the repr. The class has a
+/// `handle` (`engine::Handle`) and its own `close`.
+macro_rules! closable {
+    ($class:ident) => {
+        #[pyo3::pymethods]
+        impl $class {
+            #[getter]
+            fn closed(&self) -> bool {
+                self.handle.is_closed()
+            }
+
+            fn __enter__(slf: pyo3::Py<Self>) -> pyo3::Py<Self> {
+                slf
+            }
+
+            #[pyo3(signature = (*_exc))]
+            fn __exit__(
+                &self,
+                py: pyo3::Python<'_>,
+                _exc: &pyo3::Bound<'_, pyo3::types::PyTuple>,
+            ) -> pyo3::PyResult<bool> {
+                self.close(py)?;
+                Ok(false)
+            }
+
+            fn __repr__(&self) -> String {
+                format!(concat!(stringify!($class), "({:?})"), self.handle.path)
+            }
+        }
+    };
+}
+pub(crate) use closable;
+
 mod engine;
 mod opened;
 mod trace;

@@ -13,7 +13,7 @@ use pyo3::exceptions::{PyFileNotFoundError, PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-use crate::engine::{byte_buffer, Handle, Volume};
+use crate::engine::{byte_buffer, read_range, Handle, Volume};
 use crate::{serving_err, HscmError};
 
 fn tier_err(e: hscm_tier::Error) -> PyErr {
@@ -148,20 +148,7 @@ impl TieredVolume {
         offset: u64,
         length: usize,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        let data = self.handle.with(|v| {
-            if offset.checked_add(length as u64).is_none_or(|end| end > v.size()) {
-                return Err(HscmError::new_err(format!(
-                    "a read of {length} bytes at offset {offset} ends past the end of {} ({} bytes)",
-                    self.handle.path,
-                    v.size()
-                )));
-            }
-            let mut buf = vec![0u8; length];
-            py.detach(|| hscm_block::BlockTarget::read_at(v, offset, &mut buf))
-                .map_err(|e| HscmError::new_err(e.to_string()))?;
-            Ok(buf)
-        })?;
-        Ok(PyBytes::new(py, &data))
+        read_range(py, &self.handle, offset, length)
     }
 
     /// Writes `data` (bytes or any contiguous buffer) at `offset`; durable when this
@@ -188,26 +175,9 @@ impl TieredVolume {
             None => Ok(()),
         }
     }
-
-    #[getter]
-    fn closed(&self) -> bool {
-        self.handle.is_closed()
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_exc))]
-    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
-        self.close(py)?;
-        Ok(false)
-    }
-
-    fn __repr__(&self) -> String {
-        format!("TieredVolume({:?})", self.handle.path)
-    }
 }
+
+crate::closable!(TieredVolume);
 
 /// The file system of a volume made with `--fs`, reached by path ("/dir/file") without
 /// mounting it: for scripts that fill, inspect or copy out a volume.
@@ -412,26 +382,9 @@ impl FileSystem {
         }
         Ok(())
     }
-
-    #[getter]
-    fn closed(&self) -> bool {
-        self.handle.is_closed()
-    }
-
-    fn __enter__(slf: Py<Self>) -> Py<Self> {
-        slf
-    }
-
-    #[pyo3(signature = (*_exc))]
-    fn __exit__(&self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
-        self.close(py)?;
-        Ok(false)
-    }
-
-    fn __repr__(&self) -> String {
-        format!("FileSystem({:?})", self.handle.path)
-    }
 }
+
+crate::closable!(FileSystem);
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(open, m)?)?;

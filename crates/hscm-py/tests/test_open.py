@@ -118,3 +118,21 @@ def test_one_process_at_a_time(tmp_path: Path) -> None:
     with hscm.open(path) as v:
         assert not v.closed
     assert v.closed
+
+
+def test_every_engine_object_shares_one_lifecycle(tmp_path: Path, hscm_bin: Path) -> None:
+    flat = tmp_path / "flat.hscm"
+    hscm.Volume.create(flat, "4M")
+    tiered = tmp_path / "tiered.hscm"
+    hscm.TieredVolume.create(tiered, "8M", "1M")
+    fs = tmp_path / "fs.hscm"
+    run_cli(hscm_bin, "volume", "create", str(fs), "--size", "16M", "--fs")
+    hscm.KeyValueStore.create(tmp_path / "kv", devices=1)
+    objects = [hscm.open(flat), hscm.open(tiered), hscm.open(fs), hscm.KeyValueStore(tmp_path / "kv")]
+    for obj, name in zip(objects, ["Volume", "TieredVolume", "FileSystem", "KeyValueStore"]):
+        assert repr(obj).startswith(f"{name}(") and not obj.closed
+        with pytest.raises(RuntimeError, match="inside"):
+            with obj:
+                raise RuntimeError("inside")  # the exit closes and does not swallow it
+        assert obj.closed
+        obj.close()  # twice is harmless

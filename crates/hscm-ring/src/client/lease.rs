@@ -34,31 +34,37 @@ pub struct Lease {
 }
 
 impl Lease {
+    #[inline]
     pub fn len(&self) -> u64 {
         self.len
     }
 
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.len == 0
     }
 
     /// Index of the lease in the data buffer, in sectors (the SQ entry's buffer field).
+    #[inline]
     pub fn index(&self) -> u32 {
         (self.block.offset / SECTOR) as u32
     }
 
+    #[inline]
     pub fn write(&mut self, at: u64, src: &[u8]) {
         assert!(at + src.len() as u64 <= self.len, "write past the lease");
         self.shared.region.db_write(self.block.offset + at, src);
     }
 
     /// The same block, used for `len` bytes (at most the block's size).
+    #[inline]
     pub(super) fn resized(mut self, len: u64) -> Lease {
         debug_assert!(len <= self.block.len);
         self.len = len;
         self
     }
 
+    #[inline]
     pub fn read(&self, at: u64, dst: &mut [u8]) {
         assert!(at + dst.len() as u64 <= self.len, "read past the lease");
         self.shared.region.db_read(self.block.offset + at, dst);
@@ -66,6 +72,7 @@ impl Lease {
 
     /// The lease's bytes where they are, for a lease no command is using: a held
     /// `Lease` is one (while a command runs the queue keeps its lease).
+    #[inline]
     pub(super) fn in_place(&self) -> &[u8] {
         // SAFETY: the buddy allocator gave this block to this lease alone, and no
         // command naming it is in flight (above), so the server does not write it
