@@ -35,24 +35,62 @@ pub fn render_error(e: &anyhow::Error) -> String {
     text
 }
 
+/// What a device-owning error means for the user, wherever it was met: the flat
+/// volume's, the device layer's, or either through the tiered volume or the serving
+/// layer (which wrap them transparently, so the chain alone does not show them).
+enum Refusal {
+    Exists,
+    InUse,
+}
+
+fn refusal(c: &(dyn std::error::Error + 'static)) -> Option<Refusal> {
+    use hscm_durable::device::DeviceError;
+    fn of_volume(e: &hscm_volume::Error) -> Option<Refusal> {
+        match e {
+            hscm_volume::Error::AlreadyExists { .. } => Some(Refusal::Exists),
+            hscm_volume::Error::Locked { .. } => Some(Refusal::InUse),
+            _ => None,
+        }
+    }
+    fn of_device(e: &DeviceError) -> Option<Refusal> {
+        match e {
+            DeviceError::AlreadyExists { .. } => Some(Refusal::Exists),
+            DeviceError::Lock(hscm_durable::LockError::Locked { .. }) => Some(Refusal::InUse),
+            _ => None,
+        }
+    }
+    fn of_tier(e: &hscm_tier::Error) -> Option<Refusal> {
+        match e {
+            hscm_tier::Error::Device(d) => of_device(d),
+            _ => None,
+        }
+    }
+    if let Some(e) = c.downcast_ref::<hscm_volume::Error>() {
+        return of_volume(e);
+    }
+    if let Some(e) = c.downcast_ref::<DeviceError>() {
+        return of_device(e);
+    }
+    if let Some(e) = c.downcast_ref::<hscm_tier::Error>() {
+        return of_tier(e);
+    }
+    match c.downcast_ref::<hscm_serving::Error>()? {
+        hscm_serving::Error::Volume(e) => of_volume(e),
+        hscm_serving::Error::Tier(e) => of_tier(e),
+        _ => None,
+    }
+}
+
 /// What the user can do about an error the libraries describe without naming flags.
 fn hint(e: &anyhow::Error) -> Option<&'static str> {
     e.chain().find_map(|c| {
-        // The serving layer wraps the engine's error transparently: look inside it.
-        let volume_error = c.downcast_ref::<hscm_volume::Error>().or_else(|| {
-            match c.downcast_ref::<hscm_serving::Error>()? {
-                hscm_serving::Error::Volume(e) => Some(e),
-                _ => None,
-            }
-        });
-        if let Some(e) = volume_error {
-            return match e {
-                hscm_volume::Error::AlreadyExists { .. } => Some("use --force to overwrite it"),
-                hscm_volume::Error::Locked { .. } => {
-                    Some("stop the process that has it open, or wait for it to close the volume")
+        if let Some(r) = refusal(c) {
+            return Some(match r {
+                Refusal::Exists => "use --force to overwrite it",
+                Refusal::InUse => {
+                    "stop the process that has it open, or wait for it to close the volume"
                 }
-                _ => None,
-            };
+            });
         }
         match c.downcast_ref::<hscm_kv::Error>()? {
             hscm_kv::Error::ValueTooLarge { .. } => Some("see --max-value"),
@@ -137,6 +175,14 @@ mod tests {
                 kind: "a file",
             },
         ));
+        assert!(render_error(&e).ends_with("(use --force to overwrite it)"));
+        // And a tiered volume's device refusal, through the serving layer.
+        let e = anyhow::Error::new(hscm_serving::Error::Tier(hscm_tier::Error::Device(
+            hscm_durable::device::DeviceError::AlreadyExists {
+                path: "t".into(),
+                kind: "a file",
+            },
+        )));
         assert!(render_error(&e).ends_with("(use --force to overwrite it)"));
     }
 }

@@ -1,6 +1,10 @@
 //! hscm-durable: what every hscm engine (the volume, the key-value store) shares about
 //! durability, so each rule lives in one place:
 //!
+//! * [`device`]: the device layer the volumes write through: [`device::Backend`] (a
+//!   narrow trait with explicit sync semantics), [`device::FileBackend`] (a file or a
+//!   block device, O_DIRECT with a buffered fallback, the owner lock held while open,
+//!   io_uring for many writes at once) and [`device::AlignedBuf`];
 //! * [`lock`]: one owner per store, by `flock` on the file that holds it;
 //! * [`Poison`]: the first device failure (or a background thread's panic), after which
 //!   an engine refuses writes and flushes for good;
@@ -12,6 +16,8 @@
 
 mod commit;
 mod conversions;
+pub mod device;
+mod durability;
 pub mod lock;
 mod media;
 mod poison;
@@ -20,6 +26,7 @@ pub mod runtime;
 pub mod testing;
 
 pub use commit::{CommitError, GroupCommit};
+pub use durability::{Durability, UnknownDurability};
 pub use lock::{LockError, LockHolder};
 pub use media::{DirMedia, Media, MediaFile};
 pub use poison::{Failure, Poison};

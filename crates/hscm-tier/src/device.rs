@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-use hscm_volume::Backend;
+use hscm_durable::device::Backend;
 use parking_lot::{Mutex, MutexGuard};
 
 pub(crate) struct Device {

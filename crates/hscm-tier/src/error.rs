@@ -25,8 +25,9 @@ pub enum Error {
     FastTier { path: String, why: String },
     #[error("invalid tier configuration: {0}")]
     Config(String),
+    /// The home or fast device would not open (in use, missing, not a file or device).
     #[error(transparent)]
-    Volume(#[from] hscm_volume::Error),
+    Device(#[from] hscm_durable::device::DeviceError),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,8 +1,8 @@
 //! The tiered volume's header: the first 4 KiB of the home device, naming the geometry
 //! and the DRAM tier's policy, with a checksum. Data starts right after it.
 
+use hscm_durable::Durability;
 use hscm_policy::cache::{AdmissionName, EvictionName};
-use hscm_volume::Durability;
 use serde::Serialize;
 
 use crate::{Error, Result};
@@ -295,11 +295,11 @@ pub(crate) fn read_fast_path(h: &[u8]) -> String {
 /// Writes `bytes` (a whole number of sectors) at `offset` of home from an aligned copy,
 /// as a device opened with O_DIRECT needs.
 pub(crate) fn write_region(
-    home: &dyn hscm_volume::Backend,
+    home: &dyn hscm_durable::device::Backend,
     offset: u64,
     bytes: &[u8],
 ) -> std::io::Result<()> {
-    let mut buf = hscm_volume::AlignedBuf::zeroed(bytes.len());
+    let mut buf = hscm_durable::device::AlignedBuf::zeroed(bytes.len());
     buf[..bytes.len()].copy_from_slice(bytes);
     home.write_at(offset, &buf[..bytes.len()])
 }
@@ -307,11 +307,11 @@ pub(crate) fn write_region(
 /// Reads `len` bytes (a whole number of sectors) at `offset` of home into an aligned
 /// buffer.
 pub(crate) fn read_region(
-    home: &dyn hscm_volume::Backend,
+    home: &dyn hscm_durable::device::Backend,
     offset: u64,
     len: usize,
-) -> std::io::Result<hscm_volume::AlignedBuf> {
-    let mut buf = hscm_volume::AlignedBuf::zeroed(len);
+) -> std::io::Result<hscm_durable::device::AlignedBuf> {
+    let mut buf = hscm_durable::device::AlignedBuf::zeroed(len);
     home.read_at(offset, &mut buf[..len])?;
     Ok(buf)
 }

@@ -32,7 +32,7 @@ impl TierConfig {
 
 /// Saves `blocks` (hottest first) on home and syncs.
 pub(crate) fn save(
-    home: &dyn hscm_volume::Backend,
+    home: &dyn hscm_durable::device::Backend,
     cfg: &TierConfig,
     blocks: &[u64],
 ) -> std::io::Result<()> {
@@ -41,7 +41,7 @@ pub(crate) fn save(
 }
 
 /// The saved hot list, hottest first; empty when there is none or it is damaged.
-pub(crate) fn load(home: &dyn hscm_volume::Backend, cfg: &TierConfig) -> Vec<u64> {
+pub(crate) fn load(home: &dyn hscm_durable::device::Backend, cfg: &TierConfig) -> Vec<u64> {
     let Ok(page) = read_region(home, cfg.hot_list_offset(), PAGE as usize) else {
         return Vec::new();
     };

@@ -42,6 +42,6 @@ pub use fast::{Recovery, WRITEBACK_AGE, WRITEBACK_HIGH, WRITEBACK_LOW};
 pub use header::{
     FastConfig, TierConfig, WriteMode, DEFAULT_SEQUENTIAL_CUTOFF, HEADER_LEN, MAGIC, MAX_FAST_PATH,
 };
-pub use hscm_volume::Durability;
+pub use hscm_durable::Durability;
 pub use snapshot::Counters;
 pub use volume::TieredVolume;

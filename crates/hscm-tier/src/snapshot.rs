@@ -113,7 +113,7 @@ pub fn decode(page: &[u8]) -> Option<Snapshot> {
 
 /// Writes `snap` on home (not synced: a report, not data).
 pub(crate) fn save(
-    home: &dyn hscm_volume::Backend,
+    home: &dyn hscm_durable::device::Backend,
     cfg: &TierConfig,
     snap: &Snapshot,
 ) -> std::io::Result<()> {
@@ -121,7 +121,7 @@ pub(crate) fn save(
 }
 
 /// The snapshot saved on home, if any.
-pub(crate) fn load(home: &dyn hscm_volume::Backend, cfg: &TierConfig) -> Option<Snapshot> {
+pub(crate) fn load(home: &dyn hscm_durable::device::Backend, cfg: &TierConfig) -> Option<Snapshot> {
     let page = crate::header::read_region(home, cfg.stats_offset(), PAGE).ok()?;
     decode(&page)
 }

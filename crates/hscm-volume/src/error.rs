@@ -90,3 +90,22 @@ impl Error {
 }
 
 hscm_durable::engine_error_conversions!(Error);
+
+/// A device that would not open or be created, as the volume's error: the same
+/// variants (and so the same messages and hints) the volume reported before the device
+/// layer moved to hscm-durable.
+impl From<hscm_durable::device::DeviceError> for Error {
+    fn from(e: hscm_durable::device::DeviceError) -> Error {
+        use hscm_durable::device::DeviceError;
+        match e {
+            DeviceError::Io { what, source } => Error::Io { what, source },
+            DeviceError::Lock(lock) => Error::from(lock),
+            DeviceError::AlreadyExists { path, kind } => Error::AlreadyExists { path, kind },
+            DeviceError::Invalid(why) => Error::InvalidArgument(why),
+            other => Error::Io {
+                what: "opening the device".into(),
+                source: std::io::Error::other(other.to_string()),
+            },
+        }
+    }
+}

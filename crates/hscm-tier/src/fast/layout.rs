@@ -13,14 +13,14 @@
 //! `hscm_durable::media`) leaves each record either old or new, never a mix; the other
 //! records of the page are rewritten with the bytes they already hold.
 
-use hscm_volume::{AlignedBuf, Backend};
+use hscm_durable::device::{AlignedBuf, Backend};
 
 pub(crate) const MAGIC: &[u8; 8] = b"HSCMFAST";
 const STATE_MAGIC: &[u8; 8] = b"HSCMFSTA";
 const VERSION: u32 = 1;
 const PAGE: u64 = 4096;
 /// The unit of a record or state write (direct I/O's alignment).
-pub(crate) const SECTOR: usize = hscm_volume::SECTOR as usize;
+pub(crate) const SECTOR: usize = hscm_durable::device::SECTOR as usize;
 /// The unit a power cut tears at; a record never straddles one.
 const TEAR: usize = 512;
 pub(crate) const RECORD: usize = 32;

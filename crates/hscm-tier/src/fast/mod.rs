@@ -31,8 +31,8 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
+use hscm_durable::device::AlignedBuf;
 use hscm_policy::cache::{CacheOutcome, CachePolicy, PolicySpec};
-use hscm_volume::AlignedBuf;
 use rustc_hash::{FxHashMap as HashMap, FxHashSet as HashSet};
 
 use crate::device::Device;

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use hscm_volume::{AlignedBuf, Backend};
+use hscm_durable::device::{AlignedBuf, Backend};
 use rustc_hash::FxHashMap as HashMap;
 
 use super::layout::{self, Layout, Record, SlotState, State, RECORD};

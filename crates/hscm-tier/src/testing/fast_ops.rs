@@ -73,7 +73,7 @@ impl Model {
 
 /// The same bytes on a device without injected faults.
 fn revived(dev: &FaultyBackend, name: &str) -> FaultyBackend {
-    use hscm_volume::Backend;
+    use hscm_durable::device::Backend;
     let image = dev.live_image();
     let fresh = FaultyBackend::new(image.len(), name);
     fresh.write_at(0, &image).expect("an in-memory write");

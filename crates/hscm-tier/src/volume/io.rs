@@ -301,7 +301,7 @@ impl TieredVolume {
             count_fast_request(lower, before);
             ticket = self.issued.fetch_add(1, Ordering::SeqCst) + 1;
         }
-        if fua || shared.cfg.durability == hscm_volume::Durability::Immediate {
+        if fua || shared.cfg.durability == hscm_durable::Durability::Immediate {
             self.sync_through(ticket)?;
         }
         Ok(())

@@ -25,8 +25,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use hscm_durable::device::{AlignedBuf, Backend, FileBackend};
 use hscm_durable::{GroupCommit, Poison};
-use hscm_volume::{AlignedBuf, Backend, FileBackend};
 use parking_lot::Mutex;
 
 use crate::device::Device;

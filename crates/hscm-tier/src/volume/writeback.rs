@@ -5,7 +5,7 @@
 
 use std::sync::atomic::Ordering;
 
-use hscm_volume::AlignedBuf;
+use hscm_durable::device::AlignedBuf;
 
 use crate::fast::{Copied, Failure};
 use crate::volume::Shared;
