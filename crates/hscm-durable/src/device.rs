@@ -7,7 +7,7 @@
 //! device (a later `read_at` returns them, but they may still sit in a volatile cache);
 //! `sync` returning Ok means every write that returned Ok before `sync` was called
 //! survives a power cut. Offsets, lengths and buffer addresses are multiples of
-//! [`SECTOR`] for every call the volume makes.
+//! [`IO_ALIGN`] for every call the volume makes.
 
 use std::alloc::{self, Layout};
 use std::fs::{File, OpenOptions};
@@ -57,8 +57,10 @@ impl DeviceError {
 
 type Result<T> = std::result::Result<T, DeviceError>;
 
-/// Alignment of every backend I/O: 4 KiB satisfies O_DIRECT on 512e and 4Kn devices alike.
-pub const SECTOR: u64 = 4096;
+/// Alignment of every backend I/O (offsets, lengths, buffer addresses): 4 KiB
+/// satisfies O_DIRECT on 512e and 4Kn devices alike. Not the ring protocol's 512-byte
+/// sector (`hscm_ring::PROTOCOL_SECTOR`), which only counts in commands.
+pub const IO_ALIGN: u64 = 4096;
 
 pub trait Backend: Send + Sync {
     /// Size of the store in bytes.
@@ -203,7 +205,7 @@ fn write_many_uring(file: &File, writes: &[(u64, &[u8])]) -> io::Result<()> {
     first_error.map_or(Ok(()), Err)
 }
 
-/// A heap buffer aligned to [`SECTOR`], as O_DIRECT requires.
+/// A heap buffer aligned to [`IO_ALIGN`], as O_DIRECT requires.
 pub struct AlignedBuf {
     ptr: NonNull<u8>,
     len: usize,
@@ -217,7 +219,7 @@ unsafe impl Sync for AlignedBuf {}
 impl AlignedBuf {
     /// A zero-filled buffer of `len` bytes (`len` is rounded up to a whole sector).
     pub fn zeroed(len: usize) -> AlignedBuf {
-        let len = len.max(1).next_multiple_of(SECTOR as usize);
+        let len = len.max(1).next_multiple_of(IO_ALIGN as usize);
         let layout = Self::layout(len);
         // SAFETY: layout has a non-zero size; alloc_zeroed returns memory that is
         // initialised (zero) for all `len` bytes, or null, which we check.
@@ -227,7 +229,8 @@ impl AlignedBuf {
     }
 
     fn layout(len: usize) -> Layout {
-        Layout::from_size_align(len, SECTOR as usize).expect("sector-multiple length fits a layout")
+        Layout::from_size_align(len, IO_ALIGN as usize)
+            .expect("sector-multiple length fits a layout")
     }
 }
 
@@ -340,10 +343,10 @@ impl FileBackend {
                 .set_direct(true)
                 .map_err(|e| DeviceError::io(what("configure"), e))?;
         }
-        if backend.is_direct() && len >= SECTOR {
+        if backend.is_direct() && len >= IO_ALIGN {
             // Some file systems accept O_DIRECT at open and refuse it at the first I/O;
             // read_at falls back by itself, this makes it happen (and warn) at open.
-            let mut probe = AlignedBuf::zeroed(SECTOR as usize);
+            let mut probe = AlignedBuf::zeroed(IO_ALIGN as usize);
             backend
                 .read_at(0, &mut probe)
                 .map_err(|e| DeviceError::io(what("read"), e))?;
@@ -557,8 +560,8 @@ mod tests {
     fn aligned_buf_is_aligned_zeroed_and_rounded() {
         for len in [1usize, 4096, 5000, 1 << 20] {
             let mut b = AlignedBuf::zeroed(len);
-            assert_eq!(b.as_ptr() as usize % SECTOR as usize, 0);
-            assert!(b.len() >= len && b.len() % SECTOR as usize == 0);
+            assert_eq!(b.as_ptr() as usize % IO_ALIGN as usize, 0);
+            assert!(b.len() >= len && b.len() % IO_ALIGN as usize == 0);
             assert!(b.iter().all(|&x| x == 0));
             b[len - 1] = 9;
             assert_eq!(b[len - 1], 9);
@@ -569,18 +572,18 @@ mod tests {
     fn file_backend_round_trip_and_vectored_read() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("b");
-        let be = FileBackend::create(&p, 3 * SECTOR, false).unwrap();
-        let mut w = AlignedBuf::zeroed(3 * SECTOR as usize);
+        let be = FileBackend::create(&p, 3 * IO_ALIGN, false).unwrap();
+        let mut w = AlignedBuf::zeroed(3 * IO_ALIGN as usize);
         for (i, x) in w.iter_mut().enumerate() {
             *x = (i % 251) as u8;
         }
         be.write_at(0, &w).unwrap();
         be.sync().unwrap();
-        let mut a = AlignedBuf::zeroed(SECTOR as usize);
-        let mut b = AlignedBuf::zeroed(2 * SECTOR as usize);
+        let mut a = AlignedBuf::zeroed(IO_ALIGN as usize);
+        let mut b = AlignedBuf::zeroed(2 * IO_ALIGN as usize);
         be.read_vectored_at(0, &mut [&mut a, &mut b]).unwrap();
-        assert_eq!(&a[..], &w[..SECTOR as usize]);
-        assert_eq!(&b[..], &w[SECTOR as usize..]);
+        assert_eq!(&a[..], &w[..IO_ALIGN as usize]);
+        assert_eq!(&b[..], &w[IO_ALIGN as usize..]);
     }
 
     /// Exercises the io_uring path (and its unsafe submission) with more pieces than
@@ -590,11 +593,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("many");
         let pieces = 3 * URING_DEPTH as usize + 5;
-        let be = FileBackend::create(&p, 2 * pieces as u64 * SECTOR, false).unwrap();
+        let be = FileBackend::create(&p, 2 * pieces as u64 * IO_ALIGN, false).unwrap();
         for round in 0..2u8 {
             let bufs: Vec<AlignedBuf> = (0..pieces)
                 .map(|i| {
-                    let mut b = AlignedBuf::zeroed(SECTOR as usize * (1 + i % 2));
+                    let mut b = AlignedBuf::zeroed(IO_ALIGN as usize * (1 + i % 2));
                     b.fill(i as u8 ^ round);
                     b
                 })
@@ -604,7 +607,7 @@ mod tests {
                 .iter()
                 .enumerate()
                 .rev()
-                .map(|(i, b)| (2 * i as u64 * SECTOR, &b[..]))
+                .map(|(i, b)| (2 * i as u64 * IO_ALIGN, &b[..]))
                 .collect();
             if round == 0 {
                 be.write_many(&writes).unwrap();
@@ -623,11 +626,11 @@ mod tests {
     fn write_many_reports_a_failed_piece() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("short");
-        drop(FileBackend::create(&p, 4 * SECTOR, false).unwrap());
+        drop(FileBackend::create(&p, 4 * IO_ALIGN, false).unwrap());
         // Opened read-only, every write fails with EBADF, in the middle of the batch.
         let be = FileBackend::open(&p, false).unwrap();
-        let b = AlignedBuf::zeroed(SECTOR as usize);
-        let writes = [(0, &b[..]), (SECTOR, &b[..]), (2 * SECTOR, &b[..])];
+        let b = AlignedBuf::zeroed(IO_ALIGN as usize);
+        let writes = [(0, &b[..]), (IO_ALIGN, &b[..]), (2 * IO_ALIGN, &b[..])];
         assert!(be.write_many(&writes).is_err());
     }
 
@@ -635,12 +638,12 @@ mod tests {
     fn buffered_fallback_reads_and_writes() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("b");
-        drop(FileBackend::create(&p, 2 * SECTOR, false).unwrap());
+        drop(FileBackend::create(&p, 2 * IO_ALIGN, false).unwrap());
         let be = FileBackend::open_with(&p, true, false).unwrap();
         assert!(!be.is_direct());
-        let mut w = AlignedBuf::zeroed(SECTOR as usize);
+        let mut w = AlignedBuf::zeroed(IO_ALIGN as usize);
         w[..5].copy_from_slice(b"plain");
-        be.write_at(SECTOR, &w).unwrap();
+        be.write_at(IO_ALIGN, &w).unwrap();
         be.sync().unwrap();
         drop(be);
         let direct = FileBackend::open(&p, false).unwrap();
@@ -648,8 +651,8 @@ mod tests {
             direct.is_direct(),
             "the test directory refuses O_DIRECT; run it on ext4/xfs"
         );
-        let mut r = AlignedBuf::zeroed(SECTOR as usize);
-        direct.read_at(SECTOR, &mut r).unwrap();
+        let mut r = AlignedBuf::zeroed(IO_ALIGN as usize);
+        direct.read_at(IO_ALIGN, &mut r).unwrap();
         assert_eq!(&r[..5], b"plain");
     }
 
@@ -661,27 +664,27 @@ mod tests {
     fn a_direct_io_refused_later_falls_back_to_buffered() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("b");
-        let be = FileBackend::create(&p, 4 * SECTOR, false).unwrap();
+        let be = FileBackend::create(&p, 4 * IO_ALIGN, false).unwrap();
         assert!(
             be.is_direct(),
             "the test directory refuses O_DIRECT; run it on ext4/xfs"
         );
-        let buf = AlignedBuf::zeroed(2 * SECTOR as usize);
-        let mut payload = buf[1..1 + SECTOR as usize].to_vec();
+        let buf = AlignedBuf::zeroed(2 * IO_ALIGN as usize);
+        let mut payload = buf[1..1 + IO_ALIGN as usize].to_vec();
         payload[..4].copy_from_slice(b"late");
-        be.write_at(SECTOR, &payload).unwrap();
+        be.write_at(IO_ALIGN, &payload).unwrap();
         assert!(!be.is_direct(), "the refused write switched the open");
         let mut back = vec![0u8; 4];
-        be.read_at(SECTOR, &mut back).unwrap();
+        be.read_at(IO_ALIGN, &mut back).unwrap();
         assert_eq!(&back, b"late");
         be.sync().unwrap();
         // Reads and write_many go through the same switch.
         let be2_path = dir.path().join("c");
-        let be2 = FileBackend::create(&be2_path, 4 * SECTOR, false).unwrap();
+        let be2 = FileBackend::create(&be2_path, 4 * IO_ALIGN, false).unwrap();
         // Written first: a direct read of unwritten extents zero-fills without the check.
-        be2.write_at(0, &buf[..SECTOR as usize]).unwrap();
+        be2.write_at(0, &buf[..IO_ALIGN as usize]).unwrap();
         assert!(be2.is_direct());
-        let mut odd = vec![0u8; SECTOR as usize + 1];
+        let mut odd = vec![0u8; IO_ALIGN as usize + 1];
         be2.read_at(0, &mut odd[1..]).unwrap();
         assert!(!be2.is_direct());
     }
@@ -691,7 +694,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("exists");
         std::fs::write(&p, b"x").unwrap();
-        let err = FileBackend::create(&p, SECTOR, false)
+        let err = FileBackend::create(&p, IO_ALIGN, false)
             .err()
             .expect("must refuse");
         assert!(err.to_string().contains("exists"), "{err}");
@@ -701,7 +704,7 @@ mod tests {
     fn one_writer_per_store_and_no_reader_beside_it() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("v");
-        let writer = FileBackend::create(&p, SECTOR, false).unwrap();
+        let writer = FileBackend::create(&p, IO_ALIGN, false).unwrap();
         for (writable, what) in [(true, "a second writer"), (false, "a reader")] {
             let err = FileBackend::open(&p, writable).err().expect(what);
             assert!(
@@ -717,10 +720,10 @@ mod tests {
             .write_all_at(b"keep", 0)
             .unwrap();
         assert!(matches!(
-            FileBackend::create(&p, SECTOR, true),
+            FileBackend::create(&p, IO_ALIGN, true),
             Err(DeviceError::Lock(LockError::Locked { .. }))
         ));
-        assert_eq!(std::fs::metadata(&p).unwrap().len(), SECTOR);
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), IO_ALIGN);
         assert_eq!(&std::fs::read(&p).unwrap()[..4], b"keep");
         // Inspection takes no lock.
         FileBackend::open_for_inspection(&p).unwrap();
@@ -751,7 +754,7 @@ mod block_device_tests {
         let Some(dev) = any_block_device() else {
             panic!("no block device under /dev to test the guard against");
         };
-        let err = FileBackend::create(&dev, SECTOR, false)
+        let err = FileBackend::create(&dev, IO_ALIGN, false)
             .err()
             .expect("must refuse");
         assert!(

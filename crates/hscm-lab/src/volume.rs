@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use crate::{closed_loop, Phase, Step};
 use anyhow::{bail, Context, Result};
-use hscm_volume::{AlignedBuf, CreateOptions, Durability, OpenOptions, Volume, SECTOR};
+use hscm_volume::{AlignedBuf, CreateOptions, Durability, OpenOptions, Volume, IO_ALIGN};
 use rand::Rng;
 use serde::Serialize;
 
@@ -171,8 +171,8 @@ impl Worker for FileWorker<'_> {
         if !self.direct {
             return Ok(self.file.read_exact_at(buf, offset)?);
         }
-        let start = offset - offset % SECTOR;
-        let end = (offset + buf.len() as u64).next_multiple_of(SECTOR);
+        let start = offset - offset % IO_ALIGN;
+        let end = (offset + buf.len() as u64).next_multiple_of(IO_ALIGN);
         let span = &mut self.scratch[..(end - start) as usize];
         self.file.read_exact_at(span, start)?;
         let skip = (offset - start) as usize;
@@ -183,8 +183,8 @@ impl Worker for FileWorker<'_> {
         if !self.direct {
             self.file.write_all_at(data, offset)?;
         } else {
-            let start = offset - offset % SECTOR;
-            let end = (offset + data.len() as u64).next_multiple_of(SECTOR);
+            let start = offset - offset % IO_ALIGN;
+            let end = (offset + data.len() as u64).next_multiple_of(IO_ALIGN);
             let span = &mut self.scratch[..(end - start) as usize];
             if start != offset || end != offset + data.len() as u64 {
                 self.file.read_exact_at(span, start)?;
@@ -313,7 +313,7 @@ fn open_file(path: &Path, direct: bool, dsync: bool) -> Result<(File, bool)> {
     o.read(true).write(true);
     if direct {
         if let Ok(f) = o.clone().custom_flags(flags | direct_flag()).open(path) {
-            let mut probe = AlignedBuf::zeroed(SECTOR as usize);
+            let mut probe = AlignedBuf::zeroed(IO_ALIGN as usize);
             if f.read_exact_at(&mut probe, 0).is_ok() {
                 return Ok((f, true));
             }
@@ -383,9 +383,9 @@ pub fn bench_volume(spec: &VolumeBenchSpec) -> Result<VolumeBenchResult> {
     if spec.bs == 0 || spec.threads == 0 || spec.seconds <= 0.0 {
         bail!("--bs, --threads and --seconds must be positive");
     }
-    if spec.size % SECTOR != 0 || spec.size < spec.bs as u64 * spec.threads as u64 {
+    if spec.size % IO_ALIGN != 0 || spec.size < spec.bs as u64 * spec.threads as u64 {
         bail!(
-            "--size {} must be a multiple of {SECTOR} and hold at least one block per thread",
+            "--size {} must be a multiple of {IO_ALIGN} and hold at least one block per thread",
             spec.size
         );
     }
@@ -477,7 +477,7 @@ pub fn bench_volume(spec: &VolumeBenchSpec) -> Result<VolumeBenchResult> {
                         size: spec.size,
                         direct: got_direct,
                         sync_each_write: immediate && (!direct || !got_direct),
-                        scratch: AlignedBuf::zeroed(spec.bs + 2 * SECTOR as usize),
+                        scratch: AlignedBuf::zeroed(spec.bs + 2 * IO_ALIGN as usize),
                     })
                     .collect();
                 drive(workers, spec)?
@@ -686,8 +686,8 @@ pub fn bench_restart(sizes: &[u64], dir: Option<&Path>, progress: bool) -> Resul
         direct_io: true,
     };
     for &size in sizes {
-        if size % SECTOR != 0 {
-            bail!("restart size {size} must be a multiple of {SECTOR}");
+        if size % IO_ALIGN != 0 {
+            bail!("restart size {size} must be a multiple of {IO_ALIGN}");
         }
         let path = scratch.path().join(format!("restart-{size}.hscm"));
         let data_offset = Volume::create(&path, size, &CreateOptions::default())?.data_offset();

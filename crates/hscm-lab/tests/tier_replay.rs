@@ -61,7 +61,8 @@ fn a_replay_leaves_the_volumes_data_as_it_was() {
     TieredVolume::create(&path, &cfg, false).unwrap();
     let vol = TieredVolume::open(&path).unwrap();
     let image: Vec<u8> = (0..cfg.size).map(|i| (i * 7 % 251) as u8).collect();
-    vol.write_at(0, &image, false).unwrap();
+    vol.write_at(0, &image, hscm_block::WriteFlags::NONE)
+        .unwrap();
     let reader = RequestReader::open(&trace, Some(RequestFormat::Msr), BLOCK as u32).unwrap();
     let r = replay(&vol, reader, &mut |_| {}).unwrap();
     assert!(r.writes > 0);

@@ -156,7 +156,7 @@ impl TieredVolume {
     fn write(&self, py: Python<'_>, offset: u64, data: &Bound<'_, PyAny>) -> PyResult<usize> {
         let bytes = byte_buffer(data)?.to_vec(py)?;
         self.handle.with(|v| {
-            py.detach(|| v.write_at(offset, &bytes, false))
+            py.detach(|| v.write_at(offset, &bytes, hscm_block::WriteFlags::NONE))
                 .map_err(tier_err)
         })?;
         Ok(bytes.len())

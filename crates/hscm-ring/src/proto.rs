@@ -3,7 +3,7 @@
 
 use hscm_block::WriteFlags;
 
-use crate::region::{Geometry, SECTOR};
+use crate::region::{Geometry, PROTOCOL_SECTOR};
 use crate::ring::SqEntry;
 pub use crate::status::Status;
 
@@ -68,7 +68,7 @@ pub fn parse(e: &SqEntry, g: &Geometry) -> Result<Request, Status> {
         if end > g.volume_sectors() {
             return Err(Status::OutOfRange);
         }
-        Ok((start * SECTOR, u64::from(count) * SECTOR))
+        Ok((start * PROTOCOL_SECTOR, u64::from(count) * PROTOCOL_SECTOR))
     };
     let bytes = |offset: u64, len: u32| -> Result<(u64, u64), Status> {
         if len == 0 {
@@ -86,7 +86,7 @@ pub fn parse(e: &SqEntry, g: &Geometry) -> Result<Request, Status> {
         if len > g.db_len {
             return Err(Status::BadCount);
         }
-        let start = u64::from(e.buffer) * SECTOR;
+        let start = u64::from(e.buffer) * PROTOCOL_SECTOR;
         match start.checked_add(len) {
             Some(end) if end <= g.db_len => Ok(start),
             _ => Err(Status::BadBuffer),
@@ -96,7 +96,7 @@ pub fn parse(e: &SqEntry, g: &Geometry) -> Result<Request, Status> {
         OP_READ | OP_READ_BYTES | OP_WRITE | OP_WRITE_BYTES => {
             let (offset, len) = if matches!(e.opcode, OP_READ | OP_WRITE) {
                 // A count larger than the buffer is BadCount before it is OutOfRange.
-                if u64::from(e.count) * SECTOR > g.db_len {
+                if u64::from(e.count) * PROTOCOL_SECTOR > g.db_len {
                     return Err(Status::BadCount);
                 }
                 sectors(e.start, e.count)?

@@ -14,7 +14,7 @@ use crate::ring::{CqSlot, SqSlot};
 
 pub const MAGIC: u64 = u64::from_le_bytes(*b"HSCMRING");
 pub const VERSION: u32 = 2;
-pub const SECTOR: u64 = 512;
+pub const PROTOCOL_SECTOR: u64 = 512;
 pub const HEADER_LEN: u64 = 4096;
 /// Bytes of one queue pair before its SQ entries (index words on their own lines).
 const QP_CONTROL: u64 = 512;
@@ -77,7 +77,7 @@ impl Geometry {
     }
 
     pub fn volume_sectors(&self) -> u64 {
-        self.volume_size / SECTOR
+        self.volume_size / PROTOCOL_SECTOR
     }
 }
 

@@ -12,7 +12,7 @@ use hscm_block::BlockTarget;
 
 use crate::error::{Error, Result};
 use crate::proto::{parse, Request, Status, FLAG_FUA, OP_READ, OP_WRITE};
-use crate::region::{Geometry, SECTOR};
+use crate::region::{Geometry, PROTOCOL_SECTOR};
 use crate::ring::SqEntry;
 
 const REQUEST: usize = 24;
@@ -130,7 +130,7 @@ impl UdsClient {
         let e = SqEntry {
             opcode: OP_READ,
             start: sector,
-            count: (buf.len() as u64 / SECTOR) as u32,
+            count: (buf.len() as u64 / PROTOCOL_SECTOR) as u32,
             ..Default::default()
         };
         self.stream
@@ -146,7 +146,7 @@ impl UdsClient {
         let e = SqEntry {
             opcode: OP_WRITE,
             start: sector,
-            count: (data.len() as u64 / SECTOR) as u32,
+            count: (data.len() as u64 / PROTOCOL_SECTOR) as u32,
             flags: if flags.fua { FLAG_FUA } else { 0 },
             ..Default::default()
         };

@@ -16,7 +16,7 @@
 //! // 16 MiB of data, 1 MiB of it in DRAM.
 //! TieredVolume::create(&path, &TierConfig::new(16 << 20, 1 << 20), false)?;
 //! let vol = TieredVolume::open(&path)?;
-//! vol.write_at(5 << 20, b"hello", false)?; // durable when it returns
+//! vol.write_at(5 << 20, b"hello", hscm_block::WriteFlags::NONE)?; // durable when it returns
 //! let mut buf = [0u8; 5];
 //! vol.read_at(5 << 20, &mut buf)?;
 //! assert_eq!(&buf, b"hello");

@@ -56,7 +56,7 @@ impl BlockTarget for TieredVolume {
     }
 
     fn write_at(&self, offset: u64, data: &[u8], flags: WriteFlags) -> hscm_block::Result<()> {
-        TieredVolume::write_at(self, offset, data, flags.fua).map_err(block_error)
+        TieredVolume::write_at(self, offset, data, flags).map_err(block_error)
     }
 
     fn flush(&self) -> hscm_block::Result<()> {
@@ -64,7 +64,8 @@ impl BlockTarget for TieredVolume {
     }
 
     fn discard(&self, offset: u64, len: u64, flags: WriteFlags) -> hscm_block::Result<()> {
-        TieredVolume::write_zeroes(self, offset, len, flags.fua).map_err(block_error)
+        TieredVolume::write_zeroes(self, offset, len, WriteFlags { fua: flags.fua })
+            .map_err(block_error)
     }
 
     fn write_zeroes(&self, offset: u64, len: u64, flags: ZeroFlags) -> hscm_block::Result<()> {
@@ -73,7 +74,8 @@ impl BlockTarget for TieredVolume {
                 "fast zeroing: the tiered volume writes zeroes like data",
             ));
         }
-        TieredVolume::write_zeroes(self, offset, len, flags.fua).map_err(block_error)
+        TieredVolume::write_zeroes(self, offset, len, WriteFlags { fua: flags.fua })
+            .map_err(block_error)
     }
 
     /// All data, without reading: finding zeroes would read every block of the range

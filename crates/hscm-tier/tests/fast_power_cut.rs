@@ -157,7 +157,11 @@ fn rounds(mode: WriteMode) {
             attempted[b] = v;
             let fua = rng.gen_bool(0.2);
             let data = stamped_block(b as u64, v, BLOCK);
-            match vol.write_at(b as u64 * BLOCK as u64, &data, fua) {
+            match vol.write_at(
+                b as u64 * BLOCK as u64,
+                &data,
+                hscm_block::WriteFlags { fua },
+            ) {
                 Ok(()) if cfg.durability == Durability::Immediate || fua => {
                     acked[b] = v;
                     if fua {
@@ -170,7 +174,11 @@ fn rounds(mode: WriteMode) {
                 Err(_) => {
                     in_flight = 1;
                     if vol.failure().is_some() {
-                        let again = vol.write_at(0, &stamped_block(0, 999, BLOCK), false);
+                        let again = vol.write_at(
+                            0,
+                            &stamped_block(0, 999, BLOCK),
+                            hscm_block::WriteFlags::NONE,
+                        );
                         assert!(again.is_err(), "round {round}: a write after a failure");
                         break;
                     }

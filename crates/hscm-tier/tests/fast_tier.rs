@@ -32,8 +32,12 @@ fn open(home: &FaultyBackend, fast: &FaultyBackend) -> TieredVolume {
 }
 
 fn write(vol: &TieredVolume, b: u64, v: u64) {
-    vol.write_at(b * BLOCK as u64, &stamped_block(b, v, BLOCK), false)
-        .unwrap();
+    vol.write_at(
+        b * BLOCK as u64,
+        &stamped_block(b, v, BLOCK),
+        hscm_block::WriteFlags::NONE,
+    )
+    .unwrap();
 }
 
 fn version(vol: &TieredVolume, b: u64) -> Option<u64> {
@@ -156,7 +160,11 @@ fn a_failing_fast_tier_holding_dirty_blocks_makes_the_volume_refuse_writes_namin
     }
     fast.fail_write_after(0, libc_eio());
     let err = vol
-        .write_at(40 * BLOCK as u64, &stamped_block(40, 1, BLOCK), false)
+        .write_at(
+            40 * BLOCK as u64,
+            &stamped_block(40, 1, BLOCK),
+            hscm_block::WriteFlags::NONE,
+        )
         .unwrap_err()
         .to_string();
     assert!(err.contains("fast"), "{err}");
@@ -165,7 +173,9 @@ fn a_failing_fast_tier_holding_dirty_blocks_makes_the_volume_refuse_writes_namin
         failure.contains("2 dirty block(s) (11, 12)") && failure.contains("read-only"),
         "{failure}"
     );
-    assert!(vol.write_at(0, &stamped_block(0, 1, BLOCK), false).is_err());
+    assert!(vol
+        .write_at(0, &stamped_block(0, 1, BLOCK), hscm_block::WriteFlags::NONE)
+        .is_err());
     // What the fast tier still answers, and what home holds, reads on.
     assert_eq!(version(&vol, 11), Some(1));
     assert_eq!(version(&vol, 30), None);

@@ -77,7 +77,11 @@ fn rounds(durability: Durability) {
             attempted[b] = v;
             let fua = rng.gen_bool(0.2);
             let data = stamped_block(b as u64, v, BLOCK);
-            match vol.write_at(b as u64 * BLOCK as u64, &data, fua) {
+            match vol.write_at(
+                b as u64 * BLOCK as u64,
+                &data,
+                hscm_block::WriteFlags { fua },
+            ) {
                 Ok(()) if durability == Durability::Immediate || fua => {
                     acked[b] = v;
                     // A FUA write's sync covers every earlier write too.
@@ -94,7 +98,11 @@ fn rounds(durability: Durability) {
                         vol.failure().is_some(),
                         "round {round}: an error without poison"
                     );
-                    let again = vol.write_at(0, &stamped_block(0, 999, BLOCK), false);
+                    let again = vol.write_at(
+                        0,
+                        &stamped_block(0, 999, BLOCK),
+                        hscm_block::WriteFlags::NONE,
+                    );
                     assert!(again.is_err(), "round {round}: a write after a failure");
                     break;
                 }

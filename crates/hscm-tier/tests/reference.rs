@@ -107,7 +107,7 @@ fn drive(cfg: &TierConfig, ops: usize, seed: u64) -> Result<(), String> {
             }
             9..=16 => {
                 let data: Vec<u8> = (0..len).map(|_| rng.gen()).collect();
-                vol.write_at(offset as u64, &data, flags.fua)
+                vol.write_at(offset as u64, &data, flags)
                     .map_err(|e| format!("op {i}: write: {e}"))?;
                 model[offset..offset + len].copy_from_slice(&data);
             }
@@ -304,7 +304,8 @@ fn a_long_scan_past_the_cutoff_reads_what_was_written() {
     cfg.sequential_cutoff = 64 << 10;
     let vol = volume(&cfg);
     let image: Vec<u8> = (0..cfg.size).map(|i| (i * 13 % 251) as u8).collect();
-    vol.write_at(0, &image, false).unwrap();
+    vol.write_at(0, &image, hscm_block::WriteFlags::NONE)
+        .unwrap();
     // Cache a few scattered blocks, then change them so DRAM and home must agree.
     for b in [3u64, 300, 301, 777] {
         let mut one = vec![0u8; 4096];
@@ -313,8 +314,12 @@ fn a_long_scan_past_the_cutoff_reads_what_was_written() {
     let mut model = image.clone();
     for b in [300usize, 777] {
         model[b * 4096 + 10] ^= 0xff;
-        vol.write_at((b * 4096 + 10) as u64, &[model[b * 4096 + 10]], false)
-            .unwrap();
+        vol.write_at(
+            (b * 4096 + 10) as u64,
+            &[model[b * 4096 + 10]],
+            hscm_block::WriteFlags::NONE,
+        )
+        .unwrap();
     }
     for (offset, len) in [(0usize, 3 << 20), (4095, (3 << 20) + 2), (1 << 20, 1)] {
         let mut buf = vec![0u8; len];

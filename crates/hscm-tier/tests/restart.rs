@@ -99,7 +99,8 @@ fn requests_served_while_it_warms_read_the_right_bytes() {
     let home = fresh(&cfg);
     let vol = TieredVolume::open_on(Arc::new(home.clone())).unwrap();
     let image: Vec<u8> = (0..cfg.size).map(|i| (i * 31 % 253) as u8).collect();
-    vol.write_at(0, &image, false).unwrap();
+    vol.write_at(0, &image, hscm_block::WriteFlags::NONE)
+        .unwrap();
     hit_ratio(&vol, &requests(1, 5_000));
     vol.close().unwrap();
     for round in 0..5 {
@@ -112,7 +113,8 @@ fn requests_served_while_it_warms_read_the_right_bytes() {
             if rng.gen_bool(0.3) {
                 let data = vec![rng.gen::<u8>(); 100];
                 let at = b * BLOCK + 7;
-                vol.write_at(at, &data, false).unwrap();
+                vol.write_at(at, &data, hscm_block::WriteFlags::NONE)
+                    .unwrap();
                 model[at as usize..at as usize + 100].copy_from_slice(&data);
             } else {
                 let mut buf = vec![0u8; BLOCK as usize];
@@ -124,7 +126,8 @@ fn requests_served_while_it_warms_read_the_right_bytes() {
         vol.read_at(0, &mut all).unwrap();
         assert!(all == model, "round {round}: the image differs");
         // Put the original back for the next round.
-        vol.write_at(0, &image, false).unwrap();
+        vol.write_at(0, &image, hscm_block::WriteFlags::NONE)
+            .unwrap();
         vol.close().unwrap();
     }
 }
@@ -134,7 +137,8 @@ fn a_damaged_hot_list_costs_a_cold_start_and_nothing_else() {
     let cfg = config(EvictionName::Lru, None);
     let home = fresh(&cfg);
     let vol = TieredVolume::open_on(Arc::new(home.clone())).unwrap();
-    vol.write_at(5 * BLOCK, b"kept", false).unwrap();
+    vol.write_at(5 * BLOCK, b"kept", hscm_block::WriteFlags::NONE)
+        .unwrap();
     hit_ratio(&vol, &requests(1, 5_000));
     vol.close().unwrap();
     // Flip a byte inside the saved list.

@@ -172,9 +172,9 @@ fn data_offset(version: u32, journal_len: u64) -> u64 {
 
 /// A journal is absent (0) or at least MIN_JOURNAL bytes, in whole sectors.
 pub fn validate_journal(journal_len: u64) -> std::result::Result<(), String> {
-    if journal_len != 0 && (journal_len < MIN_JOURNAL || journal_len % SECTOR != 0) {
+    if journal_len != 0 && (journal_len < MIN_JOURNAL || journal_len % IO_ALIGN != 0) {
         return Err(format!(
-            "journal size {journal_len} must be 0 (none) or a multiple of {SECTOR} bytes of at least {MIN_JOURNAL}"
+            "journal size {journal_len} must be 0 (none) or a multiple of {IO_ALIGN} bytes of at least {MIN_JOURNAL}"
         ));
     }
     if journal_len > 1 << 40 {
@@ -185,14 +185,14 @@ pub fn validate_journal(journal_len: u64) -> std::result::Result<(), String> {
 
 /// The rules every volume's geometry obeys; shared by create and open.
 pub fn validate_geometry(volume_size: u64, chunk_size: u32) -> std::result::Result<(), String> {
-    if volume_size == 0 || volume_size % SECTOR != 0 {
+    if volume_size == 0 || volume_size % IO_ALIGN != 0 {
         return Err(format!(
-            "volume size {volume_size} must be a positive multiple of {SECTOR} bytes"
+            "volume size {volume_size} must be a positive multiple of {IO_ALIGN} bytes"
         ));
     }
-    if chunk_size < SECTOR as u32 || chunk_size % SECTOR as u32 != 0 {
+    if chunk_size < IO_ALIGN as u32 || chunk_size % IO_ALIGN as u32 != 0 {
         return Err(format!(
-            "chunk size {chunk_size} must be a multiple of {SECTOR} bytes"
+            "chunk size {chunk_size} must be a multiple of {IO_ALIGN} bytes"
         ));
     }
     if volume_size.div_ceil(u64::from(chunk_size)) > u64::from(u32::MAX) {
@@ -204,7 +204,7 @@ pub fn validate_geometry(volume_size: u64, chunk_size: u32) -> std::result::Resu
 }
 
 /// The backend's alignment unit, which the on-media layout follows (see `backend`).
-pub use crate::backend::SECTOR;
+pub use crate::backend::IO_ALIGN;
 
 /// Where the journal region starts (backing offset), in format version 2.
 pub const JOURNAL_OFFSET: u64 = 12288;
@@ -311,9 +311,9 @@ mod robustness {
         #[test]
         fn corrupted_valid_headers_are_refused(size_sectors in 1u64..1 << 30, chunk_sectors in 1u32..1024,
                                                at in 0usize..84, value in any::<u8>(), journal_sectors in 64u64..1 << 20) {
-            let h = Header { volume_size: size_sectors * SECTOR, chunk_size: chunk_sectors * SECTOR as u32,
+            let h = Header { volume_size: size_sectors * IO_ALIGN, chunk_size: chunk_sectors * IO_ALIGN as u32,
                              durability: Durability::Immediate, uuid: [3; 16], created_unix_s: 1,
-                             version: FORMAT_VERSION, journal_len: journal_sectors * SECTOR };
+                             version: FORMAT_VERSION, journal_len: journal_sectors * IO_ALIGN };
             let mut b = h.encode();
             prop_assume!(b[at] != value);
             b[at] = value;

@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::backend::SECTOR;
+use crate::backend::IO_ALIGN;
 use crate::backend::{AlignedBuf, Backend};
 use crate::error::{Error, Result};
 use crate::header::Header;
@@ -31,16 +31,16 @@ const CHECKPOINT_MAGIC: [u8; 8] = *b"HSCMCKP\0";
 const DESCRIPTOR_FIXED: usize = 64;
 const ENTRY_LEN: usize = 16;
 /// Records one batch can describe.
-pub(crate) const MAX_ENTRIES: usize = (SECTOR as usize - DESCRIPTOR_FIXED) / ENTRY_LEN;
+pub(crate) const MAX_ENTRIES: usize = (IO_ALIGN as usize - DESCRIPTOR_FIXED) / ENTRY_LEN;
 
 /// The largest batch (descriptor included) for a journal of `journal_len` bytes.
 pub(crate) fn max_batch(journal_len: u64) -> u64 {
-    (journal_len / 4).min(MAX_BATCH_CAP) / SECTOR * SECTOR
+    (journal_len / 4).min(MAX_BATCH_CAP) / IO_ALIGN * IO_ALIGN
 }
 
 /// The largest record payload one batch carries.
 pub(crate) fn max_payload(journal_len: u64) -> u64 {
-    max_batch(journal_len) - SECTOR
+    max_batch(journal_len) - IO_ALIGN
 }
 
 /// Where a batch that follows log position `pos` starts.
@@ -70,7 +70,7 @@ impl Checkpoint {
     }
 
     pub(crate) fn encode(&self, uuid: &[u8; 16]) -> AlignedBuf {
-        let mut b = AlignedBuf::zeroed(SECTOR as usize);
+        let mut b = AlignedBuf::zeroed(IO_ALIGN as usize);
         b[0..8].copy_from_slice(&CHECKPOINT_MAGIC);
         b[8..24].copy_from_slice(uuid);
         b[24..32].copy_from_slice(&self.generation.to_le_bytes());
@@ -125,7 +125,7 @@ pub(crate) fn encode_batch(
         payloads.len() <= MAX_ENTRIES,
         "too many records for one batch"
     );
-    let total: usize = SECTOR as usize + payloads.iter().map(|(_, p)| p.len()).sum::<usize>();
+    let total: usize = IO_ALIGN as usize + payloads.iter().map(|(_, p)| p.len()).sum::<usize>();
     let mut b = AlignedBuf::zeroed(total);
     b[0..8].copy_from_slice(&BATCH_MAGIC);
     b[8..24].copy_from_slice(uuid);
@@ -134,7 +134,7 @@ pub(crate) fn encode_batch(
     b[40..48].copy_from_slice(&log_pos.to_le_bytes());
     b[48..52].copy_from_slice(&(total as u32).to_le_bytes());
     b[52..56].copy_from_slice(&(payloads.len() as u32).to_le_bytes());
-    let mut at = SECTOR as usize;
+    let mut at = IO_ALIGN as usize;
     for (i, (offset, data)) in payloads.iter().enumerate() {
         let e = DESCRIPTOR_FIXED + i * ENTRY_LEN;
         b[e..e + 8].copy_from_slice(&offset.to_le_bytes());
@@ -167,19 +167,19 @@ fn decode_descriptor(
     }
     let total = u64::from(u32_at(48));
     let count = u32_at(52) as usize;
-    if total < SECTOR || total > max_batch(header.journal_len) || total % SECTOR != 0 {
+    if total < IO_ALIGN || total > max_batch(header.journal_len) || total % IO_ALIGN != 0 {
         return None;
     }
     if count > MAX_ENTRIES {
         return None;
     }
     let mut entries = Vec::with_capacity(count);
-    let mut sum = SECTOR;
+    let mut sum = IO_ALIGN;
     for i in 0..count {
         let e = DESCRIPTOR_FIXED + i * ENTRY_LEN;
         let (offset, len) = (u64_at(e), u64_at(e + 8));
         let end = offset.checked_add(len)?;
-        if offset % SECTOR != 0 || len == 0 || len % SECTOR != 0 || end > header.volume_size {
+        if offset % IO_ALIGN != 0 || len == 0 || len % IO_ALIGN != 0 || end > header.volume_size {
             return None;
         }
         sum = sum.checked_add(len)?;
@@ -205,7 +205,7 @@ pub(crate) struct Replay {
 pub(crate) fn read_checkpoint(backend: &dyn Backend, header: &Header) -> Result<Checkpoint> {
     let mut best: Option<Checkpoint> = None;
     for slot in CHECKPOINT_SLOTS {
-        let mut b = AlignedBuf::zeroed(SECTOR as usize);
+        let mut b = AlignedBuf::zeroed(IO_ALIGN as usize);
         backend.read_at(slot, &mut b).map_err(|e| {
             Error::io(
                 format!(
@@ -251,10 +251,10 @@ pub(crate) fn scan(backend: &dyn Backend, header: &Header) -> Result<Replay> {
     loop {
         let pos = place(replay.end_pos, j);
         // A valid chain never holds more than one region's worth past the checkpoint.
-        if pos + SECTOR - ck.log_pos > j {
+        if pos + IO_ALIGN - ck.log_pos > j {
             break;
         }
-        let mut desc = AlignedBuf::zeroed(SECTOR as usize);
+        let mut desc = AlignedBuf::zeroed(IO_ALIGN as usize);
         read(pos, &mut desc)?;
         let Some((total, entries)) = decode_descriptor(&desc, header, &ck, replay.next_seq, pos)
         else {
@@ -263,27 +263,27 @@ pub(crate) fn scan(backend: &dyn Backend, header: &Header) -> Result<Replay> {
         if pos + total - ck.log_pos > j {
             break;
         }
-        let mut payload = AlignedBuf::zeroed((total - SECTOR) as usize);
-        if total > SECTOR {
-            read(pos + SECTOR, &mut payload)?;
+        let mut payload = AlignedBuf::zeroed((total - IO_ALIGN) as usize);
+        if total > IO_ALIGN {
+            read(pos + IO_ALIGN, &mut payload)?;
         }
         let mut check = desc.to_vec();
         check[56..60].fill(0);
         let stored = u32::from_le_bytes(desc[56..60].try_into().expect("4 bytes"));
         let crc = crc32c::crc32c_append(
             crc32c::crc32c(&check),
-            &payload[..(total - SECTOR) as usize],
+            &payload[..(total - IO_ALIGN) as usize],
         );
         if crc != stored {
             break;
         }
         let mut at = 0usize;
         for e in entries {
-            for s in 0..e.len / SECTOR {
-                let from = at + (s * SECTOR) as usize;
+            for s in 0..e.len / IO_ALIGN {
+                let from = at + (s * IO_ALIGN) as usize;
                 replay.sectors.insert(
-                    e.offset + s * SECTOR,
-                    payload[from..from + SECTOR as usize].into(),
+                    e.offset + s * IO_ALIGN,
+                    payload[from..from + IO_ALIGN as usize].into(),
                 );
             }
             at += e.len as usize;
@@ -300,15 +300,17 @@ pub(crate) fn runs_of(sectors: &BTreeMap<u64, Box<[u8]>>) -> Vec<(u64, AlignedBu
     let mut runs: Vec<(u64, Vec<&[u8]>)> = Vec::new();
     for (&off, data) in sectors {
         match runs.last_mut() {
-            Some((start, parts)) if *start + parts.len() as u64 * SECTOR == off => parts.push(data),
+            Some((start, parts)) if *start + parts.len() as u64 * IO_ALIGN == off => {
+                parts.push(data)
+            }
             _ => runs.push((off, vec![data])),
         }
     }
     runs.into_iter()
         .map(|(start, parts)| {
-            let mut b = AlignedBuf::zeroed(parts.len() * SECTOR as usize);
+            let mut b = AlignedBuf::zeroed(parts.len() * IO_ALIGN as usize);
             for (i, p) in parts.iter().enumerate() {
-                b[i * SECTOR as usize..(i + 1) * SECTOR as usize].copy_from_slice(p);
+                b[i * IO_ALIGN as usize..(i + 1) * IO_ALIGN as usize].copy_from_slice(p);
             }
             (start, b)
         })
@@ -364,7 +366,7 @@ mod tests {
         #[test]
         fn a_damaged_descriptor_is_refused(at in 0usize..64 + 16, value in any::<u8>()) {
             let (h, ck) = (header(), Checkpoint { generation: 0, next_seq: 1, log_pos: 0, nonce: 5 });
-            let payload = vec![7u8; SECTOR as usize];
+            let payload = vec![7u8; IO_ALIGN as usize];
             let good = encode_batch(&h.uuid, ck.nonce, 1, 0, &[(8192, &payload)]);
             prop_assert_eq!(scan(&device(&h, &ck, &good), &h).unwrap().batches, 1);
             let mut bad = good.to_vec();
@@ -378,9 +380,9 @@ mod tests {
     fn placement_never_straddles_the_end() {
         let j = MIN_JOURNAL;
         let mb = max_batch(j);
-        for pos in (0..4 * j).step_by(SECTOR as usize) {
+        for pos in (0..4 * j).step_by(IO_ALIGN as usize) {
             let p = place(pos, j);
-            assert!(p >= pos && p - pos < mb.max(SECTOR));
+            assert!(p >= pos && p - pos < mb.max(IO_ALIGN));
             assert!(p % j + mb <= j, "batch at {p} could cross the end");
         }
     }
@@ -390,7 +392,7 @@ mod tests {
         let ck = Checkpoint {
             generation: 9,
             next_seq: 77,
-            log_pos: 123 * SECTOR,
+            log_pos: 123 * IO_ALIGN,
             nonce: 0xfeed,
         };
         let enc = ck.encode(&[1; 16]);

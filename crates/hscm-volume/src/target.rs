@@ -69,7 +69,7 @@ impl BlockTarget for Volume {
                 // Any byte offset and length: the volume completes partial sectors
                 // from RAM.
                 minimum: 1,
-                preferred: crate::SECTOR as u32,
+                preferred: crate::IO_ALIGN as u32,
                 maximum: 32 << 20,
             },
         }

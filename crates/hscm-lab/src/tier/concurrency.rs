@@ -238,7 +238,7 @@ pub fn writeback_interference(
     let hit_idle = rate_until(None, 0.5, &mut |n| read_hot(n, &mut buf))?;
     let write_hot = |n: u64| -> Result<()> {
         let b = hot_base + pick(n, hot_blocks);
-        Ok(vol.write_at(b * BLOCK, &block_data, false)?)
+        Ok(vol.write_at(b * BLOCK, &block_data, hscm_block::WriteFlags::NONE)?)
     };
     let write_idle = rate_until(None, 0.5, &mut { write_hot })?;
     let mut passes = Vec::new();
@@ -249,7 +249,7 @@ pub fn writeback_interference(
         let chunk = vec![0xa5u8; 1 << 20];
         let mut at = 0;
         while at < writeback_bytes {
-            vol.write_at(at, &chunk, false)?;
+            vol.write_at(at, &chunk, hscm_block::WriteFlags::NONE)?;
             at += chunk.len() as u64;
         }
         vol.flush()?;

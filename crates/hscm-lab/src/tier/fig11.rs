@@ -126,7 +126,7 @@ pub fn bench_fig11(dir: &std::path::Path, requests: u64) -> Result<Fig11> {
                     if rng.gen_bool(hit_target) {
                         let b = rng.gen_range(0..hot);
                         if rng.gen_bool(hot_write_share) {
-                            vol.write_at(b * BLOCK, &data, false)?;
+                            vol.write_at(b * BLOCK, &data, hscm_block::WriteFlags::NONE)?;
                         } else {
                             vol.read_at(b * BLOCK, &mut buf)?;
                         }

@@ -77,7 +77,7 @@ pub fn replay(
         let at = b * block;
         if r.write {
             vol.peek_block(b, &mut buf)?;
-            vol.write_at(at, &buf, false)
+            vol.write_at(at, &buf, hscm_block::WriteFlags::NONE)
                 .with_context(|| format!("request {n}: write of block {b}"))?;
             writes += 1;
         } else {
@@ -289,7 +289,7 @@ fn fast_tier_recovery(dir: &std::path::Path, blocks: u64) -> Result<(u64, f64)> 
     let vol = TieredVolume::open(&path)?;
     let data = vec![0x3cu8; BLOCK as usize];
     for b in 0..blocks {
-        vol.write_at(b * BLOCK, &data, false)?;
+        vol.write_at(b * BLOCK, &data, hscm_block::WriteFlags::NONE)?;
     }
     vol.flush()?;
     drop(vol);

@@ -85,7 +85,7 @@ pub(super) fn share_rows(dir: &std::path::Path, seconds: f64) -> Result<Vec<Shar
             let ops = timed(
                 &mut |b, w| {
                     if w {
-                        vol.write_at(b * BLOCK, &data, false)?;
+                        vol.write_at(b * BLOCK, &data, hscm_block::WriteFlags::NONE)?;
                     } else {
                         vol.read_at(b * BLOCK, &mut buf)?;
                     }

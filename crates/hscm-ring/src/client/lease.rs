@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::buddy::Block;
-use crate::region::SECTOR;
+use crate::region::PROTOCOL_SECTOR;
 
 use super::Shared;
 
@@ -47,7 +47,7 @@ impl Lease {
     /// Index of the lease in the data buffer, in sectors (the SQ entry's buffer field).
     #[inline]
     pub fn index(&self) -> u32 {
-        (self.block.offset / SECTOR) as u32
+        (self.block.offset / PROTOCOL_SECTOR) as u32
     }
 
     #[inline]

@@ -24,7 +24,7 @@ use parking_lot::Mutex;
 
 use crate::buddy::Buddy;
 use crate::error::{Error, Result};
-use crate::region::{Geometry, QueuePairView, Region, QP_BROKEN, SECTOR, SERVER_CLOSED};
+use crate::region::{Geometry, QueuePairView, Region, PROTOCOL_SECTOR, QP_BROKEN, SERVER_CLOSED};
 use crate::wait::WaitMode;
 use crate::wire::{self, Hello};
 
@@ -128,16 +128,16 @@ impl Client {
         let g = region.geometry();
         let chunk = opts
             .chunk
-            .max(SECTOR)
-            .next_multiple_of(SECTOR)
+            .max(PROTOCOL_SECTOR)
+            .next_multiple_of(PROTOCOL_SECTOR)
             // With several queues a piece never needs more than half the buffer, the
             // half that kept spares always leave free (Queue::may_keep).
             .min(if g.queues > 1 { g.db_len / 2 } else { g.db_len })
-            .min(u64::from(u32::MAX) / SECTOR * SECTOR);
+            .min(u64::from(u32::MAX) / PROTOCOL_SECTOR * PROTOCOL_SECTOR);
         Ok(Client {
             shared: Arc::new(Shared {
                 stream,
-                buddy: Mutex::new(Buddy::new(g.db_len, SECTOR as u32)),
+                buddy: Mutex::new(Buddy::new(g.db_len, PROTOCOL_SECTOR as u32)),
                 free_bytes: AtomicU64::new(g.db_len),
                 claimed: (0..g.queues).map(|_| AtomicBool::new(false)).collect(),
                 pressure: AtomicBool::new(false),

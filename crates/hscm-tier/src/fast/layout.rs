@@ -20,7 +20,7 @@ const STATE_MAGIC: &[u8; 8] = b"HSCMFSTA";
 const VERSION: u32 = 1;
 const PAGE: u64 = 4096;
 /// The unit of a record or state write (direct I/O's alignment).
-pub(crate) const SECTOR: usize = hscm_durable::device::SECTOR as usize;
+pub(crate) const IO_ALIGN: usize = hscm_durable::device::IO_ALIGN as usize;
 /// The unit a power cut tears at; a record never straddles one.
 const TEAR: usize = 512;
 pub(crate) const RECORD: usize = 32;
@@ -135,7 +135,7 @@ impl Layout {
     /// in the table mirror.
     pub(crate) fn record_sector(&self, slot: u32) -> (u64, usize) {
         let at = slot as usize * RECORD;
-        let sector = at / SECTOR * SECTOR;
+        let sector = at / IO_ALIGN * IO_ALIGN;
         (RECORDS_AT + sector as u64, sector)
     }
 
@@ -187,7 +187,7 @@ impl State {
     /// Its bytes: everything, checksum included, in the first 512 bytes, so a torn
     /// write leaves the old state or the new.
     pub(crate) fn encode(&self) -> AlignedBuf {
-        let mut s = AlignedBuf::zeroed(SECTOR);
+        let mut s = AlignedBuf::zeroed(IO_ALIGN);
         s[..8].copy_from_slice(STATE_MAGIC);
         s[8] = u8::from(self.clean);
         s[16..24].copy_from_slice(&self.durable_seq.to_le_bytes());
@@ -216,7 +216,7 @@ impl State {
     }
 
     pub(crate) fn read(dev: &dyn Backend) -> std::io::Result<State> {
-        let mut s = AlignedBuf::zeroed(SECTOR);
+        let mut s = AlignedBuf::zeroed(IO_ALIGN);
         dev.read_at(STATE_AT, &mut s)?;
         Ok(State::decode(&s))
     }
@@ -274,7 +274,7 @@ mod tests {
         for slot in 0..l.slots {
             let (_, sector) = l.record_sector(slot);
             let at = slot as usize * RECORD;
-            assert!(at >= sector && at + RECORD <= sector + SECTOR);
+            assert!(at >= sector && at + RECORD <= sector + IO_ALIGN);
             assert_eq!(at / TEAR, (at + RECORD - 1) / TEAR);
         }
         assert_eq!(l.data_offset() % 4096, 0);

@@ -530,7 +530,7 @@ impl FastTier {
         let i = slot as usize * RECORD;
         record.encode(&mut self.table[i..i + RECORD]);
         self.dev
-            .write_at(at, &self.table[sector..sector + layout::SECTOR])
+            .write_at(at, &self.table[sector..sector + layout::IO_ALIGN])
             .map_err(self.fast_err(format!("cannot write the record of slot {slot}")))
     }
 

@@ -140,7 +140,7 @@ pub fn fast_tier_ops(input: &[u8]) -> Result<FastOutcome, String> {
                 let fua = x & 0x80 != 0;
                 let data = stamped_block(block, version, BLOCK);
                 out.writes += 1;
-                match v.write_at(block * BLOCK as u64, &data, fua) {
+                match v.write_at(block * BLOCK as u64, &data, hscm_block::WriteFlags { fua }) {
                     Ok(()) => {
                         if rig.cfg.durability == Durability::Immediate || fua {
                             model.acked[bi] = version;

@@ -3,6 +3,8 @@
 
 use std::sync::atomic::Ordering;
 
+use hscm_block::WriteFlags;
+
 use crate::dram::Served;
 use crate::header::WriteMode;
 use crate::snapshot::Counters;
@@ -221,16 +223,16 @@ impl TieredVolume {
     }
 
     /// Writes `data` at `offset`; durable on return when the volume's durability is
-    /// `Immediate` or `fua` is set, else after the next flush.
-    pub fn write_at(&self, offset: u64, data: &[u8], fua: bool) -> Result<()> {
-        self.write_range(offset, data.len() as u64, fua, &mut |pos, dst| {
+    /// `Immediate` or `flags.fua` is set, else after the next flush.
+    pub fn write_at(&self, offset: u64, data: &[u8], flags: WriteFlags) -> Result<()> {
+        self.write_range(offset, data.len() as u64, flags, &mut |pos, dst| {
             dst.copy_from_slice(&data[pos..pos + dst.len()])
         })
     }
 
     /// Writes zeroes over `[offset, offset + len)` (also what a discard does).
-    pub fn write_zeroes(&self, offset: u64, len: u64, fua: bool) -> Result<()> {
-        self.write_range(offset, len, fua, &mut |_, dst| dst.fill(0))
+    pub fn write_zeroes(&self, offset: u64, len: u64, flags: WriteFlags) -> Result<()> {
+        self.write_range(offset, len, flags, &mut |_, dst| dst.fill(0))
     }
 
     /// The write path: `fill(position in the request, destination)` supplies the bytes.
@@ -238,7 +240,7 @@ impl TieredVolume {
         &self,
         offset: u64,
         len: u64,
-        fua: bool,
+        flags: WriteFlags,
         fill: &mut dyn FnMut(usize, &mut [u8]),
     ) -> Result<()> {
         self.check(offset, len)?;
@@ -301,7 +303,7 @@ impl TieredVolume {
             count_fast_request(lower, before);
             ticket = self.issued.fetch_add(1, Ordering::SeqCst) + 1;
         }
-        if fua || shared.cfg.durability == hscm_durable::Durability::Immediate {
+        if flags.fua || shared.cfg.durability == hscm_durable::Durability::Immediate {
             self.sync_through(ticket)?;
         }
         Ok(())

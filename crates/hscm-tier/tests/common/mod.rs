@@ -35,7 +35,10 @@ impl Writers {
                         let v = attempted[b] + 1;
                         attempted[b] = v;
                         let data = stamped_block(b as u64, v, block);
-                        if vol.write_at(b as u64 * block as u64, &data, false).is_err() {
+                        if vol
+                            .write_at(b as u64 * block as u64, &data, hscm_block::WriteFlags::NONE)
+                            .is_err()
+                        {
                             break;
                         }
                         acked[b] = v;

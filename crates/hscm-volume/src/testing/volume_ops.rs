@@ -582,10 +582,10 @@ impl Input<'_> {
 
     /// Whole sectors, at most three.
     fn sectors(&mut self) -> Option<(u64, u64)> {
-        let sectors = VOLUME_SIZE / crate::SECTOR;
+        let sectors = VOLUME_SIZE / crate::IO_ALIGN;
         let first = self.below(sectors)?;
         let count = 1 + self.below((sectors - first).min(3))?;
-        Some((first * crate::SECTOR, count * crate::SECTOR))
+        Some((first * crate::IO_ALIGN, count * crate::IO_ALIGN))
     }
 
     fn op(&mut self) -> Option<Op> {

@@ -39,7 +39,7 @@ use crate::backend::{AlignedBuf, Backend, FileBackend};
 use crate::device_counters::{CountingBackend, DeviceCounters, DeviceStats};
 use crate::error::{Error, Result};
 use crate::header::{
-    validate_geometry, validate_journal, Header, FORMAT_VERSION, HEADER_LEN, SECTOR,
+    validate_geometry, validate_journal, Header, FORMAT_VERSION, HEADER_LEN, IO_ALIGN,
 };
 #[cfg(doc)]
 use crate::journal::MIN_JOURNAL;
@@ -48,6 +48,7 @@ use crate::ram::{check_fits_in_memory, RamImage};
 use crate::Durability;
 use hscm_durable::{CommitError, GroupCommit, Poison};
 
+mod batch;
 mod checkpoint;
 mod dirty;
 mod loader;
@@ -400,7 +401,7 @@ impl Volume {
         let mut block = AlignedBuf::zeroed(JOURNAL_OFFSET as usize);
         block[..HEADER_LEN as usize].copy_from_slice(&header.encode());
         let slot = first.slot() as usize;
-        block[slot..slot + SECTOR as usize].copy_from_slice(&first.encode(&header.uuid));
+        block[slot..slot + IO_ALIGN as usize].copy_from_slice(&first.encode(&header.uuid));
         backend
             .write_at(0, &block)
             .map_err(|e| Error::io(format!("cannot write the header of {name}"), e))?;
@@ -772,9 +773,9 @@ impl Drop for Volume {
 }
 
 fn align_down(x: u64) -> u64 {
-    x - x % SECTOR
+    x - x % IO_ALIGN
 }
 
 fn align_up(x: u64) -> u64 {
-    x.next_multiple_of(SECTOR)
+    x.next_multiple_of(IO_ALIGN)
 }

@@ -106,7 +106,7 @@ impl Shared {
         let end = at + buf.len() as u64;
         for (&off, data) in self.overlay.range(at..end) {
             let from = (off - at) as usize;
-            buf[from..from + SECTOR as usize].copy_from_slice(data);
+            buf[from..from + IO_ALIGN as usize].copy_from_slice(data);
         }
     }
 }

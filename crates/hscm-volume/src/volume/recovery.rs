@@ -30,7 +30,7 @@ pub(super) fn recover(
     };
     ck.persist(backend, &header.uuid)
         .map_err(|e| fail("writing the checkpoint record", e))?;
-    let sectors = header.volume_size / SECTOR;
+    let sectors = header.volume_size / IO_ALIGN;
     Ok(Journal {
         len: header.journal_len,
         state: Mutex::new(CommitState {

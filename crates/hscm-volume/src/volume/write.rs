@@ -88,25 +88,25 @@ impl Shared {
             if head_partial {
                 unsafe {
                     self.ram
-                        .copy_out(start as usize, &mut sectors[..SECTOR as usize])
+                        .copy_out(start as usize, &mut sectors[..IO_ALIGN as usize])
                 };
             }
             if tail_partial {
-                let at = sectors.len() - SECTOR as usize;
+                let at = sectors.len() - IO_ALIGN as usize;
                 unsafe {
                     self.ram
-                        .copy_out((stop - SECTOR) as usize, &mut sectors[at..])
+                        .copy_out((stop - IO_ALIGN) as usize, &mut sectors[at..])
                 };
             }
         } else {
             // Home only: nothing is ever loaded, so home is current, and the io locks
             // we hold keep every other writer of these sectors out meanwhile.
             if head_partial {
-                self.read_backend(start, &mut sectors[..SECTOR as usize])?;
+                self.read_backend(start, &mut sectors[..IO_ALIGN as usize])?;
             }
             if tail_partial {
-                let at = sectors.len() - SECTOR as usize;
-                self.read_backend(stop - SECTOR, &mut sectors[at..])?;
+                let at = sectors.len() - IO_ALIGN as usize;
+                self.read_backend(stop - IO_ALIGN, &mut sectors[at..])?;
             }
         }
         let skip = (offset - start) as usize;

@@ -67,10 +67,10 @@ pub(super) struct WriteBack {
 
 impl WriteBack {
     pub(super) fn new(volume_size: u64, dirty_max: u64) -> WriteBack {
-        let sectors = volume_size.div_ceil(SECTOR);
+        let sectors = volume_size.div_ceil(IO_ALIGN);
         WriteBack {
             // Below one sector no write could ever proceed.
-            dirty_max: dirty_max.max(SECTOR),
+            dirty_max: dirty_max.max(IO_ALIGN),
             bits: (0..sectors.div_ceil(64))
                 .map(|_| AtomicU64::new(0))
                 .collect(),
@@ -179,8 +179,9 @@ impl Shared {
                 for c in self.chunk_of(at)..=self.chunk_of(run_end - 1) {
                     self.write_ram_of_chunk(c, offset, data, |s, e| {
                         let fresh =
-                            mark_dirty(&wb.bits, align_down(s) / SECTOR, align_up(e) / SECTOR);
-                        wb.dirty_bytes.fetch_add(fresh * SECTOR, Ordering::Relaxed);
+                            mark_dirty(&wb.bits, align_down(s) / IO_ALIGN, align_up(e) / IO_ALIGN);
+                        wb.dirty_bytes
+                            .fetch_add(fresh * IO_ALIGN, Ordering::Relaxed);
                         self.chunks[c].dirty.store(true, Ordering::Release);
                     });
                 }

@@ -4,7 +4,7 @@
 use hscm_block::WriteFlags;
 
 use crate::error::{Error, Result};
-use crate::region::SECTOR;
+use crate::region::PROTOCOL_SECTOR;
 
 use super::{Lease, Op, Queue};
 
@@ -32,7 +32,7 @@ impl Queue {
             len,
             flags,
         } = t;
-        if !bytes_mode && (offset % SECTOR != 0 || len as u64 % SECTOR != 0) {
+        if !bytes_mode && (offset % PROTOCOL_SECTOR != 0 || len as u64 % PROTOCOL_SECTOR != 0) {
             return Err(Error::Invalid(format!(
                 "sector I/O of {len} bytes at {offset} is not in whole 512-byte sectors"
             )));
@@ -64,12 +64,12 @@ impl Queue {
                 let pos = offset + at as u64;
                 let op = match (write, bytes_mode) {
                     (false, false) => Op::Read {
-                        sector: pos / SECTOR,
-                        count: (n as u64 / SECTOR) as u32,
+                        sector: pos / PROTOCOL_SECTOR,
+                        count: (n as u64 / PROTOCOL_SECTOR) as u32,
                     },
                     (true, false) => Op::Write {
-                        sector: pos / SECTOR,
-                        count: (n as u64 / SECTOR) as u32,
+                        sector: pos / PROTOCOL_SECTOR,
+                        count: (n as u64 / PROTOCOL_SECTOR) as u32,
                         flags,
                     },
                     (false, true) => Op::ReadBytes {
@@ -255,6 +255,6 @@ impl Queue {
 
 fn sector_offset(sector: u64) -> Result<u64> {
     sector
-        .checked_mul(SECTOR)
+        .checked_mul(PROTOCOL_SECTOR)
         .ok_or_else(|| Error::Invalid(format!("sector {sector} is beyond any volume")))
 }

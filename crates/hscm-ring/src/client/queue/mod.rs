@@ -11,7 +11,7 @@ use hscm_block::WriteFlags;
 
 use crate::error::{Error, Result};
 use crate::proto::{self, Status};
-use crate::region::{QueuePairView, SECTOR};
+use crate::region::{QueuePairView, PROTOCOL_SECTOR};
 use crate::ring::{end_sleep, prepare_sleep, Consumer, CqEntry, Producer, SqEntry};
 use crate::wait::{ring, sleep_on, WaitMode, BUSY_SPIN};
 use crate::wire::{peer_alive, LIVENESS_PERIOD};
@@ -78,7 +78,7 @@ impl Op {
 
     fn buffer_bytes(&self) -> u64 {
         match *self {
-            Op::Read { count, .. } | Op::Write { count, .. } => u64::from(count) * SECTOR,
+            Op::Read { count, .. } | Op::Write { count, .. } => u64::from(count) * PROTOCOL_SECTOR,
             Op::ReadBytes { len, .. } | Op::WriteBytes { len, .. } => u64::from(len),
             Op::Flush | Op::Discard { .. } => 0,
         }
