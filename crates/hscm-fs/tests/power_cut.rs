@@ -61,6 +61,10 @@ fn a_failed_sync_turns_the_file_system_read_only_with_the_reason() {
     assert_eq!(err.errno(), 30, "every later change is refused: {err}");
     assert!(err.to_string().contains("sync"), "with the reason: {err}");
     assert_eq!(&fs.read(ino, 0, 4).unwrap(), b"kept", "reads go on");
+    // The first failure is kept with the device's errno (hscm-durable's poison), not
+    // only as text: EIO from the failed sync.
+    assert!(fs.failure().is_some_and(|why| why.contains("sync")));
+    assert_eq!(fs.failure_errno(), Some(5));
 }
 
 #[test]

@@ -267,7 +267,7 @@ impl FileSystem {
                 .target
                 .write_at(on_target, &data[from..from + n], WriteFlags::NONE)
             {
-                return Err(self.fail(format!("writing file data: {e}")));
+                return Err(self.fail(format!("writing file data: {e}"), Some(e.errno())));
             }
         }
         if let (Some(f), Some(cut)) = (&ram, cut) {
@@ -438,7 +438,7 @@ impl FileSystem {
     /// RAM copy can no longer be trusted, so the file system refuses writes from now
     /// on, as after a failed device write.
     fn mirror(&self, ino: u64, result: std::io::Result<()>) -> Result<()> {
-        result.map_err(|e| self.fail(format!("changing file {ino} in RAM: {e}")))
+        result.map_err(|e| self.fail(format!("changing file {ino} in RAM: {e}"), e.raw_os_error()))
     }
 
     /// fsync and fdatasync: commits everything done so far.

@@ -148,8 +148,9 @@ pub struct FileSystem {
     state: RwLock<State>,
     /// Held for a whole commit, so records reach the log in the order they were made.
     log: Mutex<LogWriter>,
-    /// The first failure to write or sync: from then on, writes are refused.
-    failed: Mutex<Option<String>>,
+    /// The first failure to write or sync, with its errno (hscm-durable's poison, as
+    /// the volumes keep theirs): from then on, writes are refused.
+    failed: hscm_durable::Poison,
     /// Held shared by each write into blocks a file already has, from looking the
     /// blocks up until the bytes are on the target (without the state lock, so that
     /// such writes overlap); held exclusively while freed blocks become free for
@@ -262,7 +263,7 @@ impl FileSystem {
                 generation: sb.generation,
                 slot: sb.slot,
             }),
-            failed: Mutex::new(None),
+            failed: hscm_durable::Poison::default(),
             in_place: RwLock::new(()),
             bound_metadata: std::sync::atomic::AtomicBool::new(true),
             ram: Arc::new(ram::Ram::new(opts.ram.clone())),
@@ -338,12 +339,17 @@ impl FileSystem {
     /// Why the file system refuses every change after a failed write or sync, if it
     /// does.
     pub fn failure(&self) -> Option<String> {
-        self.failed.lock().clone()
+        self.failed.get().map(|f| f.reason.clone())
+    }
+
+    /// The errno of the failure that made it refuse changes, where the device gave one.
+    pub fn failure_errno(&self) -> Option<i32> {
+        self.failed.get().and_then(|f| f.errno)
     }
 
     fn refuse_if_failed(&self) -> Result<()> {
-        match &*self.failed.lock() {
-            Some(why) => Err(Error::Failed(why.clone())),
+        match self.failed.get() {
+            Some(f) => Err(Error::Failed(f.reason.clone())),
             None => Ok(()),
         }
     }
@@ -357,11 +363,12 @@ impl FileSystem {
         }
     }
 
-    /// Records the first failure; every later write is refused with it.
-    fn fail(&self, why: String) -> Error {
-        tracing::error!("{why}; the file system now refuses writes");
-        let mut f = self.failed.lock();
-        f.get_or_insert(why.clone());
+    /// Records the first failure (with the device's errno, where it gave one); every
+    /// later write is refused with it.
+    fn fail(&self, why: String, errno: Option<i32>) -> Error {
+        if self.failed.set(why.clone(), errno) {
+            tracing::error!("{why}; the file system now refuses writes");
+        }
         Error::Failed(why)
     }
 
@@ -391,7 +398,9 @@ impl FileSystem {
                 Ok(out) => out,
                 // The target failed under a data write: nothing is trusted to reach
                 // it any more.
-                Err(Error::Target(e)) => return Err(self.fail(format!("writing file data: {e}"))),
+                Err(Error::Target(e)) => {
+                    return Err(self.fail(format!("writing file data: {e}"), Some(e.errno())))
+                }
                 Err(e) => return Err(e),
             };
             if edits.is_empty() {
@@ -422,7 +431,9 @@ impl FileSystem {
                     Ok(f) => freed.extend(f),
                     // The operation checked everything first: this is a bug, and
                     // the metadata in RAM is no longer what the log says.
-                    Err(err) => return Err(self.fail(format!("an edit did not apply: {err}"))),
+                    Err(err) => {
+                        return Err(self.fail(format!("an edit did not apply: {err}"), None))
+                    }
                 }
             }
             let start = self.geometry.data_start();
@@ -466,7 +477,8 @@ impl FileSystem {
         }
         let offset = self.geometry.log_offset() + log.at;
         if let Err(e) = self.target.write_at(offset, &framed, WriteFlags::NONE) {
-            return Err(self.fail(format!("writing {} log records: {e}", records.len())));
+            let why = format!("writing {} log records: {e}", records.len());
+            return Err(self.fail(why, Some(e.errno())));
         }
         log.at += framed.len() as u64;
         self.sync()?;
@@ -488,7 +500,7 @@ impl FileSystem {
     fn sync(&self) -> Result<()> {
         self.target
             .flush()
-            .map_err(|e| self.fail(format!("syncing the target: {e}")))
+            .map_err(|e| self.fail(format!("syncing the target: {e}"), Some(e.errno())))
     }
 
     /// Writes the whole metadata to the spare checkpoint slot and points the spare
@@ -506,11 +518,14 @@ impl FileSystem {
             (bytes, st.next_seq - 1)
         };
         if bytes.len() as u64 > self.geometry.checkpoint_len() {
-            return Err(self.fail(format!(
-                "the metadata ({} bytes) outgrew its checkpoint area ({} bytes)",
-                bytes.len(),
-                self.geometry.checkpoint_len()
-            )));
+            return Err(self.fail(
+                format!(
+                    "the metadata ({} bytes) outgrew its checkpoint area ({} bytes)",
+                    bytes.len(),
+                    self.geometry.checkpoint_len()
+                ),
+                None,
+            ));
         }
         let slot = 1 - log.slot;
         let sb = Superblock {
@@ -525,7 +540,7 @@ impl FileSystem {
         let write = |offset: u64, what: &str, bytes: &[u8]| {
             self.target
                 .write_at(offset, bytes, WriteFlags::NONE)
-                .map_err(|e| self.fail(format!("writing the {what}: {e}")))
+                .map_err(|e| self.fail(format!("writing the {what}: {e}"), Some(e.errno())))
         };
         // Data the snapshot maps, then the snapshot, then the superblock naming it.
         self.sync()?;
