@@ -1,6 +1,8 @@
 //! hscm-durable: what every hscm engine (the volume, the key-value store) shares about
 //! durability, so each rule lives in one place:
 //!
+//! * [`codec`]: bounds-checked little-endian encoding of what engines keep on media,
+//!   and the double-slot rule (a sealed record, the newest valid generation wins);
 //! * [`device`]: the device layer the volumes write through: [`device::Backend`] (a
 //!   narrow trait with explicit sync semantics), [`device::FileBackend`] (a file or a
 //!   block device, O_DIRECT with a buffered fallback, the owner lock held while open,
@@ -14,6 +16,7 @@
 //! * [`runtime`]: the directory only its user can write where a running hscm keeps
 //!   its logs and sockets.
 
+pub mod codec;
 mod commit;
 mod conversions;
 pub mod device;

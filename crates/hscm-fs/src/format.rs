@@ -2,8 +2,8 @@
 //! checkpoint slots, then data blocks; and the superblock's and the log records'
 //! encodings, each with a CRC-32C so that a torn write is found, never believed.
 
-use crate::codec::{Dec, Enc};
 use crate::{Error, Result};
+use hscm_durable::codec::{Dec, Enc};
 
 /// The block size of data and of the layout.
 pub const BLOCK: u64 = 4096;
@@ -104,8 +104,7 @@ impl Superblock {
             .u64(self.checkpoint_len)
             .u32(self.checkpoint_crc)
             .u64(self.next_seq);
-        let crc = crc32c::crc32c(&e.0);
-        e.u32(crc);
+        e.seal();
         e.0.resize(BLOCK as usize, 0);
         e.0
     }
@@ -125,8 +124,8 @@ impl Superblock {
         };
         let (generation, slot) = (d.u64()?, d.u32()?);
         let (checkpoint_len, checkpoint_crc, next_seq) = (d.u64()?, d.u32()?, d.u64()?);
-        let crc = d.u32()?;
-        let intact = crc32c::crc32c(&block[..SUPERBLOCK_BODY]) == crc;
+        d.u32()?; // the seal, checked over the whole body just below
+        let intact = hscm_durable::codec::sealed(block, SUPERBLOCK_BODY);
         // A version this hscm does not know is believed only from an intact copy: a
         // damaged byte must not send the user looking for a newer hscm.
         match (version > FORMAT_VERSION, intact) {

@@ -18,7 +18,7 @@
 //! with `default_permissions`), so the FUSE front-end only translates.
 
 mod alloc;
-mod codec;
+
 mod format;
 mod fs;
 mod meta;
@@ -99,3 +99,10 @@ impl Error {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A record or checkpoint that does not decode is damage to the file system.
+impl From<hscm_durable::codec::CodecError> for Error {
+    fn from(e: hscm_durable::codec::CodecError) -> Error {
+        Error::Corrupt(e.0)
+    }
+}

@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::codec::{Dec, Enc};
 use crate::{Error, Result};
+use hscm_durable::codec::{Dec, Enc};
 
 /// The root directory's inode number (FUSE's FUSE_ROOT_ID).
 pub const ROOT: u64 = 1;
@@ -44,7 +44,7 @@ impl Kind {
             5 => Kind::Socket,
             6 => Kind::CharDevice,
             7 => Kind::BlockDevice,
-            other => return Err(d.bad(format!("unknown file kind {other}"))),
+            other => return Err(d.bad(format!("unknown file kind {other}")).into()),
         })
     }
 }
@@ -524,9 +524,11 @@ impl Meta {
                             .is_none_or(|end| end > target_blocks)
                             || file_block.checked_add(count).is_none()
                         {
-                            return Err(d.bad(format!(
-                                "a run of {count} blocks at {target} (of {target_blocks})"
-                            )));
+                            return Err(d
+                                .bad(format!(
+                                    "a run of {count} blocks at {target} (of {target_blocks})"
+                                ))
+                                .into());
                         }
                         for i in 0..count {
                             blocks.insert(file_block + i, target + i);
@@ -554,7 +556,7 @@ impl Meta {
             inodes.insert(attr.ino, Inode { attr, body, xattrs });
         }
         if !d.is_empty() {
-            return Err(d.bad("bytes after the last inode"));
+            return Err(d.bad("bytes after the last inode").into());
         }
         if !matches!(inodes.get(&ROOT), Some(i) if i.attr.kind == Kind::Dir) {
             return Err(Error::Corrupt(
@@ -727,12 +729,12 @@ pub(crate) fn decode_edits(bytes: &[u8]) -> Result<Vec<Edit>> {
                 ino: d.u64()?,
                 name: d.bytes()?,
             },
-            other => return Err(d.bad(format!("unknown edit {other}"))),
+            other => return Err(d.bad(format!("unknown edit {other}")).into()),
         };
         edits.push(edit);
     }
     if !d.is_empty() {
-        return Err(d.bad("bytes after the last edit"));
+        return Err(d.bad("bytes after the last edit").into());
     }
     Ok(edits)
 }

@@ -196,8 +196,7 @@ impl TierConfig {
             h[200..202].copy_from_slice(&(p.len() as u16).to_le_bytes());
             h[202..202 + p.len()].copy_from_slice(p);
         }
-        let crc = crc32c::crc32c(&h[..HEADER_LEN as usize - 4]);
-        h[HEADER_LEN as usize - 4..].copy_from_slice(&crc.to_le_bytes());
+        hscm_durable::codec::seal_at(&mut h, HEADER_LEN as usize - 4);
         h
     }
 
@@ -213,9 +212,7 @@ impl TierConfig {
                 why: "no HSCMTIER magic in its first bytes".into(),
             });
         }
-        let n = HEADER_LEN as usize;
-        let stored = u32::from_le_bytes(h[n - 4..n].try_into().expect("4 bytes"));
-        if crc32c::crc32c(&h[..n - 4]) != stored {
+        if !hscm_durable::codec::sealed(h, HEADER_LEN as usize - 4) {
             return Err(bad("checksum mismatch".into()));
         }
         let version = u32::from_le_bytes(h[8..12].try_into().expect("4 bytes"));

@@ -14,6 +14,8 @@
 
 use std::collections::BTreeMap;
 
+use hscm_durable::codec::{newest, sealed, Dec, Enc};
+
 use crate::backend::IO_ALIGN;
 use crate::backend::{AlignedBuf, Backend};
 use crate::error::{Error, Result};
@@ -27,6 +29,8 @@ const MAX_BATCH_CAP: u64 = 4 << 20;
 
 const BATCH_MAGIC: [u8; 8] = *b"HSCMJNL\0";
 const CHECKPOINT_MAGIC: [u8; 8] = *b"HSCMCKP\0";
+/// A checkpoint record's sealed body: magic, UUID and four fields (its CRC-32C follows).
+const CHECKPOINT_BODY: usize = 8 + 16 + 4 * 8;
 /// Bytes of a batch descriptor before its entries.
 const DESCRIPTOR_FIXED: usize = 64;
 const ENTRY_LEN: usize = 16;
@@ -69,16 +73,19 @@ impl Checkpoint {
         CHECKPOINT_SLOTS[(self.generation % 2) as usize]
     }
 
+    /// The record: magic, the volume's UUID, the four fields, sealed with a CRC-32C
+    /// (hscm-durable's double-slot rule), in one aligned block.
     pub(crate) fn encode(&self, uuid: &[u8; 16]) -> AlignedBuf {
+        let mut e = Enc::default();
+        e.raw(&CHECKPOINT_MAGIC)
+            .raw(uuid)
+            .u64(self.generation)
+            .u64(self.next_seq)
+            .u64(self.log_pos)
+            .u64(self.nonce)
+            .seal();
         let mut b = AlignedBuf::zeroed(IO_ALIGN as usize);
-        b[0..8].copy_from_slice(&CHECKPOINT_MAGIC);
-        b[8..24].copy_from_slice(uuid);
-        b[24..32].copy_from_slice(&self.generation.to_le_bytes());
-        b[32..40].copy_from_slice(&self.next_seq.to_le_bytes());
-        b[40..48].copy_from_slice(&self.log_pos.to_le_bytes());
-        b[48..56].copy_from_slice(&self.nonce.to_le_bytes());
-        let crc = crc32c::crc32c(&b[..56]);
-        b[56..60].copy_from_slice(&crc.to_le_bytes());
+        b[..e.0.len()].copy_from_slice(&e.0);
         b
     }
 
@@ -90,19 +97,18 @@ impl Checkpoint {
 
     /// None if the block is not a valid checkpoint of this volume (torn, never written).
     pub(crate) fn decode(b: &[u8], uuid: &[u8; 16]) -> Option<Checkpoint> {
-        if b.len() < 60 || b[0..8] != CHECKPOINT_MAGIC || &b[8..24] != uuid {
+        let mut d = Dec::new(b, "a checkpoint record");
+        if d.raw(8).ok()? != CHECKPOINT_MAGIC || d.raw(16).ok()? != uuid {
             return None;
         }
-        let stored = u32::from_le_bytes(b[56..60].try_into().ok()?);
-        if stored != crc32c::crc32c(&b[..56]) {
+        if !sealed(b, CHECKPOINT_BODY) {
             return None;
         }
-        let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
         Some(Checkpoint {
-            generation: u64_at(24),
-            next_seq: u64_at(32),
-            log_pos: u64_at(40),
-            nonce: u64_at(48),
+            generation: d.u64().ok()?,
+            next_seq: d.u64().ok()?,
+            log_pos: d.u64().ok()?,
+            nonce: d.u64().ok()?,
         })
     }
 }
@@ -203,8 +209,8 @@ pub(crate) struct Replay {
 
 /// Reads both checkpoint slots and returns the newest valid one.
 pub(crate) fn read_checkpoint(backend: &dyn Backend, header: &Header) -> Result<Checkpoint> {
-    let mut best: Option<Checkpoint> = None;
-    for slot in CHECKPOINT_SLOTS {
+    let mut slots = [None, None];
+    for (found, slot) in slots.iter_mut().zip(CHECKPOINT_SLOTS) {
         let mut b = AlignedBuf::zeroed(IO_ALIGN as usize);
         backend.read_at(slot, &mut b).map_err(|e| {
             Error::io(
@@ -215,13 +221,9 @@ pub(crate) fn read_checkpoint(backend: &dyn Backend, header: &Header) -> Result<
                 e,
             )
         })?;
-        if let Some(ck) = Checkpoint::decode(&b, &header.uuid) {
-            if best.is_none_or(|b| ck.generation > b.generation) {
-                best = Some(ck);
-            }
-        }
+        *found = Checkpoint::decode(&b, &header.uuid);
     }
-    best.ok_or_else(|| Error::CorruptCheckpoint {
+    newest(slots, |ck| ck.generation).ok_or_else(|| Error::CorruptCheckpoint {
         path: backend.describe(),
     })
 }

@@ -13,6 +13,7 @@
 //! `hscm_durable::media`) leaves each record either old or new, never a mix; the other
 //! records of the page are rewritten with the bytes they already hold.
 
+use hscm_durable::codec::{seal_at, sealed, Dec, Enc};
 use hscm_durable::device::{AlignedBuf, Backend};
 
 pub(crate) const MAGIC: &[u8; 8] = b"HSCMFAST";
@@ -56,37 +57,44 @@ impl Record {
         data_crc: 0,
     };
 
+    /// 32 bytes: block, sequence, state (then 3 bytes of padding), the data's CRC
+    /// (then 4 bytes of padding), sealed with the CRC-32C of the first 28.
     pub(crate) fn encode(&self, out: &mut [u8]) {
-        out[..RECORD].fill(0);
-        out[0..8].copy_from_slice(&self.block.to_le_bytes());
-        out[8..16].copy_from_slice(&self.seq.to_le_bytes());
-        out[16] = match self.state {
-            SlotState::Free => 0,
-            SlotState::Clean => 1,
-            SlotState::Dirty => 2,
-        };
-        out[20..24].copy_from_slice(&self.data_crc.to_le_bytes());
-        let crc = crc32c::crc32c(&out[..28]);
-        out[28..32].copy_from_slice(&crc.to_le_bytes());
+        let mut e = Enc::default();
+        e.u64(self.block)
+            .u64(self.seq)
+            .u8(match self.state {
+                SlotState::Free => 0,
+                SlotState::Clean => 1,
+                SlotState::Dirty => 2,
+            })
+            .raw(&[0; 3])
+            .u32(self.data_crc)
+            .raw(&[0; 4])
+            .seal();
+        out[..RECORD].copy_from_slice(&e.0);
     }
 
-    /// None for a record whose checksum fails (never written, or damaged).
+    /// None for a record whose checksum fails (never written, or damaged), or that is
+    /// shorter than a record.
     pub(crate) fn decode(bytes: &[u8]) -> Option<Record> {
-        let crc = u32::from_le_bytes(bytes[28..32].try_into().ok()?);
-        if crc32c::crc32c(&bytes[..28]) != crc {
+        if !sealed(bytes, RECORD - 4) {
             return None;
         }
-        let state = match bytes[16] {
+        let mut d = Dec::new(bytes, "a fast-tier record");
+        let (block, seq) = (d.u64().ok()?, d.u64().ok()?);
+        let state = match d.u8().ok()? {
             0 => SlotState::Free,
             1 => SlotState::Clean,
             2 => SlotState::Dirty,
             _ => return None,
         };
+        d.raw(3).ok()?;
         Some(Record {
-            block: u64::from_le_bytes(bytes[0..8].try_into().ok()?),
-            seq: u64::from_le_bytes(bytes[8..16].try_into().ok()?),
+            block,
+            seq,
             state,
-            data_crc: u32::from_le_bytes(bytes[20..24].try_into().ok()?),
+            data_crc: d.u32().ok()?,
         })
     }
 }
@@ -139,37 +147,45 @@ impl Layout {
         (RECORDS_AT + sector as u64, sector)
     }
 
+    /// The header page: magic, version, block, slots, 4 bytes of padding, the volume
+    /// id, zeroes, and the CRC-32C of all before it in the page's last 4 bytes.
     pub(crate) fn encode(&self) -> Vec<u8> {
-        let mut h = vec![0u8; PAGE as usize];
-        h[..8].copy_from_slice(MAGIC);
-        h[8..12].copy_from_slice(&VERSION.to_le_bytes());
-        h[12..16].copy_from_slice(&self.block.to_le_bytes());
-        h[16..20].copy_from_slice(&self.slots.to_le_bytes());
-        h[24..32].copy_from_slice(&self.id.to_le_bytes());
         let n = PAGE as usize;
-        let crc = crc32c::crc32c(&h[..n - 4]);
-        h[n - 4..].copy_from_slice(&crc.to_le_bytes());
+        let mut e = Enc::default();
+        e.raw(MAGIC)
+            .u32(VERSION)
+            .u32(self.block)
+            .u32(self.slots)
+            .raw(&[0; 4])
+            .u64(self.id);
+        let mut h = e.0;
+        h.resize(n, 0);
+        seal_at(&mut h, n - 4);
         h
     }
 
     pub(crate) fn decode(h: &[u8]) -> Result<Layout, String> {
         let n = PAGE as usize;
-        if h.len() < n || &h[..8] != MAGIC {
+        if h.len() < n || !h.starts_with(MAGIC) {
             return Err("no HSCMFAST magic in its first bytes: not a fast tier".into());
         }
-        if crc32c::crc32c(&h[..n - 4]) != u32::from_le_bytes(h[n - 4..n].try_into().unwrap()) {
+        if !sealed(h, n - 4) {
             return Err("its header fails its checksum".into());
         }
-        let version = u32::from_le_bytes(h[8..12].try_into().unwrap());
+        let mut d = Dec::new(&h[MAGIC.len()..], "the fast tier's header");
+        let field = |r: Result<u32, hscm_durable::codec::CodecError>| r.map_err(|e| e.to_string());
+        let version = field(d.u32())?;
         if version != VERSION {
             return Err(format!(
                 "format version {version}; this build reads {VERSION}"
             ));
         }
+        let (block, slots) = (field(d.u32())?, field(d.u32())?);
+        d.raw(4).map_err(|e| e.to_string())?;
         Ok(Layout {
-            block: u32::from_le_bytes(h[12..16].try_into().unwrap()),
-            slots: u32::from_le_bytes(h[16..20].try_into().unwrap()),
-            id: u64::from_le_bytes(h[24..32].try_into().unwrap()),
+            block,
+            slots,
+            id: d.u64().map_err(|e| e.to_string())?,
         })
     }
 }
@@ -187,28 +203,34 @@ impl State {
     /// Its bytes: everything, checksum included, in the first 512 bytes, so a torn
     /// write leaves the old state or the new.
     pub(crate) fn encode(&self) -> AlignedBuf {
+        let mut e = Enc::default();
+        e.raw(STATE_MAGIC)
+            .u8(u8::from(self.clean))
+            .raw(&[0; 7])
+            .u64(self.durable_seq);
         let mut s = AlignedBuf::zeroed(IO_ALIGN);
-        s[..8].copy_from_slice(STATE_MAGIC);
-        s[8] = u8::from(self.clean);
-        s[16..24].copy_from_slice(&self.durable_seq.to_le_bytes());
-        let crc = crc32c::crc32c(&s[..TEAR - 4]);
-        s[TEAR - 4..TEAR].copy_from_slice(&crc.to_le_bytes());
+        s[..e.0.len()].copy_from_slice(&e.0);
+        seal_at(&mut s, TEAR - 4);
         s
     }
 
     /// A damaged or missing state reads as "not clean, nothing known durable":
     /// recovery then trusts only dirty records whose data checksums hold.
     pub(crate) fn decode(s: &[u8]) -> State {
-        let ok = &s[..8] == STATE_MAGIC
-            && crc32c::crc32c(&s[..TEAR - 4])
-                == u32::from_le_bytes(s[TEAR - 4..TEAR].try_into().unwrap());
-        if !ok {
-            return State::default();
+        Self::fields(s).unwrap_or_default()
+    }
+
+    fn fields(s: &[u8]) -> Option<State> {
+        let mut d = Dec::new(s, "the fast tier's state");
+        if d.raw(8).ok()? != STATE_MAGIC || !sealed(s, TEAR - 4) {
+            return None;
         }
-        State {
-            clean: s[8] == 1,
-            durable_seq: u64::from_le_bytes(s[16..24].try_into().unwrap()),
-        }
+        let clean = d.u8().ok()? == 1;
+        d.raw(7).ok()?;
+        Some(State {
+            clean,
+            durable_seq: d.u64().ok()?,
+        })
     }
 
     pub(crate) fn write(&self, dev: &dyn Backend) -> std::io::Result<()> {
