@@ -65,3 +65,16 @@ def test_an_unreadable_trace_is_an_error_naming_it(tmp_path: Path) -> None:
         hscm.trace.read(tmp_path / "missing.trace")
     with pytest.raises(ValueError, match="unknown format"):
         hscm.trace.read(TRACES / "fft.hscm.zst", format="vcd")
+
+
+def test_a_whole_trace_reads_as_a_dataframe_when_asked(tmp_path: Path) -> None:
+    mem = tmp_path / "m.hscm.zst"
+    hscm.trace.generate(mem, kind="zipf", requests=5000, footprint="1M", seed=4)
+    columns = hscm.trace.read(mem)
+    frame = hscm.trace.read(mem, as_frame=True)
+    assert list(frame.columns) == list(columns) and len(frame) == 5000
+    assert (frame["addr"].to_numpy() == columns["addr"]).all()
+    req = tmp_path / "r.oracleGeneral.zst"
+    hscm.trace.generate_requests(req, requests=3000, objects=300, seed=5)
+    frame = hscm.trace.read_requests(req, as_frame=True)
+    assert len(frame) == 3000 and frame["write"].dtype == bool

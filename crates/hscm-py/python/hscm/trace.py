@@ -50,9 +50,10 @@ def chunks(
         yield _arrays(raw, _MEMORY)
 
 
-def read(path: PathLike, format: str | None = None) -> dict[str, np.ndarray]:
-    """A whole memory trace as columns (see the module's docstring)."""
-    return _concat(chunks(path, format), _MEMORY)
+def read(path: PathLike, format: str | None = None, *, as_frame: bool = False) -> Any:
+    """A whole memory trace as columns (see the module's docstring): a dict of numpy
+    arrays, or with ``as_frame=True`` a pandas DataFrame with those columns."""
+    return _shaped(_concat(chunks(path, format), _MEMORY), as_frame)
 
 
 def request_chunks(
@@ -70,10 +71,19 @@ def request_chunks(
 
 
 def read_requests(
-    path: PathLike, format: str | None = None, *, block: int = 4096
-) -> dict[str, np.ndarray]:
-    """A whole object-request trace as columns (see the module's docstring)."""
-    return _concat(request_chunks(path, format, block=block), _REQUESTS)
+    path: PathLike, format: str | None = None, *, block: int = 4096, as_frame: bool = False
+) -> Any:
+    """A whole object-request trace as columns (see the module's docstring): a dict of
+    numpy arrays, or with ``as_frame=True`` a pandas DataFrame with those columns."""
+    return _shaped(_concat(request_chunks(path, format, block=block), _REQUESTS), as_frame)
+
+
+def _shaped(columns: dict[str, np.ndarray], as_frame: bool) -> Any:
+    if not as_frame:
+        return columns
+    import pandas as pd  # only when asked: a sweep's worker never pays for it
+
+    return pd.DataFrame(columns, copy=False)
 
 
 def _concat(parts: Iterator[dict[str, np.ndarray]], dtypes: dict[str, str]) -> dict[str, np.ndarray]:
