@@ -168,6 +168,33 @@ impl TieredVolume {
             .with(|v| py.detach(|| v.flush()).map_err(tier_err))
     }
 
+    /// Replays a block trace (any format `hscm.sim.cache` reads, detected when
+    /// `format` is None) through this volume: each distinct key gets its own block, a
+    /// read reads it, a write rewrites its own bytes (the data is unchanged). Returns
+    /// the per-tier hits and misses of this replay, as `hscm volume replay --json`
+    /// prints them; for the same policy and size they equal `hscm.sim.cache`'s.
+    #[pyo3(signature = (trace, format=None))]
+    fn replay<'py>(
+        &self,
+        py: Python<'py>,
+        trace: PathBuf,
+        format: Option<&str>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let format = format
+            .map(hscm_sweep::vmsim::parse_request_format)
+            .transpose()
+            .map_err(PyValueError::new_err)?;
+        let replayed = self.handle.with(|v| {
+            py.detach(|| {
+                let reader = hscm_trace::RequestReader::open(&trace, format, v.config().block)
+                    .map_err(|e| anyhow::anyhow!("reading {}: {e}", trace.display()))?;
+                hscm_sweep::replay::replay(v, reader, &mut |_| {})
+            })
+            .map_err(crate::py_err)
+        })?;
+        to_python(py, &replayed)
+    }
+
     /// Writes dirty blocks home, saves the counters and closes; later calls raise.
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         match self.handle.take(py)? {

@@ -136,3 +136,19 @@ def test_every_engine_object_shares_one_lifecycle(tmp_path: Path, hscm_bin: Path
                 raise RuntimeError("inside")  # the exit closes and does not swallow it
         assert obj.closed
         obj.close()  # twice is harmless
+
+
+def test_a_tiered_volume_replays_a_trace_from_python(tmp_path: Path) -> None:
+    trace = tmp_path / "t.oracleGeneral.zst"
+    n = hscm.trace.generate_requests(trace, requests=4000, objects=500, alpha=0.9, object_size=4096, seed=7)
+    path = tmp_path / "t.hscm"
+    hscm.TieredVolume.create(path, "8M", "256k")
+    with hscm.open(path) as v:
+        r = v.replay(trace)
+        with pytest.raises(ValueError, match="unknown format"):
+            v.replay(trace, format="nope")
+    assert r["requests"] == n and r["reads"] + r["writes"] == n
+    dram = r["tiers"][0]
+    assert dram["tier"] == "dram" and dram["hits"] + dram["misses"] >= n, dram
+    assert 0 < dram["hits"] < n, dram
+    assert r["started_warm"] is False

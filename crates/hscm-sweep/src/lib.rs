@@ -5,6 +5,7 @@
 //! - experiments: [`memsim`] (hybrid DRAM/PCM main memory), [`memsim_validation`] (the
 //!   DRAM model beside Ramulator 2.0 and DRAMsim3), [`vmsim`] (file caching and paging
 //!   under SCM), each a flag group (`clap::Args`) and a function returning data;
+//! - [`replay`]: a block trace through a real tiered volume, counted per tier;
 //! - [`params`]: a flag group's values from JSON (Python's keyword arguments, a sweep
 //!   point), checked by the flags' own parsers; [`sweep`]: sweep specs, expanded and
 //!   hashed into points, and one point run;
@@ -18,6 +19,7 @@ pub mod memsim;
 pub mod memsim_validation;
 pub mod par;
 pub mod params;
+pub mod replay;
 pub mod scratch;
 pub mod sweep;
 pub mod units;
