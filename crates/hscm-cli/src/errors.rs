@@ -36,8 +36,8 @@ pub fn render_error(e: &anyhow::Error) -> String {
 }
 
 /// What a device-owning error means for the user, wherever it was met: the flat
-/// volume's, the device layer's, or either through the tiered volume or the serving
-/// layer (which wrap them transparently, so the chain alone does not show them).
+/// volume's or the device layer's, alone or as the source of the tiered volume's or
+/// the serving layer's (each cause is on the chain).
 enum Refusal {
     Exists,
     InUse,
@@ -45,38 +45,16 @@ enum Refusal {
 
 fn refusal(c: &(dyn std::error::Error + 'static)) -> Option<Refusal> {
     use hscm_durable::device::DeviceError;
-    fn of_volume(e: &hscm_volume::Error) -> Option<Refusal> {
-        match e {
+    if let Some(e) = c.downcast_ref::<hscm_volume::Error>() {
+        return match e {
             hscm_volume::Error::AlreadyExists { .. } => Some(Refusal::Exists),
             hscm_volume::Error::Locked { .. } => Some(Refusal::InUse),
             _ => None,
-        }
+        };
     }
-    fn of_device(e: &DeviceError) -> Option<Refusal> {
-        match e {
-            DeviceError::AlreadyExists { .. } => Some(Refusal::Exists),
-            DeviceError::Lock(hscm_durable::LockError::Locked { .. }) => Some(Refusal::InUse),
-            _ => None,
-        }
-    }
-    fn of_tier(e: &hscm_tier::Error) -> Option<Refusal> {
-        match e {
-            hscm_tier::Error::Device(d) => of_device(d),
-            _ => None,
-        }
-    }
-    if let Some(e) = c.downcast_ref::<hscm_volume::Error>() {
-        return of_volume(e);
-    }
-    if let Some(e) = c.downcast_ref::<DeviceError>() {
-        return of_device(e);
-    }
-    if let Some(e) = c.downcast_ref::<hscm_tier::Error>() {
-        return of_tier(e);
-    }
-    match c.downcast_ref::<hscm_serving::Error>()? {
-        hscm_serving::Error::Volume(e) => of_volume(e),
-        hscm_serving::Error::Tier(e) => of_tier(e),
+    match c.downcast_ref::<DeviceError>()? {
+        DeviceError::AlreadyExists { .. } => Some(Refusal::Exists),
+        DeviceError::Lock(hscm_durable::LockError::Locked { .. }) => Some(Refusal::InUse),
         _ => None,
     }
 }
@@ -91,6 +69,24 @@ fn hint(e: &anyhow::Error) -> Option<&'static str> {
                     "stop the process that has it open, or wait for it to close the volume"
                 }
             });
+        }
+        match c.downcast_ref::<hscm_serving::Error>() {
+            Some(hscm_serving::Error::WouldNotOpenHere { .. }) => {
+                return Some("--larger-than-ram creates a flat volume anyway; a tiered volume's --ram must fit")
+            }
+            Some(hscm_serving::Error::Unsupported { .. }) => {
+                return Some("a tiered volume is served read-write with the durability it was created with: leave out --read-only and --durability")
+            }
+            _ => {}
+        }
+        use hscm_fuse::mounts::{HscmUnmountError, MountPointError, UnmountError};
+        match c.downcast_ref() {
+            Some(MountPointError::NotEmpty(_)) => return Some("pass --nonempty to mount over it anyway"),
+            Some(MountPointError::AlreadyHscm { .. }) => return Some("unmount it first with `hscm umount`"),
+            _ => {}
+        }
+        if let Some(HscmUnmountError::Unmount { source: UnmountError::Busy, .. }) = c.downcast_ref() {
+            return Some("is a process using it? `fuser -vm MOUNTPOINT` lists them");
         }
         match c.downcast_ref::<hscm_kv::Error>()? {
             hscm_kv::Error::ValueTooLarge { .. } => Some("see --max-value"),

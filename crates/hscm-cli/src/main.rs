@@ -4,25 +4,20 @@
 extern crate hscm_sweep;
 
 mod bench_cmd;
-mod crash;
 mod errors;
-mod kv_check;
 mod mount_cmd;
 mod nbd_cmd;
 mod serve_cmd;
 mod service_cmd;
 mod sim_cmd;
-mod sweep_cmd;
-mod tier_cmd;
 mod volume_cmd;
 
 use std::path::PathBuf;
 
 use anyhow::{Context, Result};
-use clap::{Args, CommandFactory, Parser, Subcommand};
-use hscm_volume::Durability;
+use clap::{CommandFactory, Parser, Subcommand};
 
-use hscm_lab::{kv, report, scratch, units};
+use hscm_lab::{kv, scratch, units};
 
 /// hscm: the DRAM + storage-class-memory + flash hierarchy, real and measurable.
 ///
@@ -94,10 +89,8 @@ enum Command {
     /// (scripts/python-env.sh).
     ///
     /// Example: hscm sweep examples/warm_sweep.toml --executor local --out warm-sweep
-    Sweep(sweep_cmd::SweepArgs),
-    /// Run every implemented experiment and write a report (Markdown, JSON, SVG plots)
-    /// with the published figure beside ours.
-    Reproduce(ReproduceArgs),
+    Sweep(hscm_sweep::sweep::SweepArgs),
+    Reproduce(hscm_report::ReproduceArgs),
     /// Print a shell completion script: `hscm completions bash > /etc/bash_completion.d/hscm`
     /// (bash, zsh, fish, elvish, powershell).
     Completions {
@@ -114,7 +107,7 @@ enum Command {
     },
     /// Helpers for the test suite (not a stable interface).
     #[command(subcommand, hide = true)]
-    Debug(DebugCmd),
+    Debug(hscm_lab::crash_writers::Writer),
 }
 
 #[derive(Subcommand)]
@@ -148,75 +141,6 @@ enum KvCmd {
     ///
     /// Example: hscm kv compare --workloads a-t,a --records 10000 --ops 20000
     Compare(kv::KvCompareArgs),
-}
-
-#[derive(Args)]
-struct ReproduceArgs {
-    /// Where the report goes.
-    #[arg(short = 'o', long, alias = "output", default_value_os_t = report::ReproduceParams::default().out)]
-    out: PathBuf,
-    /// Seconds per benchmark point.
-    #[arg(long, default_value_t = report::ReproduceParams::default().seconds)]
-    seconds: f64,
-    /// Largest volume in the restart experiment.
-    #[arg(long, default_value = units::size_arg(report::ReproduceParams::default().restart_size),
-          value_parser = units::parse_size, allow_hyphen_values = true)]
-    restart_size: u64,
-    /// Small sizes and short runs: a smoke test of the whole pipeline (about three
-    /// minutes on a 2-core VM; the key-value and volume sections take most of it).
-    #[arg(long)]
-    quick: bool,
-    /// Run only these sections, comma-separated (default: all): volume, memsim, vmsim, ring, kv, nbd, fs, tier.
-    #[arg(long, value_enum, value_delimiter = ',')]
-    only: Vec<report::SectionName>,
-    /// Directory of the memory traces the memsim section runs (shipped in the repo).
-    #[arg(long, default_value_os_t = report::ReproduceParams::default().traces)]
-    traces: PathBuf,
-    /// Directory of real YCSB 0.17 operation traces the key-value section replays
-    /// (ycsb-{a,b,3}-{load,run}.txt, recorded by scripts/ycsb-traces.sh; the main job
-    /// records them). Without them the section says how to make them.
-    #[arg(long, default_value_os_t = report::ReproduceParams::default().ycsb_traces)]
-    ycsb_traces: PathBuf,
-    /// Print every target the report checks, with the paper and figure it comes from
-    /// (or the project's reason), and run nothing.
-    #[arg(long)]
-    list_targets: bool,
-    /// With --list-targets: JSON instead of a Markdown table.
-    #[arg(long, requires = "list_targets")]
-    json: bool,
-}
-
-// The variant names are the subcommand names the crash tests call.
-#[allow(clippy::enum_variant_names)]
-#[derive(Subcommand)]
-enum DebugCmd {
-    /// Write stamped blocks forever, printing "A <block> <version>" after each
-    /// acknowledged write; the crash test kills it with SIGKILL.
-    CrashWriter {
-        path: PathBuf,
-        #[arg(long)]
-        seed: u64,
-        #[arg(long, default_value_t = 1536)]
-        block: usize,
-        #[arg(long, default_value = "immediate")]
-        durability: Durability,
-    },
-    /// Key-value puts and deletes in a mode, "A <key> <version>" after each ack.
-    KvWriter {
-        dir: PathBuf,
-        #[arg(long)]
-        seed: u64,
-        #[arg(long, default_value = "sprint")]
-        mode: String,
-    },
-    /// The same through a running `hscm serve` (FUA writes over the ring).
-    RingWriter {
-        socket: PathBuf,
-        #[arg(long)]
-        seed: u64,
-        #[arg(long, default_value_t = 4096)]
-        block: usize,
-    },
 }
 
 /// The manual: one page to standard output, or every command's page into `dir`.
@@ -316,41 +240,24 @@ fn run(cli: Cli) -> Result<()> {
             outln!("created a {devices}-device store in {}", dir.display())?;
             Ok(())
         }
-        Command::Kv(KvCmd::Check { dir, json }) => kv_check::check(&dir, json),
-        Command::Kv(KvCmd::Bench(a)) => kv::bench(&a),
-        Command::Kv(KvCmd::Compare(a)) => kv::compare(&a),
-        Command::Sweep(a) => sweep_cmd::run(a),
-        Command::Reproduce(a) if a.list_targets => {
-            if a.json {
-                hscm_lab::out::json(&report::targets_json())
-            } else {
-                out!("{}", report::targets_markdown())?;
+        Command::Kv(KvCmd::Check { dir, json }) => {
+            let report = hscm_kv::check(&dir)?;
+            hscm_lab::out::emit(&report, json, |r| {
+                if !r.files.is_empty() {
+                    outln!("{r}")?;
+                }
                 Ok(())
+            })?;
+            match report.errors.first() {
+                Some(e) => anyhow::bail!("{} problem(s); first: {e}", report.errors.len()),
+                None => Ok(()),
             }
         }
-        Command::Reproduce(a) => report::reproduce(&report::ReproduceParams {
-            out: a.out,
-            seconds: a.seconds,
-            restart_size: a.restart_size,
-            quick: a.quick,
-            only: a.only,
-            traces: a.traces,
-            ycsb_traces: a.ycsb_traces,
-        }),
-        Command::Debug(DebugCmd::CrashWriter {
-            path,
-            seed,
-            block,
-            durability,
-        }) => crash::crash_writer(&path, seed, block, durability),
-        Command::Debug(DebugCmd::KvWriter { dir, seed, mode }) => {
-            crash::kv_writer(&dir, seed, &mode)
-        }
-        Command::Debug(DebugCmd::RingWriter {
-            socket,
-            seed,
-            block,
-        }) => crash::ring_writer(&socket, seed, block),
+        Command::Kv(KvCmd::Bench(a)) => hscm_sweep::experiment::run_and_print(&a),
+        Command::Kv(KvCmd::Compare(a)) => hscm_sweep::experiment::run_and_print(&a),
+        Command::Sweep(a) => a.run(),
+        Command::Reproduce(a) => a.run(),
+        Command::Debug(writer) => writer.run(),
         Command::Bench(cmd) => bench_cmd::run(cmd),
         Command::Sim(cmd) => sim_cmd::run_sim(cmd),
         Command::Trace(cmd) => sim_cmd::run_trace(cmd),

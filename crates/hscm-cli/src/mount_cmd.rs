@@ -2,9 +2,9 @@
 //! system through FUSE (docs/fs.md).
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::builder::TypedValueParser as _;
@@ -64,7 +64,7 @@ pub struct MountArgs {
     pub ram: Option<u64>,
     /// Which files stay in RAM under a budget, as `hscm sim cache` names policies
     /// (lru, fifo, clock, sieve, s3fifo, arc, with +second-miss admission).
-    #[arg(long, default_value = "lru", value_parser = parse_ram_policy)]
+    #[arg(long, default_value = "lru")]
     pub ram_policy: hscm_policy::cache::PolicySpec,
     /// Serve every read through the daemon and the kernel's page cache, as FUSE did
     /// before passthrough: slower cold reads, and a second copy of what is read.
@@ -76,15 +76,7 @@ pub struct MountArgs {
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64).map(usize::from))]
     pub threads: usize,
     #[command(flatten)]
-    pub service: crate::service_cmd::ServiceArgs,
-}
-
-fn parse_ram_policy(s: &str) -> Result<hscm_policy::cache::PolicySpec, String> {
-    hscm_policy::cache::PolicySpec::parse(s).ok_or_else(|| {
-        format!(
-            "{s:?} is no cache policy (lru, fifo, clock, sieve, s3fifo, arc, lru+second-miss, ...)"
-        )
-    })
+    pub service: hscm_service::ServiceArgs,
 }
 
 impl MountArgs {
@@ -98,37 +90,8 @@ impl MountArgs {
 /// background mount waits for it.
 const READY: &str = "mounted";
 
-/// Refuses a place no one would mean to mount on: not a directory, one that holds
-/// files (unless asked), one that already holds an hscm mount.
-fn check_mountpoint(a: &MountArgs) -> Result<()> {
-    if !a.mountpoint.is_dir() {
-        bail!("{} is not a directory", a.mountpoint.display());
-    }
-    if let Some(top) = hscm_fuse::mounts::topmost(&a.mountpoint)
-        .with_context(|| format!("looking at {}", a.mountpoint.display()))?
-    {
-        if let Some(volume) = top.hscm_volume() {
-            bail!(
-                "{} already holds an hscm mount (of {}); unmount it first with `hscm umount {}`",
-                a.mountpoint.display(),
-                volume.display(),
-                a.mountpoint.display()
-            );
-        }
-    }
-    let mut entries = std::fs::read_dir(&a.mountpoint)
-        .with_context(|| format!("reading {}", a.mountpoint.display()))?;
-    if !a.nonempty && entries.next().is_some() {
-        bail!(
-            "{} is not empty (its files would be hidden while mounted); pass --nonempty to mount over it anyway",
-            a.mountpoint.display()
-        );
-    }
-    Ok(())
-}
-
 pub fn mount(a: &MountArgs) -> Result<()> {
-    check_mountpoint(a)?;
+    hscm_fuse::mounts::check_mount_point(&a.mountpoint, a.nonempty)?;
     // Refused here, before a background process starts, with what to do instead.
     let kind = hscm_serving::detect(&a.volume)?;
     if kind != hscm_serving::Kind::FileSystem {
@@ -161,7 +124,6 @@ pub fn mount(a: &MountArgs) -> Result<()> {
             a.volume.display()
         );
     };
-    let durability = fs.durability();
     if let Some(why) = fs.read_only() {
         if !a.read_only {
             note!(
@@ -189,50 +151,15 @@ pub fn mount(a: &MountArgs) -> Result<()> {
         // Registering a backing file takes CAP_SYS_ADMIN.
         served = served.without_passthrough();
     }
-    let passthrough = served.passthrough_wanted();
-    let fuse_stats = served.stats();
-    let writeback_cache = served.writeback_cache();
+    let (fuse_stats, mode) = (served.stats(), served.mode());
     let (session, mounted) = hscm_fuse::mount(served, &a.mountpoint, &config)
         .with_context(|| format!("mounting on {}", a.mountpoint.display()))?;
-    // Every SIGINT or SIGTERM tries to unmount this mount (and nothing else); while
-    // it is busy or covered, it goes on serving and says why.
-    let mut signals = signal_hook::iterator::Signals::new([
-        signal_hook::consts::SIGINT,
-        signal_hook::consts::SIGTERM,
-    ])
-    .context("installing signal handlers")?;
-    let unmounter = mounted.clone();
-    std::thread::spawn(move || {
-        for _ in signals.forever() {
-            match unmounter.unmount() {
-                Ok(()) => break,
-                Err(e) => tracing::warn!(
-                    "not unmounting {}: {e}; still serving",
-                    unmounter.point().display()
-                ),
-            }
-        }
-    });
+    mounted
+        .unmount_on_signals()
+        .context("installing signal handlers")?;
     note!(
-        "serving {} ({}) at {} with {} threads; `hscm umount {}` stops it",
+        "serving {} ({mode}) at {} with {} threads; `hscm umount {}` stops it",
         a.volume.display(),
-        match (
-            fs.read_only().is_some(),
-            durability,
-            writeback_cache,
-            passthrough
-        ) {
-            (true, _, _, true) => "read-only, FUSE passthrough from RAM",
-            (true, _, _, false) => "read-only",
-            (false, hscm_fs::Durability::Immediate, _, true) =>
-                "immediate, FUSE passthrough reads from RAM",
-            (false, hscm_fs::Durability::Immediate, _, false) => "immediate",
-            (false, hscm_fs::Durability::OnFlush, _, true) =>
-                "on-flush, FUSE passthrough: reads and writes in RAM, home at fsync",
-            (false, hscm_fs::Durability::OnFlush, true, false) =>
-                "on-flush, kernel writeback cache",
-            (false, hscm_fs::Durability::OnFlush, false, false) => "on-flush, writes through",
-        },
         a.mountpoint.display(),
         a.threads,
         a.mountpoint.display()
@@ -240,14 +167,15 @@ pub fn mount(a: &MountArgs) -> Result<()> {
     let mountpoint = std::fs::canonicalize(&a.mountpoint).unwrap_or_else(|_| a.mountpoint.clone());
     let service = {
         let (fs, volume) = (fs.clone(), volume.clone());
-        a.service.start(
+        crate::service_cmd::start(
+            &a.service,
             "mount",
             &a.volume,
             mountpoint.display().to_string(),
             move |s| {
                 hscm_service::probe::fs(s, &fs, &volume);
                 let ops = fuse_stats.snapshot();
-                crate::service_cmd::target_ops(s, &ops);
+                hscm_service::probe::target_ops(s, &ops);
                 s.errors
                     .insert("request".into(), ops.iter().map(|o| o.errors).sum());
             },
@@ -270,47 +198,15 @@ pub fn mount(a: &MountArgs) -> Result<()> {
     Ok(())
 }
 
-/// Starts `hscm mount --foreground` as a detached process and returns once it
-/// serves (or says why it cannot).
+/// Starts this same command with `--foreground` as a detached process and returns
+/// once it serves (or says why it cannot).
 fn mount_in_background(a: &MountArgs) -> Result<()> {
     let exe = std::env::current_exe().context("finding the hscm binary")?;
     let mut cmd = Command::new(exe);
-    cmd.arg("mount")
-        .arg(&a.volume)
-        .arg(&a.mountpoint)
-        .arg("--foreground")
-        .arg("--threads")
-        .arg(a.threads.to_string());
-    if let Some(d) = a.durability {
-        cmd.arg("--durability").arg(d.name());
-    }
-    if let Some(ram) = a.ram {
-        cmd.arg("--ram").arg(ram.to_string());
-    }
-    cmd.arg("--ram-policy").arg(a.ram_policy.name());
-    if let Some(m) = &a.service.metrics {
-        cmd.arg("--metrics").arg(m);
-    }
-    for (flag, on) in [
-        ("--allow-other", a.allow_other),
-        ("--private", a.private),
-        ("--suid", a.suid),
-        ("--dev", a.dev),
-        ("--read-only", a.read_only),
-        ("--nonempty", a.nonempty),
-        ("--no-writeback-cache", a.no_writeback_cache),
-        ("--no-passthrough", a.no_passthrough),
-    ] {
-        if on {
-            cmd.arg(flag);
-        }
-    }
+    cmd.args(std::env::args_os().skip(1)).arg("--foreground");
     // Its log outlives this process: a pipe to us would break once we return. One
     // log per mount, in a directory only this user can write.
-    let stem = a
-        .volume
-        .file_stem()
-        .map_or("volume".into(), |s| s.to_string_lossy().into_owned());
+    let stem = hscm_durable::runtime::stem_of(&a.volume);
     let dir = hscm_durable::runtime::dir()?;
     let (log, log_file) = hscm_durable::runtime::create_fresh_file(&dir, "mount", &stem, "log")?;
     cmd.stdin(Stdio::null())
@@ -344,58 +240,10 @@ pub struct UmountArgs {
     pub wait: f64,
 }
 
-/// Unmounts the hscm mount on top at the mount point (never what lies under or over
-/// it), then waits until the mount process has committed and closed the volume, so
-/// that what was written is durable when this returns.
+/// Unmounts the hscm mount on top at the mount point and waits until its process has
+/// committed and closed the volume.
 pub fn umount(a: &UmountArgs) -> Result<()> {
-    let mountpoint = std::fs::canonicalize(&a.mountpoint)
-        .with_context(|| format!("{}", a.mountpoint.display()))?;
-    let top = hscm_fuse::mounts::topmost(&mountpoint)
-        .with_context(|| format!("looking at {}", mountpoint.display()))?;
-    let Some(top) = top else {
-        bail!(
-            "{} is not an hscm mount (nothing is mounted there; see /proc/self/mountinfo)",
-            mountpoint.display()
-        );
-    };
-    let Some(source) = top.hscm_volume() else {
-        bail!(
-            "{} is not an hscm mount: the mount on top there is {} ({}); it is left alone",
-            mountpoint.display(),
-            top.source,
-            top.fstype
-        );
-    };
-    match hscm_fuse::mounts::fusermount_u(&mountpoint) {
-        Ok(()) => {}
-        Err(hscm_fuse::mounts::UnmountError::Busy) => bail!(
-            "{} could not be unmounted: it is busy; is a process using it? (fuser -vm {})",
-            mountpoint.display(),
-            mountpoint.display()
-        ),
-        Err(e) => bail!("{} could not be unmounted: {e}", mountpoint.display()),
-    }
-    // The mount process holds the volume's lock until it has closed it.
-    let deadline = Instant::now() + Duration::from_secs_f64(a.wait);
-    while volume_in_use(&source) {
-        if Instant::now() > deadline {
-            bail!(
-                "unmounted, but the mount process still holds {} after {} s",
-                source.display(),
-                a.wait
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    outln!("unmounted {}", mountpoint.display())?;
+    let point = hscm_fuse::mounts::unmount_hscm(&a.mountpoint, Duration::from_secs_f64(a.wait))?;
+    outln!("unmounted {}", point.display())?;
     Ok(())
-}
-
-fn volume_in_use(path: &Path) -> bool {
-    match std::fs::File::open(path) {
-        Ok(f) => {
-            hscm_durable::lock::acquire(&f, path, hscm_durable::lock::Hold::Exclusive).is_err()
-        }
-        Err(_) => false,
-    }
 }

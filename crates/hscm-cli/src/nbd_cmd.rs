@@ -1,6 +1,5 @@
 //! `hscm nbd`: a volume as an NBD export.
 
-use std::os::fd::{FromRawFd, OwnedFd};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -8,7 +7,7 @@ use std::time::Duration;
 use anyhow::{bail, Context, Result};
 use clap::builder::TypedValueParser as _;
 use hscm_block::Counted;
-use hscm_lab::units::{human_bytes, parse_size, size_arg};
+use hscm_lab::units::{parse_seconds, parse_size, size_arg};
 use hscm_nbd::{Endpoint, ExportOptions, ListenLimits, Listener, Server, Tls, TlsMode};
 use hscm_volume::Durability;
 
@@ -55,16 +54,16 @@ pub struct NbdArgs {
     pub max_connections: usize,
     /// Seconds a client has to finish the handshake.
     #[arg(long, default_value_t = ExportOptions::default().handshake_timeout.as_secs_f64(),
-          value_parser = seconds)]
+          value_parser = parse_seconds)]
     pub handshake_timeout: f64,
     /// Seconds a client may send nothing before it is dropped; 0 (the default) never
     /// drops an idle client, as a block device's client may rightly sit idle.
-    #[arg(long, default_value_t = 0.0, value_parser = seconds)]
+    #[arg(long, default_value_t = 0.0, value_parser = parse_seconds)]
     pub idle_timeout: f64,
     /// Seconds a reply may wait for a client that does not read it; then the
     /// connection ends.
     #[arg(long, default_value_t = ExportOptions::default().send_timeout.as_secs_f64(),
-          value_parser = seconds)]
+          value_parser = parse_seconds)]
     pub send_timeout: f64,
     /// TLS (NBD_OPT_STARTTLS, as nbdkit and qemu-nbd): `off`; `on`, for clients
     /// that ask; `require`, refusing every client that does not. Needs
@@ -82,18 +81,10 @@ pub struct NbdArgs {
     /// Seconds SIGTERM or Ctrl-C waits for requests already read to be answered before
     /// the connections still open are cut; then the volume is flushed and closed.
     #[arg(long, default_value_t = ListenLimits::default().grace.as_secs_f64(),
-          value_parser = seconds)]
+          value_parser = parse_seconds)]
     pub grace: f64,
     #[command(flatten)]
-    pub service: crate::service_cmd::ServiceArgs,
-}
-
-/// A number of seconds: finite, not negative, at most a day.
-fn seconds(s: &str) -> Result<f64, String> {
-    match s.parse::<f64>() {
-        Ok(v) if v.is_finite() && (0.0..=86_400.0).contains(&v) => Ok(v),
-        _ => Err(format!("{s:?} is not a number of seconds from 0 to 86400")),
-    }
+    pub service: hscm_service::ServiceArgs,
 }
 
 impl NbdArgs {
@@ -122,79 +113,30 @@ impl NbdArgs {
     }
 }
 
-/// Whether clients on other machines can reach `addr` (anything but loopback).
-fn reaches_the_network(addr: &str) -> bool {
-    use std::net::ToSocketAddrs;
-    match addr.to_socket_addrs() {
-        Ok(mut addrs) => addrs.any(|a| !a.ip().is_loopback()),
-        Err(_) => true,
-    }
-}
-
-/// A bare port, or `:port`, means loopback: exposing a disk to the network is asked
-/// for, never a default.
-fn tcp_address(listen: &str) -> String {
-    if let Some(port) = listen.strip_prefix(':') {
-        format!("127.0.0.1:{port}")
-    } else if listen.chars().all(|c| c.is_ascii_digit()) {
-        format!("127.0.0.1:{listen}")
-    } else {
-        listen.to_string()
-    }
-}
-
-/// The socket systemd (or libnbd's `[ command ]` syntax) passed us, if any.
-fn inherited_listener() -> Result<Option<Listener>> {
-    let (Ok(pid), Ok(fds)) = (std::env::var("LISTEN_PID"), std::env::var("LISTEN_FDS")) else {
-        return Ok(None);
-    };
-    if pid.trim() != std::process::id().to_string() {
-        return Ok(None);
-    }
-    let fds: u32 = fds.trim().parse().context("LISTEN_FDS is not a number")?;
-    if fds != 1 {
-        bail!("LISTEN_FDS={fds}: hscm nbd serves exactly one socket");
-    }
-    // Our children must not think the socket is theirs.
-    std::env::remove_var("LISTEN_PID");
-    std::env::remove_var("LISTEN_FDS");
-    // SAFETY: the socket-activation protocol hands the first socket over as descriptor
-    // 3, open and owned by nobody else in this process; LISTEN_PID named this process,
-    // and the variables are removed above, so the descriptor is taken exactly once.
-    let fd = unsafe { OwnedFd::from_raw_fd(3) };
-    Ok(Some(Listener::from_fd(fd)?))
-}
-
-fn default_socket(volume: &std::path::Path) -> Result<PathBuf> {
-    let stem = volume
-        .file_stem()
-        .map_or("volume".into(), |s| s.to_string_lossy().into_owned());
-    let name = format!("nbd-{}.sock", hscm_durable::runtime::safe_stem(&stem));
-    Ok(hscm_durable::runtime::dir()?.join(name))
-}
-
 pub fn serve(a: &NbdArgs) -> Result<()> {
     // Handlers first: a SIGTERM once clients can connect must stop the server cleanly.
     let stop = hscm_serving::stop_on_signals()?;
-    let inherited = inherited_listener()?;
+    let inherited = Listener::inherited()?;
     let activated = inherited.is_some();
     let listener = match inherited {
         Some(l) => l,
         None => {
             let endpoint = match (&a.socket, &a.listen) {
-                (_, Some(addr)) => Endpoint::Tcp(tcp_address(addr)),
+                (_, Some(addr)) => Endpoint::tcp(addr),
                 (Some(path), None) => Endpoint::Unix(path.clone()),
-                (None, None) => Endpoint::Unix(default_socket(&a.volume)?),
-            };
-            if let Endpoint::Tcp(addr) = &endpoint {
-                if reaches_the_network(addr) && a.tls != TlsMode::Require {
-                    note!(
-                        "hscm: warning: serving {} {} on {addr} in plaintext, without authentication: anyone who can reach this address can {} it (--tls require with --tls-certificates refuses plaintext clients)",
-                        a.volume.display(),
-                        if a.read_only { "read-only" } else { "read-write" },
-                        if a.read_only { "read" } else { "read and overwrite" }
-                    );
+                (None, None) => {
+                    let stem = hscm_durable::runtime::stem_of(&a.volume);
+                    Endpoint::Unix(hscm_durable::runtime::dir()?.join(format!("nbd-{stem}.sock")))
                 }
+            };
+            let exposed = endpoint.reaches_the_network() && a.tls != TlsMode::Require;
+            if let (true, Endpoint::Tcp(addr)) = (exposed, &endpoint) {
+                note!(
+                    "hscm: warning: serving {} {} on {addr} in plaintext, without authentication: anyone who can reach this address can {} it (--tls require with --tls-certificates refuses plaintext clients)",
+                    a.volume.display(),
+                    if a.read_only { "read-only" } else { "read-write" },
+                    if a.read_only { "read" } else { "read and overwrite" }
+                );
             }
             Listener::bind(&endpoint)?
         }
@@ -211,7 +153,7 @@ pub fn serve(a: &NbdArgs) -> Result<()> {
     };
     let opened = open_for_serving(
         &a.volume,
-        &hscm_serving::TargetOptions {
+        hscm_serving::TargetOptions {
             read_only: a.read_only,
             durability: a.durability,
             dirty_max: Some(a.dirty_max),
@@ -224,17 +166,22 @@ pub fn serve(a: &NbdArgs) -> Result<()> {
     let stats = server.stats();
     let service = {
         let (target, stats) = (target.clone(), stats.clone());
-        a.service
-            .start("nbd", &a.volume, listener.uri(&a.export), move |s| {
+        service_cmd::start(
+            &a.service,
+            "nbd",
+            &a.volume,
+            listener.uri(&a.export),
+            move |s| {
                 hscm_service::probe::engine(s, &engine);
-                service_cmd::target_ops(s, &target.ops());
+                hscm_service::probe::target_ops(s, &target.ops());
                 service_cmd::nbd_counters(s, &stats);
-            })?
+            },
+        )?
     };
     note!(
         "serving {} ({}) at {}; Ctrl-C to stop",
         a.volume.display(),
-        describe(&opened),
+        opened.describe(),
         listener.uri(&a.export)
     );
     // Scripts read the URI from standard output; a server its client started shares
@@ -263,54 +210,14 @@ pub fn serve(a: &NbdArgs) -> Result<()> {
 }
 
 /// Opens any volume as a block target through the serving layer, its counters saved
-/// every 2 s while it is a tiered volume (`hscm volume stats`), with the flags a
-/// refusal calls for.
+/// every few seconds while it is a tiered volume (`hscm volume stats`).
 pub fn open_for_serving(
     path: &std::path::Path,
-    opts: &hscm_serving::TargetOptions,
+    opts: hscm_serving::TargetOptions,
 ) -> Result<hscm_serving::Opened> {
     let opts = hscm_serving::TargetOptions {
-        save_stats_every: Some(Duration::from_secs(2)),
-        ..opts.clone()
+        save_stats_every: Some(hscm_serving::SERVED_STATS_EVERY),
+        ..opts
     };
-    hscm_serving::open_target(path, &opts).map_err(|e| match e {
-        hscm_serving::Error::Unsupported { .. } => anyhow::anyhow!(
-            "{e} (a tiered volume is served read-write with the durability it was created with: leave out --read-only and --durability)"
-        ),
-        e => anyhow::Error::new(e).context(format!("opening {}", path.display())),
-    })
-}
-
-/// What `serving …` says about the volume: its size and how writes are kept.
-pub fn describe(opened: &hscm_serving::Opened) -> String {
-    match opened.engine() {
-        hscm_serving::Engine::Flat(v) | hscm_serving::Engine::Files { volume: v, .. } => {
-            format!(
-                "{}, {}",
-                human_bytes(v.size()),
-                match v.writeback_stats() {
-                    Some(wb) => format!("write-back, at most {} dirty", human_bytes(wb.dirty_max)),
-                    None => v.durability().name().to_string(),
-                }
-            )
-        }
-        hscm_serving::Engine::Tiered(t) => format!(
-            "tiered, {}, {} in DRAM, {}",
-            human_bytes(t.size()),
-            human_bytes(t.config().ram),
-            t.config().durability.name()
-        ),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::tcp_address;
-
-    #[test]
-    fn a_bare_port_listens_on_loopback_only() {
-        assert_eq!(tcp_address("10809"), "127.0.0.1:10809");
-        assert_eq!(tcp_address(":10809"), "127.0.0.1:10809");
-        assert_eq!(tcp_address("0.0.0.0:10809"), "0.0.0.0:10809");
-    }
+    hscm_serving::open_target(path, &opts).with_context(|| format!("opening {}", path.display()))
 }

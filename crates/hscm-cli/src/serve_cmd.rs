@@ -34,7 +34,7 @@ pub struct ServeArgs {
     #[arg(long)]
     pub read_only: bool,
     #[command(flatten)]
-    pub service: crate::service_cmd::ServiceArgs,
+    pub service: hscm_service::ServiceArgs,
 }
 
 pub fn serve(a: &ServeArgs) -> Result<()> {
@@ -43,7 +43,7 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
     let stop = hscm_serving::stop_on_signals()?;
     let opened = crate::nbd_cmd::open_for_serving(
         &a.volume,
-        &hscm_serving::TargetOptions {
+        hscm_serving::TargetOptions {
             read_only: a.read_only,
             ..Default::default()
         },
@@ -61,10 +61,14 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
     let stats = server.stats();
     let service = {
         let (engine, target, stats) = (opened.engine().clone(), target.clone(), stats.clone());
-        a.service
-            .start("serve", &a.volume, path.display().to_string(), move |s| {
+        crate::service_cmd::start(
+            &a.service,
+            "serve",
+            &a.volume,
+            path.display().to_string(),
+            move |s| {
                 hscm_service::probe::engine(s, &engine);
-                crate::service_cmd::target_ops(s, &target.ops());
+                hscm_service::probe::target_ops(s, &target.ops());
                 s.clients = hscm_service::Clients {
                     connected: stats.connected.load(Ordering::Relaxed),
                     total: stats.clients.load(Ordering::Relaxed),
@@ -75,12 +79,13 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
                     "broken_queue".into(),
                     stats.broken_queues.load(Ordering::Relaxed),
                 );
-            })?
+            },
+        )?
     };
     note!(
         "serving {} ({}) on {}; Ctrl-C to stop",
         a.volume.display(),
-        crate::nbd_cmd::describe(&opened),
+        opened.describe(),
         path.display()
     );
     let handle = server.spawn()?;

@@ -1,24 +1,15 @@
 //! `hscm volume …`: create, inspect, check and warm volumes.
 
 use std::io::IsTerminal;
-use std::path::Path;
-use std::sync::Arc;
-use std::time::Instant;
-
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Subcommand;
-use hscm_volume::{
-    CreateOptions, Durability, Header, Inspection, OpenOptions, Volume, HEADER_LEN, JOURNAL_OFFSET,
-};
-use serde_json::json;
+use hscm_serving::{CreateSpec, Description, Layout};
+use hscm_volume::Durability;
 
-use hscm_lab::units::{self, human_bytes};
-use hscm_lab::vmsim;
-use hscm_lab::volume::watch_warmup;
-
-use crate::tier_cmd;
+use hscm_lab::units;
+use hscm_lab::volume::time_load;
 
 #[derive(Subcommand)]
 pub enum VolumeCmd {
@@ -64,7 +55,7 @@ pub enum VolumeCmd {
         #[arg(long)]
         fs: bool,
         #[command(flatten)]
-        tier: tier_cmd::TierFlags,
+        tier: hscm_sweep::tier_flags::TierFlags,
     },
     /// A tiered volume's counters, as it saved them: while a server runs it (every few
     /// seconds, `state: open`) and at every clean close (`closed`). Hits, partial hits
@@ -81,26 +72,7 @@ pub enum VolumeCmd {
         #[arg(long)]
         json: bool,
     },
-    /// Replay a block trace through a tiered volume, reading and writing its blocks
-    /// (each write rewrites the block's own bytes, so the data is unchanged), and count
-    /// DRAM hits and misses: for the same policy and size they equal what `hscm sim
-    /// cache --size RAM --block BLOCK` predicts (with the sequential cutoff off).
-    ///
-    /// Example: hscm volume replay /srv/big.hscm --trace web.msr.csv --json
-    Replay {
-        /// The tiered volume (not in use by another process).
-        path: PathBuf,
-        /// Block trace (plain or zstd), any format `hscm sim cache` reads.
-        #[arg(long)]
-        trace: PathBuf,
-        /// oracle-general, csv, lis, spc, msr or lackey; detected when omitted.
-        #[arg(long, value_parser = vmsim::parse_request_format)]
-        format: Option<hscm_trace::RequestFormat>,
-        /// One JSON object (a stable contract): {"requests", "tiers": [{"tier", "hits",
-        /// "misses", …}], …}; a failure prints {"ok": false, "error": ...}.
-        #[arg(long)]
-        json: bool,
-    },
+    Replay(hscm_sweep::replay::ReplayArgs),
     /// Show a volume's header and geometry; with --load, open it and time the warm-up.
     Info {
         /// The volume's file or block device.
@@ -137,235 +109,66 @@ pub fn run(cmd: VolumeCmd) -> Result<()> {
             fs,
             tier,
         } => {
-            if let (true, Some(budget)) = (fs, tier.ram) {
-                // A flat volume whose file system keeps only `budget` of file data in
-                // RAM: it need not fit in memory.
-                create(&path, size, chunk, durability, journal, force)?;
-                format_fs(&path)?;
-                return set_fs_ram_budget(&path, budget);
-            }
-            if let Some(ram) = tier.ram {
-                return tier_cmd::create(&path, size, ram, durability, &tier, force);
-            }
-            // A file system keeps in RAM what its files hold (`hscm mount --ram`), not
-            // the volume's size.
-            if !larger_than_ram && !fs {
-                hscm_volume::check_fits_in_memory(&path.display().to_string(), size)
-                    .context("refusing to create a volume that cannot open on this machine (--larger-than-ram creates it anyway)")?;
-            }
-            create(&path, size, chunk, durability, journal, force)?;
-            if fs {
-                format_fs(&path)?;
+            let chunk_size = u32::try_from(chunk).context("--chunk must be below 4 GiB")?;
+            let layout = match (fs, tier.ram) {
+                (true, ram_budget) => Layout::FileSystem {
+                    chunk_size,
+                    journal_size: journal,
+                    owner: (
+                        rustix::process::getuid().as_raw(),
+                        rustix::process::getgid().as_raw(),
+                    ),
+                    ram_budget,
+                },
+                (false, Some(ram)) => Layout::Tiered {
+                    config: tier.config(size, ram)?,
+                    fast_path: tier.fast_tier.clone(),
+                },
+                (false, None) => Layout::Flat {
+                    chunk_size,
+                    journal_size: journal,
+                },
+            };
+            let spec = CreateSpec {
+                size,
+                durability,
+                layout,
+                overwrite: force,
+                larger_than_ram,
+            };
+            let created = hscm_serving::create(&path, &spec)?;
+            outln!("{created}")?;
+            Ok(())
+        }
+        VolumeCmd::Info { path, load, json } => info(&path, json, load),
+        VolumeCmd::Check { path, json } => {
+            let found = hscm_serving::describe(&path)
+                .with_context(|| format!("check of {} failed", path.display()))?;
+            if json {
+                outln!("{}", serde_json::to_string_pretty(&found.to_json())?)?;
+            } else {
+                outln!("{}", found.check_line())?;
             }
             Ok(())
         }
-        VolumeCmd::Info { path, load, json } => {
-            if tier_cmd::is_tiered(&path) {
-                let cfg = hscm_tier::TieredVolume::inspect(&path)?;
-                return tier_cmd::info(&path, &cfg, json);
-            }
-            info(&path, json, load)
-        }
-        VolumeCmd::Check { path, json } => {
-            if tier_cmd::is_tiered(&path) {
-                return tier_cmd::check(&path, json);
-            }
-            check(&path, json)
-        }
-        VolumeCmd::Stats { path, json } => tier_cmd::stats(&path, json),
-        VolumeCmd::Replay {
-            path,
-            trace,
-            format,
-            json,
-        } => tier_cmd::replay(&path, &trace, format, json),
+        VolumeCmd::Stats { path, json } => stats(&path, json),
+        VolumeCmd::Replay(a) => hscm_sweep::experiment::run_and_print(&a),
     }
 }
 
-pub fn create(
-    path: &Path,
-    size: u64,
-    chunk: u64,
-    durability: Durability,
-    journal: u64,
-    force: bool,
-) -> Result<()> {
-    let chunk_size = u32::try_from(chunk).context("--chunk must be below 4 GiB")?;
-    let header = Volume::create(
-        path,
-        size,
-        &CreateOptions {
-            chunk_size,
-            durability,
-            overwrite: force,
-            journal_size: journal,
-        },
-    )?;
-    outln!(
-        "created {}: {} volume, {} chunks of {}, durability {}, journal {}, uuid {}",
-        path.display(),
-        human_bytes(header.volume_size),
-        header.chunk_count(),
-        human_bytes(u64::from(header.chunk_size)),
-        header.durability,
-        journal_text(&header),
-        header.uuid_string()
-    )?;
-    Ok(())
-}
-
-/// Writes an empty hscm file system over a volume, its root owned by the caller.
-pub fn format_fs(path: &Path) -> Result<()> {
-    // Home only: the file system keeps its files in RAM itself, by use.
-    let volume = Volume::open(
-        path,
-        &OpenOptions {
-            durability: Some(Durability::OnFlush),
-            ram_copy: false,
-            ..OpenOptions::default()
-        },
-    )?;
-    let uid = rustix::process::getuid().as_raw();
-    let gid = rustix::process::getgid().as_raw();
-    let g = hscm_fs::FileSystem::format(&volume, uid, gid)
-        .with_context(|| format!("formatting {}", path.display()))?;
-    volume.close()?;
-    outln!(
-        "formatted {} with hscm's file system: {} of data blocks, a {} log, two {} checkpoint slots",
-        path.display(),
-        human_bytes(g.data_blocks() * hscm_fs::BLOCK),
-        human_bytes(g.log_len()),
-        human_bytes(g.checkpoint_len())
-    )?;
-    Ok(())
-}
-
-/// Records in the file system of the volume at `path` how many bytes of file data
-/// its mounts keep in RAM by default (`hscm_fs::RAM_BUDGET_XATTR` on its root).
-pub fn set_fs_ram_budget(path: &Path, budget: u64) -> Result<()> {
-    let volume = Arc::new(Volume::open(
-        path,
-        &OpenOptions {
-            durability: Some(Durability::OnFlush),
-            ram_copy: false,
-            ..OpenOptions::default()
-        },
-    )?);
-    let fs = hscm_fs::FileSystem::mount(volume.clone(), hscm_fs::MountOptions::default())
-        .with_context(|| format!("mounting the file system of {}", path.display()))?;
-    fs.set_ram_budget(budget)
-        .with_context(|| format!("recording the RAM budget in {}", path.display()))?;
-    fs.sync_all()?;
-    drop(fs);
-    Arc::try_unwrap(volume)
-        .map_err(|_| anyhow::anyhow!("the volume is still in use"))?
-        .close()?;
-    outln!(
-        "its mounts keep at most {} of file data in RAM (hscm mount --ram overrides it)",
-        human_bytes(budget)
-    )?;
-    Ok(())
-}
-
-fn journal_text(h: &Header) -> String {
-    if h.journal_len == 0 {
-        "none (writes go straight home)".into()
-    } else {
-        human_bytes(h.journal_len)
-    }
-}
-
-fn header_json(path: &Path, found: &Inspection) -> serde_json::Value {
-    let h = &found.header;
-    json!({
-        "path": path.display().to_string(),
-        "kind": "flat",
-        "ok": true,
-        "format_version": h.version,
-        "uuid": h.uuid_string(),
-        "volume_size": h.volume_size,
-        "chunk_size": h.chunk_size,
-        "chunks": h.chunk_count(),
-        "durability": h.durability.name(),
-        "created_unix_s": h.created_unix_s,
-        "backing_len": found.backing_len,
-        "data_offset": h.data_offset(),
-        "journal_len": h.journal_len,
-        "journal_pending_batches": found.pending_batches,
-    })
-}
-
-fn print_header(path: &Path, found: &Inspection) -> anyhow::Result<()> {
-    let (h, backing_len) = (&found.header, found.backing_len);
-    outln!("volume        {}", path.display())?;
-    outln!("uuid          {}", h.uuid_string())?;
-    outln!("format        version {}", h.version)?;
-    outln!(
-        "size          {} ({} bytes)",
-        human_bytes(h.volume_size),
-        h.volume_size
-    )?;
-    outln!(
-        "chunks        {} of {}",
-        h.chunk_count(),
-        human_bytes(u64::from(h.chunk_size))
-    )?;
-    outln!("durability    {}", h.durability)?;
-    outln!("journal       {}", journal_text(h))?;
-    let layout = if h.version == 1 {
-        format!("header {HEADER_LEN} + data")
-    } else {
-        format!(
-            "header and checkpoint slots {JOURNAL_OFFSET} + journal {} + data",
-            h.journal_len
-        )
-    };
-    outln!("backing       {backing_len} bytes ({layout})")?;
-    if found.pending_batches > 0 {
-        outln!(
-            "replay        {} journal batches left by a crash; the next writable open replays them",
-            found.pending_batches
-        )?;
-    }
-    Ok(())
-}
-
-/// Header and geometry; with `load`, also opens the volume and warms it, showing progress.
+/// Header and geometry; with `load`, also opens a flat volume and warms it, showing
+/// progress.
 pub fn info(path: &Path, json_out: bool, load: bool) -> Result<()> {
-    let found = Volume::inspect(path)?;
-    let mut out = header_json(path, &found);
+    let found = hscm_serving::describe(path)?;
+    let mut out = found.to_json();
     if !json_out {
-        print_header(path, &found)?;
+        outln!("{found}")?;
     }
-    if load {
-        let t0 = Instant::now();
-        let vol = Volume::open(
-            path,
-            &OpenOptions {
-                read_only: true,
-                ..OpenOptions::default()
-            },
-        )?;
-        let open_ms = t0.elapsed().as_secs_f64() * 1e3;
-        let progress = watch_warmup(&vol, !json_out && std::io::stderr().is_terminal())?;
-        let secs = t0.elapsed().as_secs_f64();
-        let mbps = progress.loaded_bytes as f64 / 1e6 / secs;
-        out["load"] = json!({
-            "open_ms": open_ms,
-            "warm_s": secs,
-            "warm_mbps": mbps,
-            "direct_io": vol.backend_is_direct(),
-            "loaded_chunks": progress.loaded_chunks,
-        });
+    if let (true, Description::Flat { .. }) = (load, &found) {
+        let timing = time_load(path, !json_out && std::io::stderr().is_terminal())?;
+        out["load"] = serde_json::to_value(&timing)?;
         if !json_out {
-            outln!(
-                "warm-up       {} in {:.2} s ({:.0} MB/s; open took {:.2} ms; O_DIRECT {})",
-                human_bytes(progress.loaded_bytes),
-                secs,
-                mbps,
-                open_ms,
-                if vol.backend_is_direct() { "on" } else { "off" }
-            )?;
+            outln!("{timing}")?;
         }
     }
     if json_out {
@@ -374,28 +177,20 @@ pub fn info(path: &Path, json_out: bool, load: bool) -> Result<()> {
     Ok(())
 }
 
-/// Validates header and geometry; any problem is an error (non-zero exit).
-pub fn check(path: &Path, json_out: bool) -> Result<()> {
-    let found =
-        Volume::inspect(path).with_context(|| format!("check of {} failed", path.display()))?;
-    let (header, pending) = (&found.header, found.pending_batches);
-    if json_out {
-        let out = header_json(path, &found);
-        outln!("{}", serde_json::to_string_pretty(&out)?)?;
-    } else {
-        outln!(
-            "{}: ok (hscm volume v{}, {} in {} chunks, header checksum valid, backing size matches, journal {}{})",
-            path.display(),
-            header.version,
-            human_bytes(header.volume_size),
-            header.chunk_count(),
-            journal_text(header),
-            if pending > 0 {
-                format!(" with {pending} batches to replay")
-            } else {
-                String::new()
-            }
-        )?;
+/// `hscm volume stats`: the counters the volume saved.
+pub fn stats(path: &Path, json: bool) -> Result<()> {
+    let (config, saved) = hscm_serving::saved_counters(path)?;
+    if json {
+        let v = serde_json::json!({"path": path.display().to_string(), "config": config, "saved": saved});
+        outln!("{v}")?;
+        return Ok(());
+    }
+    match saved {
+        Some(s) => outln!("{s}")?,
+        None => outln!(
+            "{}: no counters saved yet (they are saved while it is served and when it closes)",
+            path.display()
+        )?,
     }
     Ok(())
 }

@@ -14,7 +14,8 @@
 //! * [`Media`]: the files an engine writes through, on a real directory ([`DirMedia`])
 //!   or, for tests, on a model that cuts the power ([`testing::FaultyDisks`]).
 //! * [`runtime`]: the directory only its user can write where a running hscm keeps
-//!   its logs and sockets.
+//!   its logs and sockets;
+//! * [`units`]: sizes as people read them.
 
 pub mod codec;
 mod commit;
@@ -27,6 +28,7 @@ mod poison;
 pub mod runtime;
 #[cfg(any(test, feature = "testing"))]
 pub mod testing;
+pub mod units;
 
 pub use commit::{CommitError, GroupCommit};
 pub use durability::{Durability, UnknownDurability};

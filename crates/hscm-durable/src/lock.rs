@@ -150,6 +150,12 @@ fn first_holder(entries: &[LockEntry]) -> Option<LockHolder> {
     named.clone().find(|h| h.pid != me).or(named.clone().next())
 }
 
+/// Whether some process holds the store at `path` (its owner lock, either way): a
+/// probe that takes and at once drops the lock. False when `path` cannot be opened.
+pub fn is_held(path: &Path) -> bool {
+    File::open(path).is_ok_and(|f| acquire(&f, path, Hold::Exclusive).is_err())
+}
+
 /// The sentence [`LockError::Locked`] prints after the path.
 pub fn describe_holder(holder: &Option<LockHolder>, read_write: &bool) -> String {
     let what = if *read_write {
@@ -252,6 +258,21 @@ garbage
         assert!(!is_running(pid));
         child.wait().unwrap();
         assert!(!is_running(pid));
+    }
+
+    #[test]
+    fn a_probe_sees_a_holder_and_leaves_a_free_store_free() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("v");
+        assert!(!is_held(&p), "nothing there, nothing held");
+        std::fs::write(&p, b"x").unwrap();
+        assert!(!is_held(&p));
+        // The probe released what it took: an owner can still lock it.
+        let owner = File::open(&p).unwrap();
+        acquire(&owner, &p, Hold::Shared).unwrap();
+        assert!(is_held(&p), "a reader holds it");
+        drop(owner);
+        assert!(!is_held(&p));
     }
 
     #[test]

@@ -152,6 +152,13 @@ pub fn file_name(prefix: &str, stem: &str, ext: &str) -> String {
     format!("{prefix}-{}-{}.{ext}", safe_stem(stem), std::process::id())
 }
 
+/// The stem a runtime file of the store at `path` is named by: its file name without
+/// the extension, made safe ([`safe_stem`]); `volume` when it has none.
+pub fn stem_of(path: &Path) -> String {
+    path.file_stem()
+        .map_or("volume".into(), |s| safe_stem(&s.to_string_lossy()))
+}
+
 /// `stem` with every character but ASCII letters, digits, `-` and `_` made `_`, and
 /// at most 64 of them: a part of a file name that cannot climb out of its directory.
 pub fn safe_stem(stem: &str) -> String {
@@ -238,6 +245,13 @@ mod tests {
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         assert!(create_file(&d, "../escape").is_err());
+    }
+
+    #[test]
+    fn a_stores_stem_is_its_safe_file_name_without_extension() {
+        assert_eq!(stem_of(Path::new("/srv/data.hscm")), "data");
+        assert_eq!(stem_of(Path::new("/srv/my vol.hscm")), "my_vol");
+        assert_eq!(stem_of(Path::new("/")), "volume");
     }
 
     #[test]

@@ -6,6 +6,7 @@
 use std::io;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 /// One line of /proc/self/mountinfo: what is mounted where.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -103,7 +104,7 @@ pub enum UnmountError {
     Busy,
     /// Another file system is mounted over it.
     Covered {
-        by: MountEntry,
+        by: Box<MountEntry>,
     },
     Io(io::Error),
 }
@@ -170,7 +171,7 @@ impl Mounted {
         }
         match topmost(&self.point).map_err(UnmountError::Io)? {
             Some(top) if self.is(&top) => {}
-            Some(top) => return Err(UnmountError::Covered { by: top }),
+            Some(top) => return Err(UnmountError::Covered { by: Box::new(top) }),
             None => return Ok(()),
         }
         match rustix::mount::unmount(&self.point, rustix::mount::UnmountFlags::NOFOLLOW) {
@@ -181,6 +182,28 @@ impl Mounted {
             Err(rustix::io::Errno::PERM) => fusermount_u(&self.point),
             Err(e) => Err(UnmountError::Io(e.into())),
         }
+    }
+}
+
+impl Mounted {
+    /// From now on, every SIGINT or SIGTERM tries to unmount this mount (and nothing
+    /// else); while it is busy or covered, it goes on serving and logs why.
+    pub fn unmount_on_signals(&self) -> io::Result<()> {
+        use signal_hook::consts::{SIGINT, SIGTERM};
+        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM])?;
+        let mounted = self.clone();
+        std::thread::spawn(move || {
+            for _ in signals.forever() {
+                match mounted.unmount() {
+                    Ok(()) => break,
+                    Err(e) => tracing::warn!(
+                        "not unmounting {}: {e}; still serving",
+                        mounted.point().display()
+                    ),
+                }
+            }
+        });
+        Ok(())
     }
 }
 
@@ -208,6 +231,107 @@ pub fn fusermount_u(point: &Path) -> Result<(), UnmountError> {
             why.trim()
         ))))
     }
+}
+
+/// Why a directory is no place to mount on.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum MountPointError {
+    #[error("{} is not a directory", .0.display())]
+    NotADirectory(PathBuf),
+    /// Mounting over it would hide an hscm mount its users still reach.
+    #[error("{} already holds an hscm mount (of {})", point.display(), volume.display())]
+    AlreadyHscm { point: PathBuf, volume: PathBuf },
+    /// Its files would be hidden while mounted.
+    #[error("{} is not empty (its files would be hidden while mounted)", .0.display())]
+    NotEmpty(PathBuf),
+    #[error("looking at {}: {source}", path.display())]
+    Io { path: PathBuf, source: io::Error },
+}
+
+/// Refuses a place no one would mean to mount on: not a directory, one that already
+/// holds an hscm mount, or (unless `nonempty`) one that holds files.
+pub fn check_mount_point(point: &Path, nonempty: bool) -> Result<(), MountPointError> {
+    let io = |source| MountPointError::Io {
+        path: point.to_path_buf(),
+        source,
+    };
+    if !point.is_dir() {
+        return Err(MountPointError::NotADirectory(point.to_path_buf()));
+    }
+    if let Some(volume) = topmost(point).map_err(io)?.and_then(|t| t.hscm_volume()) {
+        return Err(MountPointError::AlreadyHscm {
+            point: point.to_path_buf(),
+            volume,
+        });
+    }
+    if !nonempty && std::fs::read_dir(point).map_err(io)?.next().is_some() {
+        return Err(MountPointError::NotEmpty(point.to_path_buf()));
+    }
+    Ok(())
+}
+
+/// Why `hscm umount` did not finish.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum HscmUnmountError {
+    #[error("{}: {source}", path.display())]
+    Io { path: PathBuf, source: io::Error },
+    #[error("{} is not an hscm mount (nothing is mounted there; see /proc/self/mountinfo)", .0.display())]
+    NothingMounted(PathBuf),
+    /// Another file system is on top there: it is left alone.
+    #[error("{} is not an hscm mount: the mount on top there is {} ({}); it is left alone", point.display(), on_top.source, on_top.fstype)]
+    NotHscm {
+        point: PathBuf,
+        on_top: Box<MountEntry>,
+    },
+    #[error("{} could not be unmounted: {source}", point.display())]
+    Unmount {
+        point: PathBuf,
+        source: UnmountError,
+    },
+    /// The mount is gone but its process did not close the volume in time.
+    #[error("unmounted, but the mount process still holds {} after {} s", volume.display(), waited.as_secs_f64())]
+    StillHeld { volume: PathBuf, waited: Duration },
+}
+
+/// Unmounts the hscm mount on top at `point` (never what lies under or over it),
+/// then waits up to `wait` until the mount process has committed and closed the
+/// volume (it holds the volume's lock until then), so that what was written is
+/// durable when this returns.
+pub fn unmount_hscm(point: &Path, wait: Duration) -> Result<PathBuf, HscmUnmountError> {
+    let point = std::fs::canonicalize(point).map_err(|source| HscmUnmountError::Io {
+        path: point.to_path_buf(),
+        source,
+    })?;
+    let top = topmost(&point).map_err(|source| HscmUnmountError::Io {
+        path: point.clone(),
+        source,
+    })?;
+    let Some(top) = top else {
+        return Err(HscmUnmountError::NothingMounted(point));
+    };
+    let Some(volume) = top.hscm_volume() else {
+        return Err(HscmUnmountError::NotHscm {
+            point,
+            on_top: Box::new(top),
+        });
+    };
+    fusermount_u(&point).map_err(|source| HscmUnmountError::Unmount {
+        point: point.clone(),
+        source,
+    })?;
+    let deadline = Instant::now() + wait;
+    while hscm_durable::lock::is_held(&volume) {
+        if Instant::now() > deadline {
+            return Err(HscmUnmountError::StillHeld {
+                volume,
+                waited: wait,
+            });
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok(point)
 }
 
 #[cfg(test)]

@@ -63,4 +63,25 @@ impl Fuse {
     pub fn passthrough_wanted(&self) -> bool {
         self.passthrough_wanted
     }
+
+    /// How this mount keeps and serves data, in a few words for its log.
+    pub fn mode(&self) -> &'static str {
+        use hscm_fs::Durability::{Immediate, OnFlush};
+        match (
+            self.fs.read_only().is_some(),
+            self.fs.durability(),
+            self.writeback_cache(),
+            self.passthrough_wanted,
+        ) {
+            (true, _, _, true) => "read-only, FUSE passthrough from RAM",
+            (true, _, _, false) => "read-only",
+            (false, Immediate, _, true) => "immediate, FUSE passthrough reads from RAM",
+            (false, Immediate, _, false) => "immediate",
+            (false, OnFlush, _, true) => {
+                "on-flush, FUSE passthrough: reads and writes in RAM, home at fsync"
+            }
+            (false, OnFlush, true, false) => "on-flush, kernel writeback cache",
+            (false, OnFlush, false, false) => "on-flush, writes through",
+        }
+    }
 }

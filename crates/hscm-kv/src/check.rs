@@ -19,6 +19,30 @@ pub struct CheckReport {
     pub errors: Vec<String>,
 }
 
+/// `hscm kv check`'s text: one line per log file.
+impl std::fmt::Display for CheckReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for (i, file) in self.files.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(
+                f,
+                "{}: {} records, {} bytes valid",
+                file.path, file.records, file.valid_bytes
+            )?;
+            if file.torn_bytes > 0 {
+                write!(
+                    f,
+                    ", torn tail of {} bytes (an unacknowledged write; cut on open)",
+                    file.torn_bytes
+                )?;
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Reads every log of a store without changing anything: the manifest, each device's
 /// home log and any buffer logs. Damage is listed, not fatal.
 pub fn check(dir: &Path) -> Result<CheckReport> {

@@ -1,5 +1,5 @@
-//! hscm-lab: the experiment library. Every benchmark and simulation the `hscm` binary
-//! offers lives here, so that the binary only parses flags and picks what to print:
+//! hscm-lab: the benchmarks. Every benchmark the `hscm` binary offers lives here, so
+//! that the binary only parses flags and picks what to print:
 //!
 //! - [`driver`]: the one closed-loop benchmark driver (threads, warm-up, start barrier,
 //!   a phase bounded by time or work, paired slices against a baseline, one
@@ -10,8 +10,8 @@
 //!   volume);
 //! - the simulator experiments, parameters and sweeps live in hscm-sweep (what Python
 //!   links) and are re-exported here under their old paths;
-//! - [`report`]: `hscm reproduce`, every experiment on its defaults, with the published
-//!   figures as data ([`report::check`]) and renderers for Markdown, JSON and SVG.
+//! - the report (`hscm reproduce`, the published figures as data, the renderers and
+//!   plots) lives in hscm-report, which reads these experiments' results.
 //!
 //! Errors here are `anyhow` chains: an experiment's failure is read by a person running
 //! it and matched by nobody, while the engines it drives keep their typed errors (a
@@ -24,13 +24,14 @@ pub use hscm_sweep::{
     flag_defaults, memsim, memsim_validation, out, par, params, scratch, sweep, units, vmsim,
 };
 
+pub mod crash_writers;
 pub mod driver;
+pub mod experiments;
 pub mod fio;
 pub mod fs;
 pub mod kv;
 pub mod nbd;
 pub mod nbd_strangers;
-pub mod report;
 pub mod ring;
 pub mod tier;
 pub mod volume;

@@ -2,7 +2,7 @@
 
 use std::io;
 use std::net::TcpListener;
-use std::os::fd::OwnedFd;
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixListener;
 use std::path::{Path, PathBuf};
@@ -19,6 +19,34 @@ pub enum Endpoint {
     Unix(PathBuf),
     /// A TCP address, `host:port`.
     Tcp(String),
+}
+
+impl Endpoint {
+    /// A TCP endpoint from what a user typed: a bare PORT or :PORT means loopback
+    /// only (exposing a disk to the network is asked for, never a default);
+    /// anything else is ADDR:PORT as given.
+    pub fn tcp(listen: &str) -> Endpoint {
+        Endpoint::Tcp(if let Some(port) = listen.strip_prefix(':') {
+            format!("127.0.0.1:{port}")
+        } else if listen.chars().all(|c| c.is_ascii_digit()) {
+            format!("127.0.0.1:{listen}")
+        } else {
+            listen.to_string()
+        })
+    }
+
+    /// Whether clients on other machines can reach it (a TCP address that is not
+    /// loopback, or one that does not resolve).
+    pub fn reaches_the_network(&self) -> bool {
+        use std::net::ToSocketAddrs;
+        match self {
+            Endpoint::Unix(_) => false,
+            Endpoint::Tcp(addr) => match addr.to_socket_addrs() {
+                Ok(mut addrs) => addrs.any(|a| !a.ip().is_loopback()),
+                Err(_) => true,
+            },
+        }
+    }
 }
 
 enum Inner {
@@ -89,6 +117,35 @@ impl Listener {
         Ok(Listener {
             inner: Inner::Tcp(tcp),
         })
+    }
+
+    /// The socket systemd (or libnbd's `[ command ]` syntax) passed this process by
+    /// socket activation, if any: LISTEN_PID names this process and LISTEN_FDS is 1.
+    /// The variables are removed, so children do not take the socket for theirs.
+    pub fn inherited() -> Result<Option<Listener>, Error> {
+        let (Ok(pid), Ok(fds)) = (std::env::var("LISTEN_PID"), std::env::var("LISTEN_FDS")) else {
+            return Ok(None);
+        };
+        if pid.trim() != std::process::id().to_string() {
+            return Ok(None);
+        }
+        let refused = |why: String| Error::Setup {
+            what: "socket activation".into(),
+            source: io::Error::new(io::ErrorKind::InvalidInput, why),
+        };
+        match fds.trim().parse::<u32>() {
+            Ok(1) => {}
+            Ok(n) => return Err(refused(format!("LISTEN_FDS={n}: one socket is served"))),
+            Err(_) => return Err(refused(format!("LISTEN_FDS={fds:?} is not a number"))),
+        }
+        std::env::remove_var("LISTEN_PID");
+        std::env::remove_var("LISTEN_FDS");
+        // SAFETY: the socket-activation protocol hands the first socket over as
+        // descriptor 3, open and owned by nobody else in this process; LISTEN_PID named
+        // this process, and the variables are removed above, so the descriptor is
+        // taken exactly once.
+        let fd = unsafe { OwnedFd::from_raw_fd(3) };
+        Listener::from_fd(fd).map(Some)
     }
 
     /// The NBD URI a client connects to (libnbd's syntax).
@@ -254,6 +311,38 @@ impl Drop for Listener {
     fn drop(&mut self) {
         if let Inner::Unix(_, Some(path)) = &self.inner {
             let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Endpoint;
+
+    #[test]
+    fn a_bare_port_listens_on_loopback_only() {
+        assert_eq!(
+            Endpoint::tcp("10809"),
+            Endpoint::Tcp("127.0.0.1:10809".into())
+        );
+        assert_eq!(
+            Endpoint::tcp(":10809"),
+            Endpoint::Tcp("127.0.0.1:10809".into())
+        );
+        assert_eq!(
+            Endpoint::tcp("0.0.0.0:10809"),
+            Endpoint::Tcp("0.0.0.0:10809".into())
+        );
+        assert!(!Endpoint::tcp("10809").reaches_the_network());
+        assert!(Endpoint::tcp("0.0.0.0:10809").reaches_the_network());
+        assert!(!Endpoint::Unix("/run/x.sock".into()).reaches_the_network());
+    }
+
+    #[test]
+    fn no_activation_without_the_variables_naming_this_process() {
+        // LISTEN_PID is never this test process's (the harness does not set it).
+        if std::env::var("LISTEN_PID").is_err() {
+            assert!(super::Listener::inherited().unwrap().is_none());
         }
     }
 }

@@ -167,19 +167,24 @@ impl Volume {
         journal_size: Option<&Bound<'_, PyAny>>,
         overwrite: bool,
     ) -> PyResult<()> {
-        let size = crate::size_arg("size", size)?;
-        let opts = CreateOptions {
+        // The one creation path, as `hscm volume create`'s; a flat volume that this
+        // machine's memory could not hold is made anyway (it may be for another).
+        let spec = hscm_serving::CreateSpec {
+            size: crate::size_arg("size", size)?,
             durability: self::durability(Some(durability))?.expect("given"),
-            journal_size: journal_size
-                .map(|j| crate::size_arg("journal_size", j))
-                .transpose()?
-                .unwrap_or(0),
+            layout: hscm_serving::Layout::Flat {
+                chunk_size: CreateOptions::default().chunk_size,
+                journal_size: journal_size
+                    .map(|j| crate::size_arg("journal_size", j))
+                    .transpose()?
+                    .unwrap_or(0),
+            },
             overwrite,
-            ..CreateOptions::default()
+            larger_than_ram: true,
         };
-        py.detach(|| Vol::create(&path, size, &opts))
+        py.detach(|| hscm_serving::create(&path, &spec))
             .map(drop)
-            .map_err(vol_err)
+            .map_err(crate::serving_err)
     }
 
     /// Opens the volume at `path`; it is usable at once and warms in the background.

@@ -116,9 +116,19 @@ impl TieredVolume {
                 ))
             })?;
         }
-        cfg.durability = crate::engine::durability(Some(durability))?.expect("given");
-        py.detach(|| Tiered::create(&path, &cfg, overwrite))
-            .map_err(tier_err)
+        let spec = hscm_serving::CreateSpec {
+            size: cfg.size,
+            durability: crate::engine::durability(Some(durability))?.expect("given"),
+            layout: hscm_serving::Layout::Tiered {
+                config: cfg,
+                fast_path: None,
+            },
+            overwrite,
+            larger_than_ram: false,
+        };
+        py.detach(|| hscm_serving::create(&path, &spec))
+            .map(drop)
+            .map_err(crate::serving_err)
     }
 
     /// Bytes the volume holds.

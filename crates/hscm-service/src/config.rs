@@ -168,6 +168,18 @@ impl Config {
         self.args(section, command).map(|_| ())
     }
 
+    /// Reads `file` and checks every section that names a subcommand of `root` (`hscm
+    /// config check`); returns the sections it has.
+    pub fn check_file(file: &Path, root: &Command) -> Result<Vec<String>, ConfigError> {
+        let config = Config::load(file)?;
+        for section in config.sections() {
+            if let Some(command) = root.find_subcommand(section) {
+                config.check(section, command)?;
+            }
+        }
+        Ok(config.sections().map(str::to_string).collect())
+    }
+
     /// The section's keys as arguments of `command`: (options as `--flag value`,
     /// positional values in order).
     fn args(

@@ -10,12 +10,14 @@
 //!
 //! Engines keep plain counters and know nothing of this crate.
 
+mod args;
 pub mod config;
 pub mod exposition;
 pub mod http;
 pub mod notify;
 pub mod probe;
 pub mod registry;
+mod show;
 mod status;
 
 use std::net::SocketAddr;
@@ -23,6 +25,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
+pub use args::ServiceArgs;
 pub use http::{HttpError, MetricsServer};
 pub use status::{Clients, Device, FsSpace, Health, Journal, Load, Op, Status, Tier};
 

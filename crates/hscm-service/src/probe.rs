@@ -149,3 +149,8 @@ pub fn fs(status: &mut Status, fs: &FileSystem, v: &Volume) {
     let failure = fs.failure().or_else(|| v.failure().map(str::to_string));
     status.health = Health::from_failure(failure);
 }
+
+/// A served target's requests, for a snapshot.
+pub fn target_ops(status: &mut Status, ops: &[hscm_block::OpSnapshot]) {
+    status.ops = ops.iter().map(crate::Op::from_snapshot).collect();
+}

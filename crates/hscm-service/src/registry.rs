@@ -164,6 +164,49 @@ fn is_stale(e: &io::Error) -> bool {
     )
 }
 
+/// What `hscm status` sees.
+#[derive(Debug, Default)]
+pub struct Running {
+    /// Every instance, by PID.
+    pub instances: Vec<Status>,
+    /// Sockets that answered with something else than a status, and why.
+    pub unreadable: Vec<(PathBuf, String)>,
+}
+
+/// Every instance `hscm status` sees: this user's (stale sockets removed) and, for
+/// root, every other user's.
+pub fn running() -> Result<Running, RegistryError> {
+    let own = hscm_durable::runtime::dir()?;
+    let mut dirs = vec![(own.clone(), true)];
+    if rustix::process::geteuid().is_root() {
+        dirs.extend(
+            other_users_dirs()
+                .into_iter()
+                .filter(|d| *d != own)
+                .map(|d| (d, false)),
+        );
+    }
+    let (mut running, mut unreadable) = (Vec::new(), Vec::new());
+    for (dir, own) in &dirs {
+        let listed = match list(dir, *own) {
+            Ok(l) => l,
+            Err(e) if *own => return Err(e),
+            Err(_) => continue,
+        };
+        for l in listed {
+            match l {
+                Listed::Running(s) => running.push(*s),
+                Listed::Unreadable { socket, why } => unreadable.push((socket, why)),
+            }
+        }
+    }
+    running.sort_by_key(|s| s.pid);
+    Ok(Running {
+        instances: running,
+        unreadable,
+    })
+}
+
 /// Where other instances may register: root's `hscm status` lists them too (root may
 /// connect to their sockets; it removes nothing there).
 pub fn other_users_dirs() -> Vec<std::path::PathBuf> {

@@ -13,15 +13,25 @@
 //!   [`stop_on_signals`] is the flag SIGINT and SIGTERM set, installed before
 //!   anything can connect.
 //!
+//! - [`create`] makes a volume of any kind ([`Layout`]), checked against this
+//!   machine's memory; [`describe`] reads any kind's header without opening it
+//!   (`hscm volume info` and `check`), [`saved_counters`] a tiered volume's counters.
+//!
 //! Errors name the path and what was wrong; they carry no command-line flag text (a
 //! front-end adds its own hints).
 
+mod create;
 mod error;
+mod inspect;
 mod kind;
 mod lifecycle;
 mod open;
 
+pub use create::{create, CreateSpec, Created, Layout};
 pub use error::{Error, Result};
+pub use inspect::{describe, saved_counters, Description};
 pub use kind::{detect, Kind};
 pub use lifecycle::stop_on_signals;
-pub use open::{open, open_files, open_target, Engine, FilesOptions, Opened, TargetOptions};
+pub use open::{
+    open, open_files, open_target, Engine, FilesOptions, Opened, TargetOptions, SERVED_STATS_EVERY,
+};

@@ -14,6 +14,10 @@ use hscm_volume::{Durability, Volume};
 use crate::lifecycle::StatsSaver;
 use crate::{detect, Error, Kind, Result};
 
+/// How often a front-end saves a served tiered volume's counters, so `hscm volume
+/// stats` run beside it is at most this old.
+pub const SERVED_STATS_EVERY: Duration = Duration::from_secs(2);
+
 /// How a volume opens as a block target.
 #[derive(Debug, Clone, Default)]
 pub struct TargetOptions {

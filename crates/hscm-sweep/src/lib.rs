@@ -9,12 +9,16 @@
 //! - [`params`]: a flag group's values from JSON (Python's keyword arguments, a sweep
 //!   point), checked by the flags' own parsers; [`sweep`]: sweep specs, expanded and
 //!   hashed into points, and one point run;
+//! - [`experiment`]: the one shape of every experiment the binary runs (flags, a run
+//!   returning data, a text renderer);
 //! - what they share: [`out`] (printing that never panics), [`units`], [`scratch`]
 //!   (temporary data removed on exit and on signals), [`par`] (parallel runs, progress).
 
 #[macro_use]
 pub mod out;
 
+pub mod commands;
+pub mod experiment;
 pub mod memsim;
 pub mod memsim_validation;
 pub mod par;
@@ -22,6 +26,7 @@ pub mod params;
 pub mod replay;
 pub mod scratch;
 pub mod sweep;
+pub mod tier_flags;
 pub mod units;
 pub mod vmsim;
 

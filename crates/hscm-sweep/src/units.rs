@@ -80,26 +80,28 @@ pub fn ensure_fits_in_memory(what: &str, bytes: u128) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn human_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = n as f64;
-    let mut u = 0;
-    while v >= 1024.0 && u < UNITS.len() - 1 {
-        v /= 1024.0;
-        u += 1;
-    }
-    if u == 0 {
-        format!("{n} B")
-    } else if v.fract() == 0.0 {
-        format!("{v:.0} {}", UNITS[u])
-    } else {
-        format!("{v:.1} {}", UNITS[u])
+/// A number of seconds as a flag takes it: finite, not negative, at most a day.
+pub fn parse_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..=86_400.0).contains(&v) => Ok(v),
+        _ => Err(format!("{s:?} is not a number of seconds from 0 to 86400")),
     }
 }
+
+pub use hscm_durable::units::human_bytes;
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn seconds_are_finite_and_at_most_a_day() {
+        assert_eq!(parse_seconds("2.5"), Ok(2.5));
+        assert_eq!(parse_seconds("0"), Ok(0.0));
+        for bad in ["-1", "inf", "NaN", "86401", "soon"] {
+            assert!(parse_seconds(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn a_default_written_as_a_size_reads_back_the_same() {
@@ -130,13 +132,6 @@ mod tests {
         let long = format!("4.{}k", "9".repeat(74));
         assert!(parse_size(&long).unwrap_err().contains("whole number"));
         assert_eq!(parse_size(&format!("1.5{}k", "0".repeat(60))), Ok(1536));
-    }
-
-    #[test]
-    fn human() {
-        assert_eq!(human_bytes(512), "512 B");
-        assert_eq!(human_bytes(1 << 20), "1 MiB");
-        assert_eq!(human_bytes(1536), "1.5 KiB");
     }
 }
 

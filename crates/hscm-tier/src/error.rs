@@ -26,7 +26,8 @@ pub enum Error {
     #[error("invalid tier configuration: {0}")]
     Config(String),
     /// The home or fast device would not open (in use, missing, not a file or device).
-    #[error(transparent)]
+    /// The device layer's error, printed as itself and kept as the source.
+    #[error("{0}")]
     Device(#[from] hscm_durable::device::DeviceError),
 }
 

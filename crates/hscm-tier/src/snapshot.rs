@@ -38,6 +38,64 @@ pub struct Snapshot {
     pub lifetime: Counters,
 }
 
+/// The counters as `hscm volume stats` prints them: when and by whom they were saved,
+/// then this session's and the lifetime's requests, device I/O and each tier's counts.
+impl std::fmt::Display for Snapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use hscm_durable::units::human_bytes;
+        let age = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+            .saturating_sub(self.saved_at);
+        write!(
+            f,
+            "counters      saved {age} s ago by pid {} ({}); {}, {} dirty",
+            self.pid,
+            self.state,
+            self.mode,
+            human_bytes(self.dirty_bytes)
+        )?;
+        if self.writeback_blocks_per_s > 0.0 {
+            write!(
+                f,
+                "\nwrite-back    {:.1} blocks/s over this session's {:.0} s",
+                self.writeback_blocks_per_s, self.session_s
+            )?;
+        }
+        if let Some(why) = &self.fast_failure {
+            write!(f, "\nfast tier     OUT OF SERVICE: {why}")?;
+        }
+        for (name, c) in [("session", &self.session), ("lifetime", &self.lifetime)] {
+            write!(
+                f,
+                "\n{name:<13} {} requests: {} all hits, {} partial, {} misses; home {} reads, {} writes, {} syncs",
+                c.requests, c.request_hits, c.request_partial_hits, c.request_misses, c.home_reads, c.home_writes, c.syncs
+            )?;
+            for t in &c.tiers {
+                write!(
+                    f,
+                    "\n  {:<11} reads {} hits / {} misses, writes {} / {}; bypassed {} (admission) {} (sequential); promoted {}, evicted {}; {} of {} used",
+                    t.tier, t.read_hits, t.read_misses, t.write_hits, t.write_misses, t.bypassed_admission,
+                    t.bypassed_sequential, t.promotions, t.evictions, human_bytes(t.occupancy_bytes), human_bytes(t.capacity_bytes)
+                )?;
+                write!(
+                    f,
+                    "\n  {:<11} requests: {} all hits, {} partial, {} misses (of the blocks that reached it)",
+                    "", t.request_hits, t.request_partial_hits, t.request_misses
+                )?;
+                if t.written_back > 0 || t.dirty_bytes > 0 || t.demotions > 0 {
+                    write!(
+                        f,
+                        "\n  {:<11} written back {} blocks in {} runs, {} on eviction; {} dirty, oldest {} ms",
+                        "", t.written_back, t.writeback_runs, t.demotions, human_bytes(t.dirty_bytes), t.dirty_age_ms
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Requests by what their blocks found in DRAM (reads and writes), device reads,
 /// writes and syncs, and each tier's counters.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -32,6 +32,22 @@ pub use workloads::{Kind, Point, SIZES};
 use crate::fio::FioResult;
 use crate::units::{parse_size, size_arg};
 
+/// The file system of `hscm mount` against tmpfs (volatile, the bound), ext4 and
+/// ext3 on loop files on the same disk, and bindfs over tmpfs (a plain FUSE
+/// passthrough: FUSE's own cost), driven by fio. hscm runs in on-flush mode with
+/// the kernel's writeback cache (durable at fsync, as buffered ext4 is):
+/// random reads and writes of 1-16 KiB with the page cache dropped before each
+/// point (Table 3 of Sun et al. 2020, tmpfs on hybrid memory against ext3); 4 KiB
+/// with libaio and with four jobs; a 66:34 mix; sequential 1 MiB; warm reads;
+/// create, stat and unlink of small files; a fileserver job file modelled on
+/// Filebench's (50 threads); the read-modify-rewrite of a video file (Baek and
+/// Park 2020, the durable hybrid RAM disk). Durable 4 KiB writes run in
+/// immediate mode against ext4 with an fsync after each and against a plain file
+/// on the same disk with an fdatasync after each (the disk's bound), the three
+/// taking turns for three rounds. Needs root, fio, bindfs and e2fsprogs
+/// (scripts/setup.sh).
+///
+/// Example: hscm bench fs --seconds 3 --json
 #[derive(clap::Args, Clone, Debug)]
 pub struct FsBenchArgs {
     /// Seconds per measured point.

@@ -4,17 +4,10 @@ use anyhow::Result;
 
 use super::*;
 
-pub fn bench(a: &KvBenchArgs) -> Result<()> {
-    let r = run(&a.mode, &a.workload, &a.run, a.json)?;
-    if a.json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({ "runs": [r] }))?
-        )?;
-    } else {
-        print_runs(&[r])?;
-    }
-    Ok(())
+/// What `hscm kv bench` and `kv compare` measured: `{"runs": [...]}` is their JSON.
+#[derive(Serialize, Clone, Debug)]
+pub struct KvRuns {
+    pub runs: Vec<KvRun>,
 }
 
 /// Every mode on every workload, `repeat` times interleaved; equal-time energy over
@@ -62,23 +55,11 @@ pub fn compare_runs(
     Ok(all)
 }
 
-pub fn compare(a: &KvCompareArgs) -> Result<()> {
-    let runs = compare_runs(&a.workloads, &a.modes, &a.run, a.repeat as usize, a.json)?;
-    if a.json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({ "runs": runs }))?
-        )?;
-    } else {
-        print_runs(&runs)?;
-        print_medians(&runs)?;
-        outln!("\nPaper (Sprint-AEP, *Disperse Access Considered Energy Inefficient in Intel Optane DC Persistent Memory Servers*, on four Optane DIMMs, 20 GB): low density (-t): Sprint saves ~26% \
-            equal-time energy with no throughput loss, idle-device reads -96% without prefetching and -99.99% with it, \
-            one primary; high density: 7-17% saved, 3 primaries for A and B, 2 for 3; parallel sync/prefetch +30-68% \
-            write, +23.7-40% read throughput.")?;
-    }
-    Ok(())
-}
+/// The paper's figures `kv compare` prints beside ours.
+pub const PAPER_SUMMARY: &str = "Paper (Sprint-AEP, *Disperse Access Considered Energy Inefficient in Intel Optane DC Persistent Memory Servers*, on four Optane DIMMs, 20 GB): low density (-t): Sprint saves ~26% \
+    equal-time energy with no throughput loss, idle-device reads -96% without prefetching and -99.99% with it, \
+    one primary; high density: 7-17% saved, 3 primaries for A and B, 2 for 3; parallel sync/prefetch +30-68% \
+    write, +23.7-40% read throughput.";
 
 /// The run of `mode` in the same workload and repetition as `r`.
 pub fn partner<'a>(runs: &'a [KvRun], r: &KvRun, mode: &str) -> Option<&'a KvRun> {
@@ -133,7 +114,7 @@ pub fn median(values: &mut [f64]) -> f64 {
 }
 
 /// Median energy saving and throughput of each Sprint mode against standard.
-fn print_medians(runs: &[KvRun]) -> anyhow::Result<()> {
+pub fn print_medians(runs: &[KvRun]) -> anyhow::Result<()> {
     let reps = runs.iter().map(|r| r.rep + 1).max().unwrap_or(0);
     let mut workloads: Vec<&str> = runs.iter().map(|r| r.workload.as_str()).collect();
     workloads.dedup();

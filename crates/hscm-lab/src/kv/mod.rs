@@ -7,8 +7,8 @@ mod compare;
 mod replay;
 
 pub use compare::{
-    bench, compare, compare_runs, energy_saving, idle_read_reduction, median, paired_median,
-    partner, print_runs, run_cells, saving_vs,
+    compare_runs, energy_saving, idle_read_reduction, median, paired_median, partner,
+    print_medians, print_runs, run_cells, saving_vs, KvRuns, PAPER_SUMMARY,
 };
 use replay::Replay;
 

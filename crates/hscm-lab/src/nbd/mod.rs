@@ -28,6 +28,13 @@ use serde::Serialize;
 use crate::fio::FioResult;
 use crate::units::{parse_size, size_arg};
 
+/// The NBD export against nbdkit's memory plugin (volatile), its file plugin
+/// (durable through FLUSH) and that plugin with FUA forced, driven by fio's nbd
+/// engine over Unix sockets: 4 KiB random reads, writes and a 66:34 mix, QD1 with
+/// one job and QD16 with four, with nbdkit's null plugin as the transport's bound.
+/// Needs fio and nbdkit (scripts/setup.sh).
+///
+/// Example: hscm bench nbd --seconds 3 --json
 #[derive(clap::Args, Clone, Debug)]
 pub struct NbdBenchArgs {
     /// Seconds per measured point.

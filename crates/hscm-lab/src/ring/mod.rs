@@ -26,6 +26,21 @@ use serde::Serialize;
 
 use crate::units::human_bytes;
 
+/// The shared-memory queue transport: random reads at each chunk size and queue
+/// depth, beside plain memcpy of the same sizes from the volume's RAM in this process
+/// (the interface bandwidth) and the same requests over a Unix socket, all in this
+/// run; then a data-buffer size sweep. Rows by completion mode copy each read out
+/// into a private buffer; `in-place` rows use the bytes where the server put them,
+/// in the client's data buffer (one copy). Each ring row and its memcpy run in
+/// alternating 100 ms slices, so both see the machine in the same state. Protocol
+/// overhead = 1 - ring MB/s / memcpy MB/s (the paper's definition). A bare
+/// core-to-core round trip, the floor under any QD1 protocol, is measured before
+/// and after the rows, and before each chunk size's. QD1 in-place rows also read
+/// and copy one cache-resident range: the difference splits their cost beyond the
+/// copy into round trip, protocol software and memory misses (printed below the
+/// table; docs/ring.md says how).
+///
+/// Example: hscm bench ring --chunks 4k,512k --qd 1 --json
 #[derive(clap::Args, Clone)]
 pub struct RingBenchArgs {
     /// Request sizes ("access chunk sizes"), comma-separated.

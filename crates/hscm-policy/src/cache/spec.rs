@@ -149,9 +149,44 @@ impl PolicySpec {
     }
 }
 
+/// A name no cache policy has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnknownPolicy(pub String);
+
+impl std::fmt::Display for UnknownPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:?} is no cache policy (lru, fifo, clock, sieve, s3fifo, arc, lru+second-miss, ...)",
+            self.0
+        )
+    }
+}
+
+impl std::error::Error for UnknownPolicy {}
+
+/// As [`PolicySpec::parse`], with an error that names what was given.
+impl std::str::FromStr for PolicySpec {
+    type Err = UnknownPolicy;
+    fn from_str(name: &str) -> Result<PolicySpec, UnknownPolicy> {
+        PolicySpec::parse(name).ok_or_else(|| UnknownPolicy(name.to_string()))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_policy_parses_from_its_name_and_an_unknown_one_is_named() {
+        let p: PolicySpec = "lru+second-miss".parse().unwrap();
+        assert_eq!(p, PolicySpec::ac_lru(None));
+        let e = "lfu-ish".parse::<PolicySpec>().unwrap_err();
+        assert!(
+            e.to_string().starts_with("\"lfu-ish\" is no cache policy"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn names_round_trip() {

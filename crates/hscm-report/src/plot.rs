@@ -13,7 +13,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 pub use plotters::style::RGBColor;
 
-use crate::units::human_bytes;
+use hscm_lab::units::human_bytes;
 
 /// The report's palette: ours first, then baselines.
 pub const BLUE: RGBColor = RGBColor(31, 119, 180);

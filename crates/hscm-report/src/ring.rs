@@ -8,9 +8,9 @@ use std::path::Path;
 use anyhow::Result;
 use serde_json::json;
 
-use crate::report::{named_checks_json, targets, targets_table, Check, Section};
-use crate::ring::{self, RingBenchArgs};
-use crate::units::human_bytes;
+use crate::{named_checks_json, targets, targets_table, Check, Section};
+use hscm_lab::ring::{self, RingBenchArgs};
+use hscm_lab::units::human_bytes;
 
 /// Seo et al. 2016, §6.2 (Figure 6): protocol overhead at QD1.
 const PAPER_OVERHEAD: [(u64, f64); 2] = [(4096, 0.668), (512 * 1024, 0.038)];
@@ -116,7 +116,7 @@ pub fn section(_out: &Path, quick: bool) -> Result<Section> {
         size: if quick { 64 << 20 } else { 256 << 20 },
         seconds: if quick { 0.1 } else { 0.5 },
         json: true,
-        ..crate::flag_defaults()
+        ..hscm_lab::flag_defaults()
     };
     note!("[ring] shared-memory transport vs memcpy vs Unix socket");
     let r = ring::bench(&args)?;

@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 use anyhow::Result;
 use serde_json::json;
 
-use crate::report::{named_checks_json, targets, targets_table, Check, Section};
-use crate::tier;
+use crate::{named_checks_json, targets, targets_table, Check, Section};
+use hscm_lab::tier;
 
 fn gain(b: &tier::TierBench, home: &str, policy: &str) -> f64 {
     b.admission
@@ -28,7 +28,7 @@ pub fn section(quick: bool) -> Result<Section> {
         SSD) between the two; every write durable before it is acknowledged, on home (write-through) or on the fast tier \
         (write-back, copied home later in block order) (docs/tier.md).\n")?;
 
-    let scratch = crate::volume::scratch_dir(None)?;
+    let scratch = hscm_lab::volume::scratch_dir(None)?;
     let (requests, blocks, ram) = if quick {
         (3_000, 1_500, 96)
     } else {
@@ -79,7 +79,7 @@ pub fn section(quick: bool) -> Result<Section> {
         writeln!(
             md,
             "| 4 KiB DRAM hit / flat-volume read, working set {} | {:.0} / {:.0} ns = {:.2}x (a block map alone: {:.2}x) |",
-            crate::units::human_bytes(h.working_set_bytes),
+            hscm_lab::units::human_bytes(h.working_set_bytes),
             h.hit_read_ns,
             h.flat_read_ns,
             h.hit_over_flat,
@@ -96,7 +96,7 @@ pub fn section(quick: bool) -> Result<Section> {
     writeln!(
         md,
         "| while {} go back to {} ({:.2} s; a modelled device) | DRAM hits keep {:.1}%, writes to other blocks {:.1}% of their idle rate |",
-        crate::units::human_bytes(w.writeback_bytes),
+        hscm_lab::units::human_bytes(w.writeback_bytes),
         w.home,
         w.writeback_s,
         100.0 * w.hit_keep,
@@ -105,7 +105,7 @@ pub fn section(quick: bool) -> Result<Section> {
     writeln!(
         md,
         "| hot set left in DRAM after a {} scan | {:.1}% with the 4 MiB cutoff, {:.1}% without |",
-        crate::units::human_bytes(b.scan_bytes),
+        hscm_lab::units::human_bytes(b.scan_bytes),
         100.0 * b.hot_kept_with_cutoff,
         100.0 * b.hot_kept_without_cutoff
     )?;
@@ -173,7 +173,7 @@ pub fn section(quick: bool) -> Result<Section> {
         `bound` is what any cache tier could reach under the models at that hit ratio (Amdahl: the misses and the \
         durable SSD writes cost the same in both).\n",
         f.hdd.name, f.hdd.access_us / 1e3, f.hdd.read_mb_s, f.ssd.name, f.ssd.read_us, f.ssd.write_us, f.ssd.sync_us,
-        crate::units::human_bytes(f.cache_bytes))?;
+        hscm_lab::units::human_bytes(f.cache_bytes))?;
     writeln!(md, "| hot requests | misses | hot writes | configuration | ops/s | hit ratio | speedup | bound |")?;
     writeln!(md, "|---:|---|---:|---|---:|---:|---:|---:|")?;
     for r in &f.rows {
@@ -228,7 +228,7 @@ pub fn section(quick: bool) -> Result<Section> {
             Check::new(&targets::TIER_HIT_SCALING, hs.hit_scaling_vs_bound),
         ),
         (
-            crate::units::human_bytes(w.writeback_bytes),
+            hscm_lab::units::human_bytes(w.writeback_bytes),
             Check::new(&targets::TIER_HIT_DURING_WRITEBACK, 100.0 * w.hit_keep),
         ),
         (

@@ -8,8 +8,8 @@ use std::path::Path;
 use anyhow::Result;
 use serde_json::json;
 
-use crate::fs::{self, FsBench, FsBenchArgs, SIZES};
-use crate::report::{named_checks_json, plot, targets, targets_table, Check, Section};
+use crate::{named_checks_json, plot, targets, targets_table, Check, Section};
+use hscm_lab::fs::{self, FsBench, FsBenchArgs, SIZES};
 
 /// Seed 000, Table 3: fast mode's IOPS over ext3 at 1, 2, 4, 8 and 16 kB.
 const PAPER_TABLE3: [f64; 5] = [38.74, 54.62, 19.31, 14.64, 23.02];
@@ -46,7 +46,7 @@ pub fn section(out: &Path, quick: bool) -> Result<Section> {
     )?;
     let missing: Vec<&str> = ["fio", "bindfs", "mkfs.ext3", "fusermount3"]
         .into_iter()
-        .filter(|t| !crate::installed(t))
+        .filter(|t| !hscm_lab::installed(t))
         .collect();
     if !missing.is_empty() {
         writeln!(
@@ -67,7 +67,7 @@ pub fn section(out: &Path, quick: bool) -> Result<Section> {
         seconds: if quick { 0.3 } else { 3.0 },
         size: if quick { 32 << 20 } else { 256 << 20 },
         memory_size: if quick { 256 << 20 } else { 1 << 30 },
-        ..crate::flag_defaults()
+        ..hscm_lab::flag_defaults()
     };
     note!("[fs] hscm mount against tmpfs, ext4, ext3 and a FUSE passthrough, fio");
     let b = fs::bench(&args)?;
@@ -80,7 +80,7 @@ pub fn section(out: &Path, quick: bool) -> Result<Section> {
         cache is dropped before the point (`sync; echo 3 > /proc/sys/vm/drop_caches`, and fio's own invalidation): \
         ext3 and ext4 then read from their disk, hscm from its files' RAM, tmpfs from its pages, which are its \
         storage.\n",
-        b.seconds, crate::units::human_bytes(b.size))?;
+        b.seconds, hscm_lab::units::human_bytes(b.size))?;
 
     writeln!(md, "### Seed 000, Table 3: IOPS over ext3, cold\n")?;
     writeln!(md, "The paper's fast mode is tmpfs on its hybrid memory; its ext3 sits on the disk of its AIoT \
@@ -174,7 +174,7 @@ pub fn section(out: &Path, quick: bool) -> Result<Section> {
         less before the file system was mounted. A page held twice counts twice: ext4 and ext3 sit on loop files, \
         whose pages the host caches too. The target (at most 1.1x the data, plus the metadata) is set for 1 GiB of data; \
         the fixed part (the daemon's own memory, fio's pages) weighs more on a smaller file.\n",
-        crate::units::human_bytes(b.memory.first().map_or(0, |m| m.data_bytes)))?;
+        hscm_lab::units::human_bytes(b.memory.first().map_or(0, |m| m.data_bytes)))?;
     writeln!(
         md,
         "| file system | RAM used | / data | of it, hscm's files' RAM |"
@@ -302,5 +302,5 @@ fn plot_table3(path: &Path, b: &FsBench) -> Result<()> {
         references: Vec::new(),
         size: (900, 420),
     };
-    crate::scratch::write_output(path, chart.to_svg()?.as_bytes())
+    hscm_lab::scratch::write_output(path, chart.to_svg()?.as_bytes())
 }

@@ -7,8 +7,8 @@ use std::path::Path;
 use anyhow::Result;
 use serde_json::json;
 
-use crate::kv::{self, KvRun, KvRunArgs};
-use crate::report::{named_checks_json, plot, targets, targets_table, Check, Section};
+use crate::{named_checks_json, plot, targets, targets_table, Check, Section};
+use hscm_lab::kv::{self, KvRun, KvRunArgs};
 
 const LOW: [&str; 3] = ["a-t", "b-t", "3-t"];
 const HIGH: [&str; 3] = ["a", "b", "3"];
@@ -146,7 +146,7 @@ pub fn section(out: &Path, quick: bool, ycsb: Option<&Path>) -> Result<Section> 
         ops: Some(if quick { 16_000 } else { 120_000 }),
         warmup_ops: Some(if quick { 4_000 } else { 40_000 }),
         trial_ms: if quick { 200 } else { 1000 },
-        ..crate::flag_defaults()
+        ..hscm_lab::flag_defaults()
     };
     note!("[kv] Sprint vs Standard on six YCSB workloads");
     let workloads: Vec<String> = LOW.iter().chain(&HIGH).map(|s| s.to_string()).collect();
@@ -427,5 +427,5 @@ fn plot_energy(path: &Path, runs: &[KvRun], workloads: &[String]) -> Result<()> 
         references,
         size: (1100, 440),
     };
-    crate::scratch::write_output(path, chart.to_svg()?.as_bytes())
+    hscm_lab::scratch::write_output(path, chart.to_svg()?.as_bytes())
 }

@@ -9,7 +9,7 @@ use std::path::Path;
 use anyhow::{Context, Result};
 use serde_json::{json, Value};
 
-use crate::report::{named_checks_json, targets, targets_table, Check, Section};
+use crate::{named_checks_json, targets, targets_table, Check, Section};
 
 fn read(path: &Path) -> Result<Option<Value>> {
     match std::fs::read_to_string(path) {

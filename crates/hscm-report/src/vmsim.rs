@@ -8,8 +8,8 @@ use hscm_trace::RequestSynthSpec;
 use hscm_vmsim::cache::{self, CacheResult, CacheRun, PolicyName, StorageProfile};
 use serde_json::json;
 
-use crate::report::{named_checks_json, plot, targets, targets_table, Check, Section};
-use crate::vmsim;
+use crate::{named_checks_json, plot, targets, targets_table, Check, Section};
+use hscm_lab::vmsim;
 
 fn gain(r: &CacheResult, profile: &str) -> f64 {
     r.access_times
@@ -51,7 +51,7 @@ fn plot_cache(path: &Path, label: &str, points: &[(f64, [f64; 3])]) -> Result<()
         references: Vec::new(),
         size: (900, 400),
     };
-    crate::scratch::write_output(path, chart.to_svg()?.as_bytes())
+    hscm_lab::scratch::write_output(path, chart.to_svg()?.as_bytes())
 }
 
 /// T_TOTAL against page size, one line per storage latency, normalised to the best page
@@ -89,7 +89,7 @@ fn plot_paging(path: &Path, name: &str, o: &vmsim::PagingOutput) -> Result<()> {
         references: Vec::new(),
         size: (900, 420),
     };
-    crate::scratch::write_output(path, chart.to_svg()?.as_bytes())
+    hscm_lab::scratch::write_output(path, chart.to_svg()?.as_bytes())
 }
 
 pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
@@ -107,7 +107,7 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
         storage access (our assumption; docs/vmsim.md).\n")?;
 
     // File caching on two synthetic request traces.
-    let dir = crate::scratch::Scratch::new("vmsim", None)?;
+    let dir = hscm_lab::scratch::Scratch::new("vmsim", None)?;
     let (requests, objects) = if quick {
         (100_000, 10_000)
     } else {
@@ -302,7 +302,7 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
         let o = vmsim::sim_paging(&args, false)?;
         let secs = t0.elapsed().as_secs_f64();
         writeln!(md, "**Paging, {name}** ({} references, footprint {}, memory {} = 50%, 64-entry 4-way TLB; T_TOTAL in ns, eq. 4-6; sweep took {:.1} s):\n",
-            o.rows.first().map_or(0, |r| r.references), o.footprint_bytes.map_or("?".into(), crate::units::human_bytes), crate::units::human_bytes(o.memory_bytes), secs)?;
+            o.rows.first().map_or(0, |r| r.references), o.footprint_bytes.map_or("?".into(), hscm_lab::units::human_bytes), hscm_lab::units::human_bytes(o.memory_bytes), secs)?;
         writeln!(
             md,
             "| page | TLB hit | fault rate | 1x | 10x | 100x | 1000x |"
@@ -318,7 +318,7 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
             writeln!(
                 md,
                 "| {} | {:.4}% | {:.5}% | {:.1} | {:.1} | {:.1} | {:.1} |",
-                crate::units::human_bytes(*ps),
+                hscm_lab::units::human_bytes(*ps),
                 rows[0].tlb_hit_rate * 100.0,
                 rows[0].fault_rate * 100.0,
                 t(1.0),
@@ -333,7 +333,7 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
         let best: Vec<String> = o
             .best
             .iter()
-            .map(|(x, p)| format!("{x}x: {}", crate::units::human_bytes(*p)))
+            .map(|(x, p)| format!("{x}x: {}", hscm_lab::units::human_bytes(*p)))
             .collect();
         writeln!(md, "\nBest page size — {}. Paper (desktop traces, 7-17 MB footprints in its Table 1): 4-8 KiB at 1x, \
             512 B at 10x and 100x.", best.join(", "))?;
@@ -348,10 +348,10 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
                 (TLB hits {:.3}% → {:.3}%) and T_DATA by {:+.2} ns (faults {:.5}% → {:.5}%), T_TOTAL by {:+.3}%. A fault moves its whole page at \
                 memory speed (T_PF = page / 64 B × t_r), so a page twice as large must halve the fault rate to break even, \
                 and on this trace ({} footprint) it does not; the TLB term is already too small to make up the difference.",
-                crate::units::human_bytes(best_1x), f.t_addr_ns - b.t_addr_ns, b.tlb_hit_rate * 100.0, f.tlb_hit_rate * 100.0,
+                hscm_lab::units::human_bytes(best_1x), f.t_addr_ns - b.t_addr_ns, b.tlb_hit_rate * 100.0, f.tlb_hit_rate * 100.0,
                 f.t_data_ns - b.t_data_ns, b.fault_rate * 100.0, f.fault_rate * 100.0,
                 (f.t_total_ns / b.t_total_ns - 1.0) * 100.0,
-                o.footprint_bytes.map_or("?".into(), crate::units::human_bytes))?;
+                o.footprint_bytes.map_or("?".into(), hscm_lab::units::human_bytes))?;
         }
         writeln!(md)?;
         let best_at = |x: f64| o.best.iter().find(|b| b.0 == x).map_or(0, |b| b.1) as f64;
@@ -448,7 +448,7 @@ fn against_libcachesim(
     python: Option<std::ffi::OsString>,
     checks: &mut Vec<(String, Check)>,
 ) -> Result<serde_json::Value> {
-    const SCRIPT: &str = include_str!("../../../../scripts/libcachesim_compare.py");
+    const SCRIPT: &str = include_str!("../../../scripts/libcachesim_compare.py");
     writeln!(md, "### Against libCacheSim\n")?;
     let Some(python) = python else {
         writeln!(

@@ -2,7 +2,7 @@
 
 use std::path::Path;
 
-use hscm_lab::report::{self, ReproduceParams, SectionName};
+use hscm_report::{self as report, ReproduceParams, SectionName};
 use serde_json::Value;
 
 #[test]

@@ -10,8 +10,8 @@ use hscm_memsim::PolicyKind;
 use hscm_trace::{SynthKind, SynthSpec};
 use serde_json::json;
 
-use crate::memsim::{self, CompareOutput};
-use crate::report::{named_checks_json, plot, targets, targets_table, Check, Section};
+use crate::{named_checks_json, plot, targets, targets_table, Check, Section};
+use hscm_lab::memsim::{self, CompareOutput};
 
 /// Image and video programs: where the paper says WARM beats RaPP.
 const MEDIA: [&str; 6] = [
@@ -105,7 +105,7 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
     }
     let n_real = runs.len();
     // The paper's Figure 4 patterns, where memory traffic matters.
-    let dir = crate::scratch::Scratch::new("memsim", None)?;
+    let dir = hscm_lab::scratch::Scratch::new("memsim", None)?;
     let requests = if quick { 100_000 } else { 1_000_000 };
     for (name, kind, footprint) in [
         (
@@ -307,7 +307,7 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
     // Validation against the established DRAM simulators.
     let anchor_requests = if quick { 1_000_000 } else { 5_000_000 };
     note!("[memsim] validation: three anchor traces of {anchor_requests} requests against Ramulator 2.0 and DRAMsim3");
-    let v = crate::memsim_validation::validate(anchor_requests, false)?;
+    let v = hscm_lab::memsim_validation::validate(anchor_requests, false)?;
     writeln!(md, "\n### Validation against Ramulator 2.0 and DRAMsim3\n")?;
     writeln!(md, "`hscm bench memsim-validate --requests {anchor_requests}`: the shared anchor traces (`shared/validation/gen_trace.py`; hscm \
         generates the same requests with its own code, `hscm_trace::AnchorTrace`, tested against the script's output), DDR3-1600K x8, \
@@ -315,7 +315,7 @@ pub fn section(out: &Path, quick: bool, traces: &Path) -> Result<Section> {
         published 5 M-request runs (not re-run here: neither tool is installed); cycles and energy are scaled to this run's length. \
         DRAMsim3 prints energy in V × mA × cycles labelled pJ; at 1.25 ns per cycle that is 1.25 times fewer joules than it \
         says, so hscm (in joules) is compared with its figure × 1.25.\n")?;
-    md.push_str(&crate::memsim_validation::markdown(&v));
+    md.push_str(&hscm_lab::memsim_validation::markdown(&v));
     writeln!(md, "\nOn the mixed trace, the simulator ran {:.2} M requests per CPU-second: {:.1}x DRAMsim3's and {:.1}x Ramulator 2.0's \
         published CPU time; peak RSS {:.1} MB.\n",
         v.mix_requests_per_cpu_s / 1e6, v.speedup_vs_dramsim3, v.speedup_vs_ramulator, v.peak_rss_mb)?;
@@ -559,5 +559,5 @@ fn plot_normalised(
         references: paper_references(metric),
         size: (1300, 480),
     };
-    crate::scratch::write_output(path, chart.to_svg()?.as_bytes())
+    hscm_lab::scratch::write_output(path, chart.to_svg()?.as_bytes())
 }

@@ -8,15 +8,15 @@ use std::path::Path;
 use anyhow::Result;
 use serde_json::json;
 
-use crate::nbd::{self, NbdBench, NbdBenchArgs};
-use crate::nbd_strangers;
-use crate::report::{named_checks_json, plot, targets, targets_table, Check, Section};
+use crate::{named_checks_json, plot, targets, targets_table, Check, Section};
+use hscm_lab::nbd::{self, NbdBench, NbdBenchArgs};
+use hscm_lab::nbd_strangers;
 
 fn ratio(b: &NbdBench, key: &str) -> f64 {
     b.ratios.get(key).copied().unwrap_or(f64::NAN)
 }
 
-fn flush_row<'a>(b: &'a NbdBench, pattern: &str) -> Option<&'a crate::nbd::flush::FlushRow> {
+fn flush_row<'a>(b: &'a NbdBench, pattern: &str) -> Option<&'a hscm_lab::nbd::flush::FlushRow> {
     b.flush.iter().find(|r| r.pattern == pattern)
 }
 
@@ -29,7 +29,7 @@ pub fn section(out: &Path, quick: bool) -> Result<Section> {
     // Without fio and nbdkit the section says how to get them.
     let missing: Vec<&str> = ["fio", "nbdkit"]
         .into_iter()
-        .filter(|t| !crate::installed(t))
+        .filter(|t| !hscm_lab::installed(t))
         .collect();
     if !missing.is_empty() {
         writeln!(
@@ -47,7 +47,7 @@ pub fn section(out: &Path, quick: bool) -> Result<Section> {
     let args = NbdBenchArgs {
         seconds: if quick { 0.3 } else { 3.0 },
         size: if quick { 32 << 20 } else { 256 << 20 },
-        ..crate::flag_defaults()
+        ..hscm_lab::flag_defaults()
     };
     note!("[nbd] the NBD export against nbdkit, fio's nbd engine");
     let b = nbd::bench(&args)?;
@@ -57,7 +57,7 @@ pub fn section(out: &Path, quick: bool) -> Result<Section> {
         nbdkit's null plugin, which stores nothing: the best any server can do over this transport. The paper's DHRD is a \
         kernel block device; its block-level figures (random reads 64x a SATA SSD RAID-0 with DBR, Fig. 6a; writes within \
         3% of the SSD, Fig. 6b) are the ones an NBD export carries to user space. {:.1} s per point, {} per export.\n",
-        b.seconds, crate::units::human_bytes(b.size))?;
+        b.seconds, hscm_lab::units::human_bytes(b.size))?;
     writeln!(
         md,
         "| workload | QD x jobs | target | durability | IOPS | p50 µs | p99 µs |"
@@ -100,7 +100,7 @@ pub fn section(out: &Path, quick: bool) -> Result<Section> {
             md,
             "| {} | {} | {:.1} | {:.1} | {:.2}x | {:.1} | {} |",
             r.pattern,
-            crate::units::human_bytes(r.dirty_bytes),
+            hscm_lab::units::human_bytes(r.dirty_bytes),
             r.flush_ms,
             r.device_write_ms + r.device_sync_ms,
             r.flush_vs_device,
@@ -167,14 +167,16 @@ pub fn section(out: &Path, quick: bool) -> Result<Section> {
             ),
         ),
         (
-            crate::units::human_bytes(flush_row(&b, "sequential-1m").map_or(0, |r| r.dirty_bytes)),
+            hscm_lab::units::human_bytes(
+                flush_row(&b, "sequential-1m").map_or(0, |r| r.dirty_bytes),
+            ),
             Check::new(
                 &targets::NBD_FLUSH_VS_DEVICE,
                 flush_row(&b, "sequential-1m").map_or(f64::NAN, |r| r.flush_vs_device),
             ),
         ),
         (
-            crate::units::human_bytes(flush_row(&b, "random-4k").map_or(0, |r| r.dirty_bytes)),
+            hscm_lab::units::human_bytes(flush_row(&b, "random-4k").map_or(0, |r| r.dirty_bytes)),
             Check::new(
                 &targets::NBD_FLUSH_SCATTERED_VS_DEVICE,
                 flush_row(&b, "random-4k").map_or(f64::NAN, |r| r.flush_ms / r.device_random_ms),
@@ -226,7 +228,7 @@ fn strangers(
         idle: if quick { 200 } else { 1000 },
         stalled: 64,
         seconds: if quick { 0.3 } else { 2.0 },
-        ..crate::flag_defaults()
+        ..hscm_lab::flag_defaults()
     };
     note!("[nbd] strangers: idle connections and clients that never read");
     let r = nbd_strangers::bench(&args, &exe)?;
@@ -345,5 +347,5 @@ fn plot_iops(path: &Path, b: &NbdBench) -> Result<()> {
         references: Vec::new(),
         size: (1200, 460),
     };
-    crate::scratch::write_output(path, chart.to_svg()?.as_bytes())
+    hscm_lab::scratch::write_output(path, chart.to_svg()?.as_bytes())
 }

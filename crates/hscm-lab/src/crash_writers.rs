@@ -1,13 +1,69 @@
-//! The child side of the kill -9 test: opens a volume (possibly still warming up) and
-//! writes stamped blocks, reporting each acknowledgement on stdout.
+//! The child side of the kill -9 tests (`hscm debug …`, hidden, not a stable
+//! interface): a writer opens a volume (possibly still warming up), a key-value store
+//! or a running server's queues, writes stamped data, and reports each
+//! acknowledgement on stdout, so the test that kills it knows what must survive.
 
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use hscm_volume::testing::stamped_block;
 use hscm_volume::{Durability, OpenOptions, Volume};
 use rand::{Rng, SeedableRng};
+
+/// The writers, as `hscm debug` subcommands.
+// The variant names are the subcommand names the crash tests call.
+#[allow(clippy::enum_variant_names)]
+#[derive(clap::Subcommand)]
+pub enum Writer {
+    /// Write stamped blocks forever, printing "A <block> <version>" after each
+    /// acknowledged write; the crash test kills it with SIGKILL.
+    CrashWriter {
+        path: PathBuf,
+        #[arg(long)]
+        seed: u64,
+        #[arg(long, default_value_t = 1536)]
+        block: usize,
+        #[arg(long, default_value = "immediate")]
+        durability: Durability,
+    },
+    /// Key-value puts and deletes in a mode, "A <key> <version>" after each ack.
+    KvWriter {
+        dir: PathBuf,
+        #[arg(long)]
+        seed: u64,
+        #[arg(long, default_value = "sprint")]
+        mode: String,
+    },
+    /// The same through a running `hscm serve` (FUA writes over the ring).
+    RingWriter {
+        socket: PathBuf,
+        #[arg(long)]
+        seed: u64,
+        #[arg(long, default_value_t = 4096)]
+        block: usize,
+    },
+}
+
+impl Writer {
+    /// Runs the writer until it is killed (or fails).
+    pub fn run(&self) -> Result<()> {
+        match self {
+            Writer::CrashWriter {
+                path,
+                seed,
+                block,
+                durability,
+            } => crash_writer(path, *seed, *block, *durability),
+            Writer::KvWriter { dir, seed, mode } => kv_writer(dir, *seed, mode),
+            Writer::RingWriter {
+                socket,
+                seed,
+                block,
+            } => ring_writer(socket, *seed, *block),
+        }
+    }
+}
 
 pub fn crash_writer(path: &Path, seed: u64, block: usize, durability: Durability) -> Result<()> {
     let vol = Volume::open(

@@ -1,6 +1,9 @@
 //! `hscm bench volume` and `hscm bench restart`: our volume against baselines measured
 //! in the same run, on the same disk, with the same access pattern and the same timer.
 
+mod load;
+pub use load::{time_load, watch_warmup, LoadTiming};
+
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions as FsOpenOptions};
 use std::io::IsTerminal;
@@ -754,35 +757,4 @@ pub fn print_restart(r: &RestartResult) -> anyhow::Result<()> {
         )?;
     }
     Ok(())
-}
-
-/// Waits for warm-up, with a progress bar when a person is watching.
-pub fn watch_warmup(vol: &Volume, bar: bool) -> Result<hscm_volume::LoadProgress> {
-    let pb = bar.then(|| {
-        let pb = indicatif::ProgressBar::new(vol.size());
-        pb.set_style(
-            indicatif::ProgressStyle::with_template(
-                "warming {bar:40.cyan/blue} {decimal_bytes}/{decimal_total_bytes} {decimal_bytes_per_sec} eta {eta}",
-            )
-            .expect("static template"),
-        );
-        pb
-    });
-    loop {
-        let p = vol.wait_loaded(Some(Duration::from_millis(100)))?;
-        if let Some(pb) = &pb {
-            pb.set_position(p.loaded_bytes);
-        }
-        match p.state {
-            hscm_volume::LoadState::Running => continue,
-            hscm_volume::LoadState::Done => {
-                if let Some(pb) = pb {
-                    pb.finish_and_clear();
-                }
-                return Ok(p);
-            }
-            hscm_volume::LoadState::Failed(why) => bail!("warm-up failed: {why}"),
-            hscm_volume::LoadState::Stopped => bail!("warm-up was stopped"),
-        }
-    }
 }

@@ -1,7 +1,16 @@
-//! `hscm reproduce`: every implemented experiment on built-in defaults, one report.
-//! Each experiment states the published figure, the target we hold ourselves to, and
-//! what this machine measured, with a verdict computed from the measurement.
+//! hscm-report: `hscm reproduce`, every implemented experiment on built-in defaults,
+//! one report. Each experiment states the published figure, the target we hold
+//! ourselves to, and what this machine measured, with a verdict computed from the
+//! measurement.
+//!
+//! The third part of the experiment library: hscm-sweep holds the parameters and
+//! sweeps (what Python links), hscm-lab the benchmarks, and this crate the targets
+//! ([`check`], [`targets`]), the per-section renderers and the plots ([`plot`]).
 
+#[macro_use]
+extern crate hscm_sweep;
+
+mod args;
 pub mod check;
 pub mod fs;
 pub mod kv;
@@ -14,6 +23,7 @@ pub mod targets;
 pub mod tier;
 pub mod vmsim;
 
+pub use args::ReproduceArgs;
 pub use check::{named_checks_json, targets_table, Check};
 
 use std::fmt::Write as _;
@@ -24,8 +34,8 @@ use hscm_volume::Durability;
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 
-use crate::units::human_bytes;
-use crate::volume::{self, Stats, TargetKind, VolumeBenchResult, VolumeBenchSpec, Workload};
+use hscm_lab::units::human_bytes;
+use hscm_lab::volume::{self, Stats, TargetKind, VolumeBenchResult, VolumeBenchSpec, Workload};
 
 struct Experiment {
     id: &'static str,
@@ -313,13 +323,13 @@ pub fn reproduce(p: &ReproduceParams) -> Result<()> {
         sections.insert(key.into(), s.json);
     }
     writeln!(md, "\n**{passed} of {total} targets met.**")?;
-    crate::scratch::write_output(&out.join("report.md"), md.as_bytes())?;
+    hscm_lab::scratch::write_output(&out.join("report.md"), md.as_bytes())?;
     let mut report = json!({"quick": quick, "machine": {"cpu": cpu_model(), "cores": std::thread::available_parallelism().map_or(0, |n| n.get())},
         "targets": {"passed": passed, "total": total}});
     for (k, v) in sections {
         report[k] = v;
     }
-    crate::scratch::write_output(
+    hscm_lab::scratch::write_output(
         &out.join("report.json"),
         serde_json::to_string_pretty(&report)?.as_bytes(),
     )?;
@@ -575,7 +585,7 @@ fn plot_iops(
         references: Vec::new(),
         size: (1200, 520),
     };
-    crate::scratch::write_output(path, chart.to_svg()?.as_bytes())
+    hscm_lab::scratch::write_output(path, chart.to_svg()?.as_bytes())
 }
 
 fn plot_warmup(path: &Path, r: &volume::RestartResult) -> Result<()> {
@@ -600,5 +610,5 @@ fn plot_warmup(path: &Path, r: &volume::RestartResult) -> Result<()> {
         references: Vec::new(),
         size: (860, 420),
     };
-    crate::scratch::write_output(path, chart.to_svg()?.as_bytes())
+    hscm_lab::scratch::write_output(path, chart.to_svg()?.as_bytes())
 }

@@ -1,0 +1,118 @@
+//! `hscm status` as text: one instance per block, the same snapshot `--json` prints.
+
+use std::fmt;
+use std::path::Path;
+
+use hscm_durable::units::human_bytes;
+
+use crate::Status;
+
+impl Status {
+    /// Whether this instance serves `target`: its volume, its mount point, or its
+    /// socket.
+    pub fn serves(&self, target: &Path) -> bool {
+        let canonical = std::fs::canonicalize(target).unwrap_or_else(|_| target.to_path_buf());
+        let c = canonical.to_string_lossy();
+        let t = target.to_string_lossy();
+        self.volume == c || self.address == c || self.address == t || self.address.contains(&*c)
+    }
+}
+
+impl fmt::Display for Status {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let s = self;
+        writeln!(
+            f,
+            "{} {} (pid {}): {} volume {}",
+            s.frontend, s.address, s.pid, s.kind, s.volume
+        )?;
+        let used = s
+            .used_bytes
+            .map_or(String::new(), |u| format!(", {} used", human_bytes(u)));
+        writeln!(
+            f,
+            "  size {}{used}; {}; up {:.0} s",
+            human_bytes(s.size_bytes),
+            s.durability,
+            s.uptime_s
+        )?;
+        if s.load.total_bytes > 0 {
+            writeln!(
+                f,
+                "  loaded {} of {} ({})",
+                human_bytes(s.load.loaded_bytes),
+                human_bytes(s.load.total_bytes),
+                s.load.state
+            )?;
+        }
+        match s.dirty_max_bytes {
+            Some(max) => writeln!(
+                f,
+                "  dirty {} of at most {}",
+                human_bytes(s.dirty_bytes),
+                human_bytes(max)
+            )?,
+            None if s.dirty_bytes > 0 => writeln!(f, "  dirty {}", human_bytes(s.dirty_bytes))?,
+            None => {}
+        }
+        if let Some(j) = &s.journal {
+            writeln!(
+                f,
+                "  journal {} of {} in use, {} checkpoints",
+                human_bytes(j.in_use_bytes),
+                human_bytes(j.size_bytes),
+                j.checkpoints
+            )?;
+        }
+        writeln!(
+            f,
+            "  device: {} writes ({}), {} syncs, {} reads",
+            s.device.writes,
+            human_bytes(s.device.written_bytes),
+            s.device.syncs,
+            s.device.reads
+        )?;
+        for t in &s.tiers {
+            writeln!(
+                f,
+                "  tier {}: {} hit ratio, {} of {} held, {} dirty",
+                t.tier,
+                t.hit_ratio()
+                    .map_or("no lookups yet".into(), |r| format!("{:.1}%", r * 100.0)),
+                human_bytes(t.occupancy_bytes),
+                human_bytes(t.capacity_bytes),
+                human_bytes(t.dirty_bytes)
+            )?;
+        }
+        if let Some(fs) = &s.fs {
+            writeln!(
+                f,
+                "  file system: {} free of {}, {} of {} inodes free, {} of file data in RAM",
+                human_bytes(fs.free_bytes),
+                human_bytes(fs.size_bytes),
+                fs.free_files,
+                fs.files,
+                human_bytes(fs.ram_bytes)
+            )?;
+        }
+        if s.frontend != "mount" {
+            writeln!(
+                f,
+                "  clients: {} connected, {} since start",
+                s.clients.connected, s.clients.total
+            )?;
+        }
+        let requests: u64 = s.ops.iter().map(|o| o.count).sum();
+        let errors: u64 = s.errors.values().sum();
+        writeln!(f, "  requests: {requests} served, {errors} errors")?;
+        match (&s.health.ok, &s.health.reason) {
+            (true, _) => write!(f, "  health: ok")?,
+            (false, Some(why)) => write!(f, "  health: FAILED, refusing writes: {why}")?,
+            (false, None) => write!(f, "  health: FAILED")?,
+        }
+        if let Some(m) = &s.metrics_address {
+            write!(f, "\n  metrics: {m}")?;
+        }
+        Ok(())
+    }
+}
