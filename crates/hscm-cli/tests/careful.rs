@@ -2,7 +2,7 @@
 //! pipe or a full disk, nothing left behind by an error or Ctrl-C, honest replays, and
 //! errors that say what and where, once.
 
-mod util;
+use crate::util;
 
 use std::io::Write;
 use std::path::Path;

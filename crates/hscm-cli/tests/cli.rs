@@ -1,6 +1,6 @@
 //! The `hscm` command as a user meets it: exit codes and messages.
 
-mod util;
+use crate::util;
 
 use util::{run as hscm, text};
 

@@ -2,7 +2,7 @@
 //! refuses it by name), one JSON schema per command, failures in JSON whenever
 //! `--json` was asked (usage errors too), and format errors that name the format.
 
-mod util;
+use crate::util;
 
 use util::{run, text, tiered_volume};
 

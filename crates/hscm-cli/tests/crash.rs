@@ -4,7 +4,7 @@
 //! are killed mid-flight too. Run on a volume without a journal and on one with a
 //! small journal (1 MiB for 8 MiB: it wraps and checkpoints within a round).
 
-mod util;
+use crate::util;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

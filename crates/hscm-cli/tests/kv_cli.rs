@@ -1,7 +1,7 @@
 //! `hscm kv`: the JSON contract of bench, check on a healthy and a damaged store, and
 //! clear errors for bad arguments.
 
-mod util;
+use crate::util;
 
 use util::run as hscm;
 

@@ -1,8 +1,8 @@
 //! kill -9 against a key-value writer in every mode, several rounds on one store:
 //! after every kill the reopened store holds every acknowledged put and delete.
 
+use crate::util;
 use std::collections::HashMap;
-mod util;
 
 use std::io::{BufRead, BufReader};
 use std::process::Stdio;

@@ -1,7 +1,7 @@
 //! The memory simulator's command-line contract: JSON fields scripts rely on, format
 //! detection, and clear errors for bad input.
 
-mod util;
+use crate::util;
 
 use std::path::Path;
 

@@ -2,7 +2,7 @@
 //! an unmount and a remount; a daemon killed with files open loses nothing it
 //! acknowledged; bad volumes and places are clear errors.
 
-mod util;
+use crate::util;
 
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;

@@ -5,7 +5,7 @@
 //! after a remount, in both durability modes. Root only (registering a backing file
 //! takes CAP_SYS_ADMIN); elsewhere each test says so and passes.
 
-mod util;
+use crate::util;
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};

@@ -5,7 +5,7 @@
 //! `cp -a`, `rsync -aA` and `tar -p`, and stops on every signal once it is no longer busy.
 //! These tests need root (mounting tmpfs); without it they say so and pass.
 
-mod util;
+use crate::util;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};

@@ -3,7 +3,7 @@
 //! on the same machine with the same configuration; fsx, 100,000 random operations
 //! (mmap, truncate, fallocate and hole punching included) checked against its model.
 
-mod util;
+use crate::util;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

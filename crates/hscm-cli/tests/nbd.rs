@@ -1,7 +1,7 @@
 //! `hscm nbd` against real NBD clients (libnbd's nbdinfo, nbdcopy and nbdsh, qemu-io),
 //! installed by scripts/setup.sh: what they write reads back, across a restart too.
 
-mod util;
+use crate::util;
 
 use std::path::Path;
 use std::process::{Child, Command, Stdio};

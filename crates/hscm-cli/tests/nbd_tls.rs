@@ -3,7 +3,7 @@
 //! when TLS is required, and the flags that cannot work say why. The certificates
 //! are made here with the openssl command (scripts/setup.sh installs it).
 
-mod util;
+use crate::util;
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Child, Stdio};
 use std::time::Duration;
 
-mod util;
+use crate::util;
 
 use hscm_ring::{Client, ClientOptions};
 use hscm_volume::testing::check_restarted_block;

@@ -1,7 +1,7 @@
 //! `hscm volume create --ram`, `volume info` and `volume replay`: the tiered volume's
 //! command-line contract, and its agreement with `hscm sim cache`.
 
-mod util;
+use crate::util;
 
 use std::io::Write;
 

@@ -490,3 +490,24 @@ fn rename_of_a_directory_into_a_full_parent_is_too_many_links() {
     fs.rename(other, b"f", full, b"f", RenameFlags::default())
         .unwrap();
 }
+
+#[test]
+fn a_mount_asked_for_write_back_keeps_writes_until_fsync_as_on_flush() {
+    let (target, fs) = fresh(8 << 20);
+    drop(fs);
+    for (asked, got) in [
+        (Durability::Immediate, Durability::Immediate),
+        (Durability::OnFlush, Durability::OnFlush),
+        (Durability::WriteBack, Durability::OnFlush),
+    ] {
+        let fs = FileSystem::mount(
+            target.clone(),
+            MountOptions {
+                durability: asked,
+                ..MountOptions::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(fs.durability(), got, "asked for {asked:?}");
+    }
+}

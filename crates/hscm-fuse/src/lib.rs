@@ -97,7 +97,7 @@ impl Fuse {
         };
         let access = if !writable {
             OpenAccess::Read
-        } else if self.fs.durability() == hscm_fs::Durability::OnFlush
+        } else if self.fs.durability() != hscm_fs::Durability::Immediate
             && !self.write_must_drop_privileges(ino)
         {
             OpenAccess::WriteByKernel

@@ -11,7 +11,7 @@ use crate::{Fuse, FuseStats};
 impl Fuse {
     /// Serves `fs`, with the kernel's writeback cache when its mode is OnFlush.
     pub fn new(fs: Arc<FileSystem>) -> Fuse {
-        let writeback_cache = fs.durability() == hscm_fs::Durability::OnFlush;
+        let writeback_cache = fs.durability() != hscm_fs::Durability::Immediate;
         Fuse {
             fs,
             writeback_cache,
@@ -66,7 +66,7 @@ impl Fuse {
 
     /// How this mount keeps and serves data, in a few words for its log.
     pub fn mode(&self) -> &'static str {
-        use hscm_fs::Durability::{Immediate, OnFlush};
+        use hscm_fs::Durability::Immediate;
         match (
             self.fs.read_only().is_some(),
             self.fs.durability(),
@@ -77,11 +77,11 @@ impl Fuse {
             (true, _, _, false) => "read-only",
             (false, Immediate, _, true) => "immediate, FUSE passthrough reads from RAM",
             (false, Immediate, _, false) => "immediate",
-            (false, OnFlush, _, true) => {
+            (false, _, _, true) => {
                 "on-flush, FUSE passthrough: reads and writes in RAM, home at fsync"
             }
-            (false, OnFlush, true, false) => "on-flush, kernel writeback cache",
-            (false, OnFlush, false, false) => "on-flush, writes through",
+            (false, _, true, false) => "on-flush, kernel writeback cache",
+            (false, _, false, false) => "on-flush, writes through",
         }
     }
 }

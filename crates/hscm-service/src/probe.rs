@@ -120,11 +120,7 @@ pub fn fs(status: &mut Status, fs: &FileSystem, v: &Volume) {
     let free = st.free_blocks * st.block_size;
     status.size_bytes = size;
     status.used_bytes = Some(size.saturating_sub(free));
-    status.durability = match fs.durability() {
-        hscm_fs::Durability::Immediate => "immediate",
-        hscm_fs::Durability::OnFlush => "on-flush",
-    }
-    .into();
+    status.durability = fs.durability().name().into();
     let ram = fs.ram_usage();
     status.fs = Some(FsSpace {
         size_bytes: size,

@@ -147,11 +147,7 @@ pub fn open_files(path: &Path, opts: &FilesOptions) -> Result<Opened> {
             ..Default::default()
         },
     )?;
-    let durability = match opts.durability.unwrap_or(volume.header().durability) {
-        Durability::Immediate => hscm_fs::Durability::Immediate,
-        // The file system's on-flush already keeps writes in RAM until fsync.
-        Durability::OnFlush | Durability::WriteBack => hscm_fs::Durability::OnFlush,
-    };
+    let durability = opts.durability.unwrap_or(volume.header().durability);
     let volume = Arc::new(volume);
     let mount_with = |budget: Option<u64>| {
         FileSystem::mount(

@@ -23,14 +23,12 @@ use crate::format::{self, Geometry, Superblock, BLOCK, FORMAT_VERSION};
 use crate::meta::{self, Attr, Body, Edit, Inode, Kind, Meta, Time};
 use crate::{Error, Result};
 
-/// When an operation is durable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Durability {
-    /// Before it returns: every completed write, create, rename… survives a power cut.
-    Immediate,
-    /// At the next fsync or fdatasync (of any file: it commits everything).
-    OnFlush,
-}
+/// When an operation is durable: the one vocabulary every engine shares.
+/// `Immediate`: before it returns (every completed write, create, rename… survives a
+/// power cut); `OnFlush`: at the next fsync or fdatasync of any file (it commits
+/// everything). `WriteBack` is `OnFlush` here: the file system already keeps what was
+/// written in RAM until an fsync, so a mount asked for it mounts on-flush.
+pub use hscm_durable::Durability;
 
 #[derive(Debug, Clone)]
 pub struct MountOptions {
@@ -247,7 +245,10 @@ impl FileSystem {
         let fs = FileSystem {
             target,
             geometry,
-            durability: opts.durability,
+            durability: match opts.durability {
+                Durability::WriteBack => Durability::OnFlush,
+                d => d,
+            },
             read_only,
             state: RwLock::new(State {
                 meta,

@@ -150,13 +150,15 @@ pub fn round<R: Rng>(seed: u64, durability: Durability, choices: impl Fn() -> R)
         // A cut inside an fsync: its records are one write, which the cut may keep
         // only in part; replay takes the whole records before the first torn one, so
         // the tree is the last fsync's plus the first few operations after it.
-        Durability::OnFlush if what == "fsync" => {
+        Durability::OnFlush | Durability::WriteBack if what == "fsync" => {
             let twin = twin(choices(), at, durability);
             let since = (at - 10) as usize;
             let prefixes: Vec<&Snapshot> = twin[since..=at as usize].iter().collect();
             check_synced(seed, &found, &prefixes, &synced, &touched);
         }
-        Durability::OnFlush => check_synced(seed, &found, &[&synced], &synced, &touched),
+        Durability::OnFlush | Durability::WriteBack => {
+            check_synced(seed, &found, &[&synced], &synced, &touched)
+        }
     }
 }
 
