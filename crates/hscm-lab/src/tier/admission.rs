@@ -96,11 +96,20 @@ pub fn bench_admission(
                 vol.read_at(b * BLOCK, &mut buf)?;
             }
             let before = vol.stats().tiers[0].clone();
-            let start = std::time::Instant::now();
-            for &b in &draws {
-                vol.read_at(b * BLOCK, &mut buf)?;
-            }
-            let ops = draws.len() as f64 / start.elapsed().as_secs_f64();
+            // Every draw once, on the one driver.
+            let (measured, _) = crate::closed_loop(
+                vec![(draws.iter(), buf)],
+                1,
+                &crate::Phase::until_finished(std::time::Duration::ZERO),
+                |(next, buf), _| match next.next() {
+                    Some(&b) => {
+                        vol.read_at(b * BLOCK, buf)?;
+                        Ok::<_, anyhow::Error>(crate::Step::Done(0))
+                    }
+                    None => Ok(crate::Step::Finished),
+                },
+            )?;
+            let ops = measured.ops_per_s();
             let dram_hit_ratio = vol.stats().tiers[0].since(&before).hit_ratio();
             drop(vol);
             if policy == "none" {

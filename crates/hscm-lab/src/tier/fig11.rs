@@ -116,36 +116,57 @@ pub fn bench_fig11(dir: &std::path::Path, requests: u64) -> Result<Fig11> {
                         vol.read_at(b * BLOCK, &mut buf)?;
                     }
                 }
-                let mut rng = rand::rngs::SmallRng::seed_from_u64(111);
                 let cold_blocks = cold_bytes / BLOCK;
-                let mut cursor = 0;
                 let data = vec![0x6bu8; BLOCK as usize];
                 let before = vol.stats();
-                let start = std::time::Instant::now();
-                for _ in 0..n {
-                    if rng.gen_bool(hit_target) {
-                        let b = rng.gen_range(0..hot);
-                        if rng.gen_bool(hot_write_share) {
-                            vol.write_at(b * BLOCK, &data, hscm_block::WriteFlags::NONE)?;
-                        } else {
-                            vol.read_at(b * BLOCK, &mut buf)?;
-                        }
-                    } else {
-                        let c = if misses == "random" {
-                            rng.gen_range(0..cold_blocks)
-                        } else {
-                            cursor += 1;
-                            cursor - 1
-                        };
-                        vol.read_at((hot + c) * BLOCK, &mut buf)?;
-                    }
+                // `n` requests on the one driver: a hit to the hot set with
+                // `hit_target`'s probability (a write with `hot_write_share`'s), else a
+                // read of a cold block, random or the next in order.
+                struct Requests {
+                    left: u64,
+                    cursor: u64,
+                    rng: rand::rngs::SmallRng,
+                    buf: Vec<u8>,
                 }
-                let seconds = start.elapsed().as_secs_f64();
+                let start = Requests {
+                    left: n,
+                    cursor: 0,
+                    rng: rand::rngs::SmallRng::seed_from_u64(111),
+                    buf,
+                };
+                let (measured, _) = crate::closed_loop(
+                    vec![start],
+                    1,
+                    &crate::Phase::until_finished(std::time::Duration::ZERO),
+                    |r: &mut Requests, _| {
+                        if r.left == 0 {
+                            return Ok::<_, anyhow::Error>(crate::Step::Finished);
+                        }
+                        r.left -= 1;
+                        if r.rng.gen_bool(hit_target) {
+                            let b = r.rng.gen_range(0..hot);
+                            if r.rng.gen_bool(hot_write_share) {
+                                vol.write_at(b * BLOCK, &data, hscm_block::WriteFlags::NONE)?;
+                            } else {
+                                vol.read_at(b * BLOCK, &mut r.buf)?;
+                            }
+                        } else {
+                            let c = if misses == "random" {
+                                r.rng.gen_range(0..cold_blocks)
+                            } else {
+                                r.cursor += 1;
+                                r.cursor - 1
+                            };
+                            vol.read_at((hot + c) * BLOCK, &mut r.buf)?;
+                        }
+                        Ok(crate::Step::Done(0))
+                    },
+                )?;
                 let home_reads = vol.stats().home_reads - before.home_reads;
                 drop(vol);
                 std::fs::remove_file(&home_file).ok();
                 std::fs::remove_file(&fast_file).ok();
-                let ops_per_s = n as f64 / seconds;
+                let ops_per_s = measured.ops_per_s();
                 let hit_ratio = 1.0 - home_reads as f64 / n as f64;
                 if config == "ssd+hdd" {
                     base = ops_per_s;

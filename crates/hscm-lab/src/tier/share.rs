@@ -4,6 +4,9 @@ use anyhow::Result;
 use hscm_tier::TieredVolume;
 use serde::Serialize;
 
+/// One request of the comparison: block, whether to write, the thread's buffer.
+type BlockOp<'a> = dyn Fn(u64, bool, &mut [u8]) -> Result<()> + Sync + 'a;
+
 /// One configuration and workload of the DRAM-share comparison.
 #[derive(Debug, Clone, Serialize)]
 pub struct ShareRow {
@@ -35,22 +38,23 @@ pub(super) fn share_rows(dir: &std::path::Path, seconds: f64) -> Result<Vec<Shar
             })
             .collect()
     };
-    // Runs `op(block, write)` over the draws for `seconds`; operations per second.
-    let timed = |op: &mut dyn FnMut(u64, bool) -> Result<()>, mixed: bool| -> Result<f64> {
-        let start = std::time::Instant::now();
-        let mut n = 0u64;
-        while start.elapsed().as_secs_f64() < seconds {
-            for &(b, w) in &draws[(n as usize) % draws.len()..]
-                [..256.min(draws.len() - (n as usize) % draws.len())]
-            {
-                op(b, mixed && w)?;
-                n += 1;
-            }
-        }
-        Ok(n as f64 / start.elapsed().as_secs_f64())
+    // Runs `op(block, write, buffer)` over the draws for `seconds` on the one driver
+    // (one thread; the caller warms up first); operations per second.
+    let timed = |op: &BlockOp<'_>, mixed: bool| {
+        let (measured, _) = crate::closed_loop(
+            vec![(0usize, vec![0u8; BLOCK as usize])],
+            1,
+            &crate::Phase::timed(std::time::Duration::ZERO, seconds),
+            |(at, buf), _| {
+                let (b, w) = draws[*at % draws.len()];
+                *at += 1;
+                op(b, mixed && w, buf)?;
+                Ok::<_, anyhow::Error>(crate::Step::Done(0))
+            },
+        )?;
+        Ok::<_, anyhow::Error>(measured.ops_per_s())
     };
     let data = vec![0x5au8; BLOCK as usize];
-    let mut buf = vec![0u8; BLOCK as usize];
     let mut rows = Vec::new();
     // The data every configuration starts from, written straight to its file (1 MiB
     // at a time, then synced), so misses read real blocks from the disk.
@@ -74,8 +78,8 @@ pub(super) fn share_rows(dir: &std::path::Path, seconds: f64) -> Result<Vec<Shar
         let vol = TieredVolume::open(&path)?;
         // Warm DRAM with the read stream first.
         timed(
-            &mut |b, _| {
-                vol.read_at(b * BLOCK, &mut buf)?;
+            &|b, _, buf| {
+                vol.read_at(b * BLOCK, buf)?;
                 Ok(())
             },
             false,
@@ -83,11 +87,11 @@ pub(super) fn share_rows(dir: &std::path::Path, seconds: f64) -> Result<Vec<Shar
         for (workload, mixed) in [("read", false), ("mixed", true)] {
             let before = vol.stats().tiers[0].clone();
             let ops = timed(
-                &mut |b, w| {
+                &|b, w, buf| {
                     if w {
                         vol.write_at(b * BLOCK, &data, hscm_block::WriteFlags::NONE)?;
                     } else {
-                        vol.read_at(b * BLOCK, &mut buf)?;
+                        vol.read_at(b * BLOCK, buf)?;
                     }
                     Ok(())
                 },
@@ -117,11 +121,11 @@ pub(super) fn share_rows(dir: &std::path::Path, seconds: f64) -> Result<Vec<Shar
         vol.flush()?;
         for (workload, mixed) in [("read", false), ("mixed", true)] {
             let ops = timed(
-                &mut |b, w| {
+                &|b, w, buf| {
                     if w {
                         vol.write_at(b * BLOCK, &data)?;
                     } else {
-                        vol.read_at(b * BLOCK, &mut buf)?;
+                        vol.read_at(b * BLOCK, buf)?;
                     }
                     Ok(())
                 },
@@ -153,12 +157,12 @@ pub(super) fn share_rows(dir: &std::path::Path, seconds: f64) -> Result<Vec<Shar
             .open(&path)?;
         for (workload, mixed) in [("read", false), ("mixed", true)] {
             let ops = timed(
-                &mut |b, w| {
+                &|b, w, buf| {
                     if w {
                         f.write_all_at(&data, b * BLOCK)?;
                         f.sync_data()?;
                     } else {
-                        f.read_exact_at(&mut buf, b * BLOCK)?;
+                        f.read_exact_at(buf, b * BLOCK)?;
                     }
                     Ok(())
                 },
