@@ -93,12 +93,14 @@ const READY: &str = "mounted";
 pub fn mount(a: &MountArgs) -> Result<()> {
     hscm_fuse::mounts::check_mount_point(&a.mountpoint, a.nonempty)?;
     // Refused here, before a background process starts, with what to do instead.
-    let kind = hscm_serving::detect(&a.volume)?;
-    if kind != hscm_serving::Kind::FileSystem {
+    if let Err(e) = hscm_serving::require_files(&a.volume) {
+        let hscm_serving::Error::WrongKind { found, .. } = e else {
+            return Err(e.into());
+        };
         bail!(
-            "{} is a {kind}, which has no file system: {}",
+            "{} is a {found}, which has no file system: {}",
             a.volume.display(),
-            match kind {
+            match found {
                 hscm_serving::Kind::Tiered => "serve it with `hscm nbd` instead",
                 _ => "make one with `hscm volume create --fs`, or serve its blocks with `hscm nbd`",
             }

@@ -194,11 +194,12 @@ fn format_fs(
     Ok(geometry)
 }
 
-fn journal_text(h: &Header) -> String {
-    if h.journal_len == 0 {
+/// A flat volume's journal as people read it.
+pub(crate) fn journal_text(journal_len: u64) -> String {
+    if journal_len == 0 {
         "none (writes go straight home)".into()
     } else {
-        human_bytes(h.journal_len)
+        human_bytes(journal_len)
     }
 }
 
@@ -230,7 +231,7 @@ fn flat_line(f: &mut fmt::Formatter<'_>, path: &Path, h: &Header) -> fmt::Result
         h.chunk_count(),
         human_bytes(u64::from(h.chunk_size)),
         h.durability,
-        journal_text(h),
+        journal_text(h.journal_len),
         h.uuid_string()
     )
 }

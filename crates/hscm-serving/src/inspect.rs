@@ -10,7 +10,7 @@ use hscm_tier::{TierConfig, TieredVolume};
 use hscm_volume::{Inspection, Volume, HEADER_LEN, JOURNAL_OFFSET};
 use serde_json::{json, Value};
 
-use crate::create::{cutoff_text, policy_text};
+use crate::create::{cutoff_text, journal_text, policy_text};
 use crate::{Error, Kind, Result};
 
 /// A volume's header and geometry, checked against its backing store.
@@ -75,14 +75,6 @@ pub fn saved_counters(path: &Path) -> Result<(TierConfig, Option<Snapshot>)> {
         source,
     })?;
     Ok((config, saved))
-}
-
-fn journal_text(journal_len: u64) -> String {
-    if journal_len == 0 {
-        "none (writes go straight home)".into()
-    } else {
-        human_bytes(journal_len)
-    }
 }
 
 impl Description {

@@ -33,5 +33,6 @@ pub use inspect::{describe, saved_counters, Description};
 pub use kind::{detect, Kind};
 pub use lifecycle::stop_on_signals;
 pub use open::{
-    open, open_files, open_target, Engine, FilesOptions, Opened, TargetOptions, SERVED_STATS_EVERY,
+    open, open_files, open_target, require_files, Engine, FilesOptions, Opened, TargetOptions,
+    SERVED_STATS_EVERY,
 };

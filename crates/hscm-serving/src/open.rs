@@ -126,16 +126,23 @@ pub fn open_target(path: &Path, opts: &TargetOptions) -> Result<Opened> {
     })
 }
 
+/// Refuses, by its header and before anything opens, a volume that holds no file
+/// system: the one check a mount makes, in the process that mounts or before it
+/// starts one.
+pub fn require_files(path: &Path) -> Result<()> {
+    match detect(path)? {
+        Kind::FileSystem => Ok(()),
+        found => Err(Error::WrongKind {
+            path: path.to_path_buf(),
+            found,
+            lacks: "holds no file system",
+        }),
+    }
+}
+
 /// Mounts the file system of the volume at `path` (a volume made with `--fs`).
 pub fn open_files(path: &Path, opts: &FilesOptions) -> Result<Opened> {
-    let kind = detect(path)?;
-    if kind != Kind::FileSystem {
-        return Err(Error::WrongKind {
-            path: path.to_path_buf(),
-            found: kind,
-            lacks: "holds no file system",
-        });
-    }
+    require_files(path)?;
     // The file system decides when the device syncs; the volume only writes through.
     // It keeps no RAM copy: the file system keeps each file's bytes in RAM itself.
     let volume = Volume::open(
@@ -177,7 +184,7 @@ pub fn open_files(path: &Path, opts: &FilesOptions) -> Result<Opened> {
     }
     Ok(Opened {
         path: path.to_path_buf(),
-        kind,
+        kind: Kind::FileSystem,
         engine: Engine::Files {
             fs: Arc::new(fs),
             volume,

@@ -280,3 +280,128 @@ fn read_only_refuses_writes_and_keeps_the_data() {
     assert_eq!(read(&ro.target(), 0, 4096), vec![9; 4096]);
     ro.close().unwrap();
 }
+
+/// The spec of a tiered volume of `size` with `ram` of DRAM.
+fn tiered_spec(size: u64, ram: u64) -> hscm_serving::CreateSpec {
+    hscm_serving::CreateSpec {
+        size,
+        durability: hscm_durable::Durability::Immediate,
+        layout: hscm_serving::Layout::Tiered {
+            config: hscm_tier::TierConfig::new(size, ram),
+            fast_path: None,
+        },
+        overwrite: false,
+        larger_than_ram: false,
+    }
+}
+
+#[test]
+fn every_kind_is_created_described_and_detected_as_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let (uid, gid) = (0, 0);
+    let flat = dir.path().join("flat.hscm");
+    let fs = dir.path().join("fs.hscm");
+    let tiered = dir.path().join("tiered.hscm");
+    let spec = |layout| hscm_serving::CreateSpec {
+        size: SIZE,
+        durability: hscm_durable::Durability::OnFlush,
+        layout,
+        overwrite: false,
+        larger_than_ram: false,
+    };
+    let made = hscm_serving::create(
+        &flat,
+        &spec(hscm_serving::Layout::Flat {
+            chunk_size: 1 << 20,
+            journal_size: 0,
+        }),
+    )
+    .unwrap();
+    assert!(made.to_string().starts_with("created "), "{made}");
+    let made = hscm_serving::create(
+        &fs,
+        &spec(hscm_serving::Layout::FileSystem {
+            chunk_size: 1 << 20,
+            journal_size: 0,
+            owner: (uid, gid),
+            ram_budget: Some(1 << 20),
+        }),
+    )
+    .unwrap();
+    assert!(made.to_string().contains("keep at most 1 MiB"), "{made}");
+    hscm_serving::create(&tiered, &tiered_spec(SIZE, 1 << 20)).unwrap();
+    assert_eq!(detect(&flat).unwrap(), Kind::Flat);
+    assert_eq!(detect(&fs).unwrap(), Kind::FileSystem);
+    assert_eq!(detect(&tiered).unwrap(), Kind::Tiered);
+    let d = hscm_serving::describe(&fs).unwrap();
+    assert_eq!(d.to_json()["file_system"], true);
+    assert_eq!(d.to_json()["durability"], "on-flush");
+    let d = hscm_serving::describe(&tiered).unwrap();
+    assert_eq!(d.to_json()["kind"], "tiered");
+    assert!(
+        d.check_line().contains(": ok (tiered volume"),
+        "{}",
+        d.check_line()
+    );
+    // The recorded budget is what a mount without one takes.
+    let opened = open_files(
+        &fs,
+        &FilesOptions {
+            read_only: false,
+            durability: None,
+            ram: None,
+            ram_policy: hscm_policy::cache::PolicySpec::parse("lru").unwrap(),
+        },
+    )
+    .unwrap();
+    let Engine::Files { fs: files, .. } = opened.engine() else {
+        panic!("a file-system volume opens as its files");
+    };
+    assert_eq!(files.ram_usage().budget, Some(1 << 20));
+    opened.close().unwrap();
+    // Only a tiered volume has saved counters.
+    assert!(matches!(
+        hscm_serving::saved_counters(&flat),
+        Err(Error::NotTiered { .. })
+    ));
+}
+
+#[test]
+fn a_volume_that_cannot_be_made_as_asked_is_refused_and_nothing_is_left() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.hscm");
+    // A DRAM tier larger than the volume.
+    let e = hscm_serving::create(&path, &tiered_spec(SIZE, 2 * SIZE)).unwrap_err();
+    assert!(matches!(e, Error::Invalid { .. }), "{e}");
+    assert!(e.to_string().contains("larger than the volume"), "{e}");
+    assert!(!path.exists(), "nothing created");
+    // A flat volume far beyond any machine's memory could never open here.
+    let spec = hscm_serving::CreateSpec {
+        size: 64 << 40,
+        durability: hscm_durable::Durability::Immediate,
+        layout: hscm_serving::Layout::Flat {
+            chunk_size: 1 << 20,
+            journal_size: 0,
+        },
+        overwrite: false,
+        larger_than_ram: false,
+    };
+    let e = hscm_serving::create(&path, &spec).unwrap_err();
+    assert!(matches!(e, Error::WouldNotOpenHere { .. }), "{e}");
+    assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+    assert!(!path.exists(), "nothing created");
+    // An existing volume is not overwritten unless asked.
+    let kept = flat(dir.path());
+    let before = std::fs::read(&kept).unwrap();
+    let e = hscm_serving::create(&kept, &tiered_spec(SIZE, 1 << 20)).unwrap_err();
+    assert!(e.to_string().contains(&kept.display().to_string()), "{e}");
+    assert_eq!(
+        std::fs::read(&kept).unwrap(),
+        before,
+        "the volume is untouched"
+    );
+    // Garbage is described as what it is not.
+    let junk = dir.path().join("junk");
+    std::fs::write(&junk, vec![7u8; 8192]).unwrap();
+    assert!(hscm_serving::describe(&junk).is_err());
+}

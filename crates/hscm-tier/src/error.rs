@@ -25,8 +25,8 @@ pub enum Error {
     FastTier { path: String, why: String },
     #[error("invalid tier configuration: {0}")]
     Config(String),
-    /// The home or fast device would not open (in use, missing, not a file or device).
-    /// The device layer's error, printed as itself and kept as the source.
+    /// The home or fast device would not open (in use, missing, not a file or device):
+    /// the device layer's error, printed as itself and kept as the source.
     #[error("{0}")]
     Device(#[from] hscm_durable::device::DeviceError),
 }

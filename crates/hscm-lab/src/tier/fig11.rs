@@ -54,6 +54,15 @@ pub struct Fig11 {
     pub rows: Vec<Fig11Row>,
 }
 
+/// One run's requests in flight on the driver: how many are left, the next block of
+/// a sequential miss stream, the stream's random numbers and the read buffer.
+struct Requests {
+    left: u64,
+    cursor: u64,
+    rng: rand::rngs::SmallRng,
+    buf: Vec<u8>,
+}
+
 /// Runs both configurations at 70% and 80% hot requests, with random and with
 /// sequential misses, with hot requests all reads and with a fifth of them writes: `requests` timed 4 KiB requests each (`requests / 4` when
 /// misses are random: each costs a disk seek), in scratch files under `dir` (tmpfs
@@ -122,12 +131,6 @@ pub fn bench_fig11(dir: &std::path::Path, requests: u64) -> Result<Fig11> {
                 // `n` requests on the one driver: a hit to the hot set with
                 // `hit_target`'s probability (a write with `hot_write_share`'s), else a
                 // read of a cold block, random or the next in order.
-                struct Requests {
-                    left: u64,
-                    cursor: u64,
-                    rng: rand::rngs::SmallRng,
-                    buf: Vec<u8>,
-                }
                 let start = Requests {
                     left: n,
                     cursor: 0,
