@@ -18,6 +18,7 @@ command -v nbdkit >/dev/null || need_apt+=(nbdkit)
 [ -f /usr/include/nbdkit-plugin.h ] || need_apt+=(nbdkit-plugin-dev)
 command -v fusermount3 >/dev/null || need_apt+=(fuse3)
 command -v sqlite3 >/dev/null || need_apt+=(sqlite3)   # WAL databases through hscm mount
+command -v git >/dev/null || need_apt+=(git)   # git clone through hscm mount (mount_truth.rs)
 command -v openssl >/dev/null || need_apt+=(openssl)   # test certificates for hscm nbd --tls
 # hscm nbd --tls-psk runs on the system's OpenSSL (the openssl crate links libssl).
 [ -f /usr/include/openssl/ssl.h ] || need_apt+=(libssl-dev)

@@ -145,6 +145,8 @@ pub fn mount(a: &MountArgs) -> Result<()> {
             read_only: fs.read_only().is_some(),
         },
     );
+    let descriptors = hscm_fuse::raise_descriptor_limit();
+    tracing::info!("up to {descriptors} open descriptors (a file in RAM holds one)");
     let mut served = hscm_fuse::Fuse::new(fs.clone());
     if a.no_writeback_cache {
         served = served.without_writeback_cache();
@@ -193,9 +195,27 @@ pub fn mount(a: &MountArgs) -> Result<()> {
     let _stopping = service.stopping();
     drop(service);
     served?;
+    // What the kernel wrote into files' RAM and could not go home (a full file
+    // system) is lost with this process: say which files, and end with an error.
+    let unsaved: Vec<String> = fs
+        .write_back_each()
+        .into_iter()
+        .map(|(ino, e)| {
+            let name = fs.path_of(ino).unwrap_or_else(|| format!("inode {ino}"));
+            format!("{name}: {e}")
+        })
+        .collect();
     // The session's clones of the engine are gone with it; close commits and closes.
     drop((fs, volume));
     opened.close().context("committing at unmount")?;
+    if !unsaved.is_empty() {
+        bail!(
+            "unmounted {}, but what was written to {} file(s) did not all reach the volume:\n  {}",
+            a.mountpoint.display(),
+            unsaved.len(),
+            unsaved.join("\n  ")
+        );
+    }
     note!("unmounted {}", a.mountpoint.display());
     Ok(())
 }

@@ -16,34 +16,59 @@ use std::time::Duration;
 
 use util::{fs_volume, mount_foreground, run, text, wait_until};
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     rustix::process::geteuid().is_root()
 }
 
-struct Mounted {
-    at: PathBuf,
+pub(crate) struct Mounted {
+    pub(crate) at: PathBuf,
     daemon: Option<Child>,
 }
 
 impl Mounted {
-    fn new(volume: &Path, at: &Path) -> Mounted {
+    pub(crate) fn new(volume: &Path, at: &Path) -> Mounted {
+        Self::with(volume, at, &[])
+    }
+
+    /// Mounted with `extra` flags of `hscm mount`.
+    pub(crate) fn with(volume: &Path, at: &Path, extra: &[&str]) -> Mounted {
         std::fs::create_dir_all(at).unwrap();
-        let daemon = mount_foreground(volume, at, &[]);
+        let daemon = mount_foreground(volume, at, extra);
         Mounted {
             at: at.to_path_buf(),
             daemon: Some(daemon),
         }
     }
 
-    fn path(&self, name: &str) -> PathBuf {
+    pub(crate) fn path(&self, name: &str) -> PathBuf {
         self.at.join(name)
     }
 
-    fn unmount(mut self) {
+    pub(crate) fn unmount(mut self) {
         let o = run(&["umount", self.at.to_str().unwrap()]);
         assert!(o.status.success(), "{}", text(&o));
         let status = self.daemon.take().unwrap().wait().unwrap();
         assert!(status.success(), "the daemon ended with {status}");
+    }
+
+    /// `hscm umount`, and the daemon's exit status (to check a failing unmount).
+    pub(crate) fn unmount_status(mut self) -> std::process::ExitStatus {
+        let o = run(&["umount", self.at.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", text(&o));
+        self.daemon.take().unwrap().wait().unwrap()
+    }
+
+    /// kill -9 of the daemon, then the dead mount detached (as after a crash).
+    pub(crate) fn kill(mut self) {
+        let mut daemon = self.daemon.take().unwrap();
+        daemon.kill().unwrap();
+        daemon.wait().unwrap();
+        let o = Command::new("fusermount3")
+            .arg("-uz")
+            .arg(&self.at)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", text(&o));
     }
 }
 
@@ -78,7 +103,7 @@ fn wait_in_ram(path: &Path) {
     );
 }
 
-fn pattern(seed: u8, len: usize) -> Vec<u8> {
+pub(crate) fn pattern(seed: u8, len: usize) -> Vec<u8> {
     (0..len)
         .map(|i| seed.wrapping_add((i % 251) as u8))
         .collect()
@@ -120,7 +145,7 @@ fn scenario(
     m.unmount();
 }
 
-const MODES: [&str; 2] = ["on-flush", "immediate"];
+pub(crate) const MODES: [&str; 2] = ["on-flush", "immediate"];
 
 #[test]
 fn readers_then_a_writer() {

@@ -16,6 +16,7 @@ mod mount;
 mod mount_passthrough;
 mod mount_safety;
 mod mount_suites;
+mod mount_truth;
 mod nbd;
 mod nbd_tls;
 mod ring_process;

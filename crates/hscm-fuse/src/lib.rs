@@ -38,7 +38,7 @@ use convert::{errno, file_attr, file_type, kind_of_mode, time_or_now};
 use dirs::Dirs;
 use passthrough::{libc_o_accmode, Created, OpenAccess, OpenReply, Opens, Served, O_RDONLY};
 
-pub use mounting::{mount, session_config, Access, DIRTY_SHARE_PERCENT};
+pub use mounting::{mount, raise_descriptor_limit, session_config, Access, DIRTY_SHARE_PERCENT};
 pub use stats::{FuseStats, FUSE_OPS};
 
 use fuser::{
@@ -250,8 +250,10 @@ impl fuser::Filesystem for Fuse {
     }
 
     fn destroy(&mut self) {
-        if let Err(e) = self.fs.write_back_all(None) {
-            tracing::error!("writing home what the kernel wrote in RAM: {e}");
+        // What fails here is reported again, by name, when the mount ends
+        // (`FileSystem::write_back_each`), and makes it end with an error.
+        for (ino, e) in self.fs.write_back_each() {
+            tracing::error!("writing home what the kernel wrote in file {ino}'s RAM: {e}");
         }
         if let Err(e) = self.fs.sync_all() {
             tracing::error!("committing at unmount: {e}");
@@ -536,15 +538,32 @@ impl fuser::Filesystem for Fuse {
         }
     }
 
+    /// Each close(2) of an open through which the kernel wrote the file's RAM
+    /// takes those writes home before it returns, so that what cannot go home (a
+    /// full file system) is the close's error, as NFS reports it, and never only a
+    /// line in the log. (The release that follows is asynchronous: the kernel
+    /// ignores its answer.)
     fn flush(
         &self,
         _req: &Request,
-        _ino: INodeNo,
-        _fh: FileHandle,
+        ino: INodeNo,
+        fh: FileHandle,
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        reply.ok()
+        if !Served::of(fh).kernel_writes() {
+            return reply.ok();
+        }
+        let written_back = self.fs.write_back_ram(ino.0);
+        match &written_back {
+            // A write-back drops setuid, setgid and capabilities set since the open.
+            Ok(n) if *n > 0 => self.forget_attributes(ino),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(
+                "closing inode {ino}: what the kernel wrote in RAM did not all go home: {e}"
+            ),
+        }
+        self.empty(written_back.map(|_| ()), reply)
     }
 
     fn release(

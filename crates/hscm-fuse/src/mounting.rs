@@ -111,6 +111,42 @@ fn after_mount(mountpoint: &Path, writeback_cache: bool) {
     }
 }
 
+/// Raises this process's limit on open descriptors as far as the system allows
+/// (the hard limit; for root, `fs.nr_open`): each file in RAM holds a memfd, and
+/// the default 1,024 or 20,000 would turn a large tree into "Too many open
+/// files". Returns the limit now in force.
+pub fn raise_descriptor_limit() -> u64 {
+    use rustix::process::{getrlimit, setrlimit, Resource, Rlimit};
+    let now = getrlimit(Resource::Nofile);
+    let mut hard = now.maximum;
+    if rustix::process::geteuid().is_root() {
+        if let Some(nr_open) = std::fs::read_to_string("/proc/sys/fs/nr_open")
+            .ok()
+            .and_then(|s| s.trim().parse::<u64>().ok())
+        {
+            hard = Some(hard.map_or(nr_open, |h| h.max(nr_open)));
+        }
+    }
+    let wanted = Rlimit {
+        current: hard,
+        maximum: hard,
+    };
+    match setrlimit(Resource::Nofile, wanted) {
+        Ok(()) => hard.unwrap_or(u64::MAX),
+        Err(e) => {
+            // Not root: the soft limit can still rise to the hard one.
+            let soft = Rlimit {
+                current: now.maximum,
+                maximum: now.maximum,
+            };
+            if setrlimit(Resource::Nofile, soft).is_err() {
+                tracing::warn!("raising the open file limit: {e}");
+            }
+            getrlimit(Resource::Nofile).current.unwrap_or(u64::MAX)
+        }
+    }
+}
+
 /// How a mount lets others in.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Access {

@@ -197,10 +197,10 @@ impl FileSystem {
                 if let Some(f) = &ram {
                     self.mirror(ino, f.write(offset, data))?;
                 }
-                let now = Time::now();
+                let now = self.write_time(ino, to_ram);
                 a.size = a.size.max(end);
                 a.mtime = now;
-                a.ctime = now;
+                a.ctime = a.ctime.max(now);
                 a.perm = how.drop_setid.apply(a.perm, a.gid);
                 edits.push(Edit::SetAttr(a));
                 Ok(data.len() as u32)
@@ -282,9 +282,9 @@ impl FileSystem {
         let mut drops_setid = false;
         let (written, seq) = self.record(|st, edits| {
             let mut a = st.meta.get(ino)?.attr;
-            let now = Time::now();
+            let now = self.write_time(ino, to_ram);
             a.mtime = now;
-            a.ctime = now;
+            a.ctime = a.ctime.max(now);
             let perm = drop_setid.apply(a.perm, a.gid);
             drops_setid = perm != a.perm;
             a.perm = perm;
@@ -421,6 +421,21 @@ impl FileSystem {
                 Ok(())
             })
         })
+    }
+
+    /// The mtime a write gives the file: now for the file system's own writes; for a
+    /// write-back (`to_ram` false), the time the kernel's writes gave the file's RAM,
+    /// so that a write-back running after a `touch -d` or a `tar` that set the time
+    /// keeps that time rather than stamping the moment it ran.
+    fn write_time(&self, ino: u64, to_ram: bool) -> Time {
+        if to_ram {
+            return Time::now();
+        }
+        self.ram
+            .get(ino)
+            .and_then(|f| f.modified())
+            .map(Time::from)
+            .unwrap_or_else(Time::now)
     }
 
     /// Before an operation that depends on a file's size (truncate, fallocate):

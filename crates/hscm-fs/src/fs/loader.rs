@@ -13,6 +13,9 @@ use crate::ROOT;
 /// the file's lock for one piece at a time, so writers wait at most one piece.
 const LOAD_PIECE: u64 = 1 << 20;
 
+/// Where Linux keeps a file's capabilities; a write removes them.
+const CAPABILITY_XATTR: &[u8] = b"security.capability";
+
 /// Where the file system records its default RAM budget: an extended attribute of
 /// its root directory, in the `trusted` namespace (only root sees or changes it
 /// through a mount), holding the budget in bytes as decimal text.
@@ -59,8 +62,16 @@ impl FileSystem {
             return Ok(false);
         };
         let _same_file = f.lock.lock();
+        let first = !f.kernel_may_write();
         f.start_sums()
             .map_err(|e| Error::Failed(format!("hashing file {ino} in RAM: {e}")))?;
+        if first {
+            // From here on the memfd's mtime is the file's (the kernel's writes move
+            // it): it starts as the file's own, not the time the file was loaded.
+            let a = self.state.read().meta.get(ino)?.attr;
+            f.set_times(Some(a.atime), Some(a.mtime))
+                .map_err(|e| Error::Failed(format!("setting file {ino}'s times in RAM: {e}")))?;
+        }
         f.kernel_writers
             .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         Ok(true)
@@ -159,7 +170,13 @@ impl FileSystem {
             for (offset, bytes, new_sums) in runs {
                 let how = WriteOptions {
                     all_or_nothing: true,
-                    drop_setid: DropSetid::Keep,
+                    // Writable opens the kernel writes by itself are granted only to
+                    // files without setuid, setgid or a capability; bits set later
+                    // go with the write that follows, as on tmpfs (the writer is
+                    // unknown here: taken as one without CAP_FSETID).
+                    drop_setid: DropSetid::Modify {
+                        caller_gid: NO_GROUP,
+                    },
                 };
                 tracing::debug!(
                     "write-back of file {ino}: {} bytes at {offset}",
@@ -181,7 +198,18 @@ impl FileSystem {
                 }
             }
         }
-        if written == 0 && f.kernel_writers.load(std::sync::atomic::Ordering::Acquire) == 0 {
+        if written > 0 && self.getxattr(ino, CAPABILITY_XATTR).is_ok() {
+            // As a write through the daemon drops it (hscm-fuse), whoever wrote.
+            self.removexattr(ino, CAPABILITY_XATTR)?;
+        }
+        // The hashes go only when nothing can write RAM behind the file system's
+        // back any more: no open through which the kernel writes, and no shared
+        // mapping that outlived its open (it keeps the kernel's backing file open
+        // for writing, and writes on after every close).
+        if written == 0
+            && f.kernel_writers.load(std::sync::atomic::Ordering::Acquire) == 0
+            && !f.may_be_written_elsewhere()
+        {
             *f.sums.lock() = None;
         }
         Ok(written)
@@ -203,6 +231,39 @@ impl FileSystem {
         Ok(total)
     }
 
+    /// [`Self::write_back_ram`] for every file the kernel may have written, each
+    /// failure kept: the files whose writes did not go home, and why. At unmount,
+    /// what must be reported to whoever stops the mount.
+    pub fn write_back_each(&self) -> Vec<(u64, Error)> {
+        self.ram
+            .kernel_written()
+            .into_iter()
+            .filter_map(|ino| self.write_back_ram(ino).err().map(|e| (ino, e)))
+            .collect()
+    }
+
+    /// A path of `ino` from the root (`/a/b`), for messages; None for a file
+    /// without a name.
+    pub fn path_of(&self, ino: u64) -> Option<String> {
+        let st = self.state.read();
+        let mut parts: Vec<String> = Vec::new();
+        let mut at = ino;
+        while at != ROOT {
+            let (dir, name) = st.meta.inodes.iter().find_map(|(&d, inode)| {
+                inode.entries()?.iter().find_map(|(name, &child)| {
+                    (child == at).then(|| (d, String::from_utf8_lossy(name).into_owned()))
+                })
+            })?;
+            parts.push(name);
+            at = dir;
+            if parts.len() > 4096 {
+                return None;
+            }
+        }
+        parts.reverse();
+        Some(format!("/{}", parts.join("/")))
+    }
+
     /// A file's attributes as the kernel sees them while it writes the file's RAM
     /// itself: the size and mtime its writes gave the memfd.
     pub(super) fn live_attr(&self, mut a: Attr) -> Attr {
@@ -214,12 +275,12 @@ impl FileSystem {
                 if let Ok(len) = f.byte_len() {
                     a.size = len;
                 }
+                // The memfd's mtime is the file's while the kernel may write it
+                // (set from the file's at the first such open, and by setattr).
                 if let Some(t) = f.modified() {
                     let t = Time::from(t);
-                    if t > a.mtime {
-                        a.mtime = t;
-                        a.ctime = a.ctime.max(t);
-                    }
+                    a.mtime = t;
+                    a.ctime = a.ctime.max(t);
                 }
             }
         }

@@ -200,6 +200,7 @@ impl FileSystem {
                 ..inode.clone()
             }))
         })
+        .map(|a| self.live_attr(a))
     }
 
     pub fn unlink(&self, parent: u64, name: &[u8]) -> Result<()> {
@@ -391,7 +392,10 @@ impl FileSystem {
         if let Some(size) = set.size {
             self.truncate(ino, size)?;
         }
-        self.mutate(|st, edits| {
+        let ram = self.ram.get(ino).filter(|f| f.kernel_may_write());
+        // Ordered with write-backs of the file, which take the memfd's mtime.
+        let _changes = ram.as_ref().map(|f| f.changes.lock());
+        let attr = self.mutate(|st, edits| {
             let inode = st.meta.get(ino)?;
             let mut a = inode.attr;
             let now = Time::now();
@@ -420,7 +424,19 @@ impl FileSystem {
                 attr: a,
                 ..inode.clone()
             }))
-        })
+        })?;
+        if let Some(f) = &ram {
+            // While the kernel may write the file, its RAM holds the size and mtime
+            // `stat` shows (see `live_attr`): the times set go there too.
+            if set.atime.is_some() || set.mtime.is_some() {
+                f.set_times(set.atime, set.mtime).map_err(|e| {
+                    Error::Failed(format!("setting file {ino}'s times in RAM: {e}"))
+                })?;
+            }
+        }
+        // What the kernel caches from this answer: the size its writes into RAM
+        // gave the file, not the one the file system has written home so far.
+        Ok(self.live_attr(attr))
     }
 
     /// `create_only`: fail if it exists (XATTR_CREATE); `replace_only`: fail if not.

@@ -22,7 +22,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fs::File;
-use std::os::fd::{AsFd, BorrowedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::os::unix::fs::FileExt;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -138,6 +138,53 @@ impl FileRam {
     /// The memfd's modification time (the kernel's writes set it).
     pub(crate) fn modified(&self) -> Option<std::time::SystemTime> {
         self.memfd.metadata().ok()?.modified().ok()
+    }
+
+    /// Sets the memfd's access and modification times (those given): while the
+    /// kernel may write the file, the memfd's mtime is the file's, so a `touch` or
+    /// a `tar` that sets it must set it there too.
+    pub(crate) fn set_times(
+        &self,
+        atime: Option<crate::Time>,
+        mtime: Option<crate::Time>,
+    ) -> std::io::Result<()> {
+        use rustix::fs::{Timespec, Timestamps, UTIME_OMIT};
+        let spec = |t: Option<crate::Time>| match t {
+            Some(t) => Timespec {
+                tv_sec: t.secs,
+                tv_nsec: i64::from(t.nanos) as _,
+            },
+            None => Timespec {
+                tv_sec: 0,
+                tv_nsec: UTIME_OMIT as _,
+            },
+        };
+        let times = Timestamps {
+            last_access: spec(atime),
+            last_modification: spec(mtime),
+        };
+        rustix::fs::futimens(&self.memfd, &times).map_err(std::io::Error::from)
+    }
+
+    /// Whether something besides the daemon may still write the memfd: a writable
+    /// open the kernel made for passthrough, kept alive by a shared mapping after
+    /// the FUSE file was released (the daemon hears nothing of mmap, msync or munmap
+    /// on the passthrough path). Found by asking for a read lease, which the kernel
+    /// grants only while no open of the file counts as a writer
+    /// (`check_conflicting_open` in fs/locks.c), and giving it back at once. A
+    /// memfd's own descriptor is not counted as one (it is made without write
+    /// access accounting), so the answer is about the others; any doubt (a lease
+    /// refused for another reason, leases disabled) answers yes.
+    pub(crate) fn may_be_written_elsewhere(&self) -> bool {
+        // SAFETY: fcntl(F_SETLEASE) takes an int argument and touches no memory; the
+        // descriptor is ours and open for the whole call.
+        let granted =
+            unsafe { libc::fcntl(self.memfd.as_raw_fd(), libc::F_SETLEASE, libc::F_RDLCK) } == 0;
+        if granted {
+            // SAFETY: as above.
+            unsafe { libc::fcntl(self.memfd.as_raw_fd(), libc::F_SETLEASE, libc::F_UNLCK) };
+        }
+        !granted
     }
 
     /// Bytes of the file up to `len` from `offset` (fewer where the memfd ends).
@@ -268,6 +315,21 @@ pub(crate) struct Ram {
     pub(crate) stop: AtomicBool,
     /// A loader thread runs; without one, opening a file loads it.
     pub(crate) background: AtomicBool,
+    /// The descriptor budget turned a file away (said once in the log).
+    descriptors_exhausted: AtomicBool,
+}
+
+/// Descriptors kept free for everything but files' RAM: connections, the status
+/// and metrics sockets, the device, the log, FUSE's own.
+const DESCRIPTOR_RESERVE: u64 = 1024;
+
+/// How many files may hold a memfd: the process's open file limit less the
+/// reserve (at least 64).
+fn descriptor_budget() -> u64 {
+    let limit = rustix::process::getrlimit(rustix::process::Resource::Nofile)
+        .current
+        .unwrap_or(u64::MAX);
+    limit.saturating_sub(DESCRIPTOR_RESERVE).max(64)
 }
 
 impl Ram {
@@ -285,6 +347,7 @@ impl Ram {
             queued: Condvar::new(),
             stop: AtomicBool::new(false),
             background: AtomicBool::new(false),
+            descriptors_exhausted: AtomicBool::new(false),
         }
     }
 
@@ -326,6 +389,19 @@ impl Ram {
         }
         if let Some(f) = r.files.get(&ino) {
             return Ok(Some(f.clone()));
+        }
+        // Each file in RAM holds a descriptor: past what the process may open (less
+        // a reserve for connections, the status socket and the device) files are
+        // served from the target instead, said once rather than failing per file.
+        let cap = descriptor_budget();
+        if r.files.len() as u64 >= cap {
+            if !self.descriptors_exhausted.swap(true, Ordering::Relaxed) {
+                tracing::warn!(
+                    "{} files in RAM hold as many descriptors as this process may use for them ({cap}); further files are read from the target (raise LimitNOFILE / ulimit -n)",
+                    r.files.len()
+                );
+            }
+            return Ok(None);
         }
         let memfd =
             rustix::fs::memfd_create(format!("hscm-file-{ino}"), rustix::fs::MemfdFlags::CLOEXEC)
@@ -422,4 +498,47 @@ fn padded(mut bytes: Vec<u8>) -> Vec<u8> {
 fn zero_sum() -> u64 {
     static ZERO: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *ZERO.get_or_init(|| block_sum(&[0u8; SUM_BLOCK as usize]))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The probe behind keeping a file's hashes: it tells a memfd that only the
+    /// daemon holds from one that another writable open (what a shared mapping
+    /// keeps alive after its descriptor is closed) still reaches.
+    #[test]
+    fn another_writer_of_a_memfd_is_seen_until_it_goes() {
+        let ram = Ram::new(RamOptions::default());
+        let f = ram.admit(7, 0, |_| false).unwrap().unwrap();
+        assert!(
+            !f.may_be_written_elsewhere(),
+            "only the daemon's descriptor"
+        );
+        let path = format!("/proc/self/fd/{}", f.fd().as_raw_fd());
+        let other = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)
+            .unwrap();
+        assert!(f.may_be_written_elsewhere(), "a second writable open");
+        let reader = std::fs::File::open(&path).unwrap();
+        drop(other);
+        assert!(!f.may_be_written_elsewhere(), "a reader does not write");
+        drop(reader);
+        assert!(!f.may_be_written_elsewhere(), "the writer is gone");
+    }
+
+    /// Times set on a file's RAM are what its metadata reads back.
+    #[test]
+    fn times_set_on_ram_read_back() {
+        let ram = Ram::new(RamOptions::default());
+        let f = ram.admit(9, 0, |_| false).unwrap().unwrap();
+        let t = crate::Time {
+            secs: 1_500_000_123,
+            nanos: 456,
+        };
+        f.set_times(None, Some(t)).unwrap();
+        assert_eq!(crate::Time::from(f.modified().unwrap()), t);
+    }
 }
