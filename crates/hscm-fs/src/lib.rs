@@ -27,8 +27,8 @@ pub use format::{looks_formatted, Geometry, BLOCK, FORMAT_VERSION};
 #[doc(hidden)]
 pub use fs::{reencode_for_fuzzing, replay_for_fuzzing};
 pub use fs::{
-    Allocate, DropSetid, Durability, FileRam, FileSystem, MountOptions, Owner, RamOptions,
-    RamUsage, RenameFlags, SetAttr, StatFs, WriteOptions, NO_GROUP, RAM_BUDGET_XATTR,
+    Allocate, DropSetid, Durability, FileRam, FileSystem, MountOptions, Owner, RamBacking,
+    RamOptions, RamUsage, RenameFlags, SetAttr, StatFs, WriteOptions, NO_GROUP, RAM_BUDGET_XATTR,
     XATTR_BYTES_PER_INODE,
 };
 pub use meta::{Attr, Kind, Time, ROOT};

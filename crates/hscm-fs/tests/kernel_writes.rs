@@ -73,7 +73,10 @@ proptest! {
                     let buf = vec![byte; len];
                     let mut done = 0;
                     while done < len {
-                        done += rustix::io::pwrite(ram.fd(), &buf[done..], offset + done as u64).unwrap();
+                        done += ram
+                            .with_fd(|fd| rustix::io::pwrite(fd, &buf[done..], offset + done as u64))
+                            .unwrap()
+                            .unwrap();
                     }
                     put(&mut model, offset, len, byte);
                     prop_assert_eq!(fs.getattr(ino).unwrap().size, model.len() as u64, "stat sees the kernel's size");

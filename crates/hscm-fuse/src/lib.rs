@@ -32,6 +32,7 @@ mod mounting;
 pub mod mounts;
 mod options;
 mod passthrough;
+mod privileges;
 mod stats;
 
 use convert::{errno, file_attr, file_type, kind_of_mode, time_or_now};
@@ -99,6 +100,7 @@ impl Fuse {
             OpenAccess::Read
         } else if self.fs.durability() != hscm_fs::Durability::Immediate
             && !self.write_must_drop_privileges(ino)
+            && !self.fs.near_full()
         {
             OpenAccess::WriteByKernel
         } else {
@@ -112,18 +114,6 @@ impl Fuse {
             }
         };
         self.opens.open(ino, access, ram, kernel_writes, reply)
-    }
-
-    /// A write to the file must drop setuid, setgid or a file capability: the
-    /// kernel does that only on writes the file system sees, so such a file's
-    /// writes never go to RAM behind its back.
-    fn write_must_drop_privileges(&self, ino: u64) -> bool {
-        let setid = self
-            .fs
-            .getattr(ino)
-            .map(|a| a.perm & 0o6000 != 0)
-            .unwrap_or(true);
-        setid || self.fs.getxattr(ino, CAPABILITY_XATTR).is_ok()
     }
 
     /// Drops the kernel's cached pages of a file whose last cached open closed: the
@@ -145,28 +135,6 @@ impl Fuse {
             if let Err(e) = n.inval_inode(ino, -1, 0) {
                 tracing::warn!("telling the kernel inode {ino} changed: {e}");
             }
-        }
-    }
-
-    /// The setuid and setgid bits a chown or a change of size by `req` drops. With
-    /// KILLPRIV_V2 the kernel leaves both to us: a chown always drops them, a
-    /// truncate (or fallocate) when the caller lacks CAP_FSETID. fuser does not pass
-    /// the kernel's FATTR_KILL_SUIDGID, so a caller other than root stands for one
-    /// without CAP_FSETID. Without KILLPRIV_V2 the kernel sends the new mode itself.
-    fn setattr_drops(&self, req: &Request, chown: bool, resize: bool) -> DropSetid {
-        if !self.kills_setid {
-            DropSetid::Keep
-        } else if chown {
-            DropSetid::Chown {
-                caller_gid: req.gid(),
-                privileged: req.uid() == 0,
-            }
-        } else if resize && req.uid() != 0 {
-            DropSetid::Modify {
-                caller_gid: req.gid(),
-            }
-        } else {
-            DropSetid::Keep
         }
     }
 }
@@ -556,8 +524,9 @@ impl fuser::Filesystem for Fuse {
         }
         let written_back = self.fs.write_back_ram(ino.0);
         match &written_back {
-            // A write-back drops setuid, setgid and capabilities set since the open.
-            Ok(n) if *n > 0 => self.forget_attributes(ino),
+            Ok(n) if *n > 0 && Served::of(fh) == Served::PassthroughWritable => {
+                self.drop_privileges_after_unseen_writes(ino)
+            }
             Ok(_) => {}
             Err(e) => tracing::warn!(
                 "closing inode {ino}: what the kernel wrote in RAM did not all go home: {e}"

@@ -218,7 +218,7 @@ pub(crate) const fn libc_o_accmode() -> i32 {
 
 impl OpenReply for ReplyOpen {
     fn register(&self, ram: &hscm_fs::FileRam) -> std::io::Result<fuser::BackingId> {
-        self.open_backing(ram.fd())
+        ram.with_fd(|fd| self.open_backing(fd))?
     }
 
     fn cached(self, fh: FileHandle) {
@@ -243,7 +243,7 @@ pub(crate) struct Created {
 
 impl OpenReply for Created {
     fn register(&self, ram: &hscm_fs::FileRam) -> std::io::Result<fuser::BackingId> {
-        self.reply.open_backing(ram.fd())
+        ram.with_fd(|fd| self.reply.open_backing(fd))?
     }
 
     fn cached(self, fh: FileHandle) {

@@ -165,6 +165,7 @@ pub fn open_files(path: &Path, opts: &FilesOptions) -> Result<Opened> {
                 ram: RamOptions {
                     budget,
                     policy: opts.ram_policy,
+                    ..RamOptions::default()
                 },
             },
         )

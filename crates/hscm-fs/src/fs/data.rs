@@ -189,6 +189,9 @@ impl FileSystem {
                     )));
                 }
                 let data = &data[..fit as usize];
+                if let Some(f) = &ram {
+                    self.reserve_ram(ino, f, offset, data.len() as u64)?;
+                }
                 let end = offset + data.len() as u64;
                 if offset > a.size {
                     self.zero_tail(st, ino, a.size, offset)?;
@@ -262,6 +265,9 @@ impl FileSystem {
         }
         // The target and RAM change under the file's lock, in one order for both.
         let same_file = ram.as_ref().map(|f| f.lock.lock());
+        if let Some(f) = &ram {
+            self.reserve_ram(ino, f, offset, data.len() as u64)?;
+        }
         for (on_target, from, n) in runs {
             if let Err(e) = self
                 .target
@@ -438,6 +444,28 @@ impl FileSystem {
             .unwrap_or_else(Time::now)
     }
 
+    /// Makes a file `size` long without writing its new blocks (they stay holes):
+    /// what a write-back owes for zeroes the kernel appended. True if it grew.
+    /// The caller holds the file's `changes` lock.
+    pub(super) fn extend_for_write_back(&self, ino: u64, size: u64) -> Result<bool> {
+        if self.state.read().meta.get(ino)?.attr.size >= size {
+            return Ok(false);
+        }
+        let stamp = self.write_time(ino, false);
+        self.mutate(|st, edits| {
+            let mut a = st.meta.get(ino)?.attr;
+            if a.size >= size {
+                return Ok(false);
+            }
+            self.zero_tail(st, ino, a.size, size)?;
+            a.size = size;
+            a.mtime = stamp;
+            a.ctime = a.ctime.max(stamp);
+            edits.push(Edit::SetAttr(a));
+            Ok(true)
+        })
+    }
+
     /// Before an operation that depends on a file's size (truncate, fallocate):
     /// what the kernel wrote in RAM goes home first, so the size the file system
     /// knows is the one the kernel has shown.
@@ -447,6 +475,17 @@ impl FileSystem {
             self.write_back_locked(ino, f)?;
         }
         Ok(())
+    }
+
+    /// Room in RAM for a write, taken before the target is written (see
+    /// [`FileRam::reserve`]).
+    fn reserve_ram(&self, ino: u64, f: &FileRam, offset: u64, len: u64) -> Result<()> {
+        f.reserve(offset, len).map_err(|e| match e.raw_os_error() {
+            Some(28) => Error::NoSpace(format!(
+                "the files' RAM is full (writing {len} bytes of file {ino})"
+            )),
+            _ => self.fail(format!("changing file {ino} in RAM: {e}"), e.raw_os_error()),
+        })
     }
 
     /// A change to a file's RAM failed (the system is out of memory for shmem): the

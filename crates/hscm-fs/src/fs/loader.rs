@@ -13,9 +13,6 @@ use crate::ROOT;
 /// the file's lock for one piece at a time, so writers wait at most one piece.
 const LOAD_PIECE: u64 = 1 << 20;
 
-/// Where Linux keeps a file's capabilities; a write removes them.
-const CAPABILITY_XATTR: &[u8] = b"security.capability";
-
 /// Where the file system records its default RAM budget: an extended attribute of
 /// its root directory, in the `trusted` namespace (only root sees or changes it
 /// through a mount), holding the budget in bytes as decimal text.
@@ -120,6 +117,8 @@ impl FileSystem {
             |e: std::io::Error| Error::Failed(format!("reading file {ino} from RAM: {e}"));
         let mut written = 0u64;
         let mut at = 0u64;
+        // Blocks the kernel appended that hold only zeroes.
+        let mut holes: Vec<usize> = Vec::new();
         loop {
             // A piece's changed runs, found under the file's lock (no write of the
             // file system's own is half done) and written after it.
@@ -153,6 +152,13 @@ impl FileSystem {
                     if sums.get(b) == Some(&sum) && !appended {
                         continue;
                     }
+                    if offset >= known_size && block.iter().all(|&x| x == 0) {
+                        // Zeroes past the end the file system knows: a hole, as
+                        // the size change at the end leaves it (a sparse 2 GiB file
+                        // must not be written out block by block).
+                        holes.push(b);
+                        continue;
+                    }
                     match runs.last_mut() {
                         Some(r) if r.0 + r.1.len() as u64 == offset => {
                             r.1.extend_from_slice(block);
@@ -170,13 +176,7 @@ impl FileSystem {
             for (offset, bytes, new_sums) in runs {
                 let how = WriteOptions {
                     all_or_nothing: true,
-                    // Writable opens the kernel writes by itself are granted only to
-                    // files without setuid, setgid or a capability; bits set later
-                    // go with the write that follows, as on tmpfs (the writer is
-                    // unknown here: taken as one without CAP_FSETID).
-                    drop_setid: DropSetid::Modify {
-                        caller_gid: NO_GROUP,
-                    },
+                    drop_setid: DropSetid::Keep,
                 };
                 tracing::debug!(
                     "write-back of file {ino}: {} bytes at {offset}",
@@ -198,15 +198,30 @@ impl FileSystem {
                 }
             }
         }
-        if written > 0 && self.getxattr(ino, CAPABILITY_XATTR).is_ok() {
-            // As a write through the daemon drops it (hscm-fuse), whoever wrote.
-            self.removexattr(ino, CAPABILITY_XATTR)?;
+        // The size the kernel's writes gave the file, where they ended in zeroes
+        // the runs above did not write.
+        let len = {
+            let _same_file = f.lock.lock();
+            f.byte_len().map_err(ram_error)?
+        };
+        let grew = self.extend_for_write_back(ino, len)?;
+        if !holes.is_empty() {
+            let _same_file = f.lock.lock();
+            if let Some(sums) = f.sums.lock().as_mut() {
+                for b in holes {
+                    if sums.len() <= b {
+                        sums.resize(b + 1, ram::UNKNOWN_SUM);
+                    }
+                    sums[b] = ram::zero_sum();
+                }
+            }
         }
         // The hashes go only when nothing can write RAM behind the file system's
         // back any more: no open through which the kernel writes, and no shared
         // mapping that outlived its open (it keeps the kernel's backing file open
         // for writing, and writes on after every close).
         if written == 0
+            && !grew
             && f.kernel_writers.load(std::sync::atomic::Ordering::Acquire) == 0
             && !f.may_be_written_elsewhere()
         {
@@ -222,7 +237,9 @@ impl FileSystem {
     pub fn write_back_all(&self, ino: Option<u64>) -> Result<u64> {
         let mut total = 0;
         for other in self.ram.kernel_written() {
-            match self.write_back_ram(other) {
+            let done = self.write_back_ram(other);
+            self.close_if_idle(other);
+            match done {
                 Ok(n) => total += n,
                 Err(e) if Some(other) == ino => return Err(e),
                 Err(e) => tracing::warn!("writing home what the kernel wrote in file {other}: {e}"),
@@ -238,8 +255,29 @@ impl FileSystem {
         self.ram
             .kernel_written()
             .into_iter()
-            .filter_map(|ino| self.write_back_ram(ino).err().map(|e| (ino, e)))
+            .filter_map(|ino| {
+                let done = self.write_back_ram(ino);
+                self.close_if_idle(ino);
+                done.err().map(|e| (ino, e))
+            })
             .collect()
+    }
+
+    /// Closes the daemon's descriptor of a file's RAM unless the file is open.
+    fn close_if_idle(&self, ino: u64) {
+        if !self.state.read().open.contains_key(&ino) {
+            self.ram.close_idle(ino);
+        }
+    }
+
+    /// Whether the file system is close enough to full that the kernel should not
+    /// write files' RAM by itself: the daemon then sees every write, and can wait
+    /// for the room a file being released frees, and answer ENOSPC exactly, where a
+    /// kernel write into a full RAM could only fail. Close means less free than the
+    /// RAM's margin over the file system's capacity (`store.rs`).
+    pub fn near_full(&self) -> bool {
+        let free = self.statfs().free_blocks * BLOCK;
+        free < self.ram.margin()
     }
 
     /// A path of `ino` from the root (`/a/b`), for messages; None for a file
@@ -417,6 +455,7 @@ fn run_loader(fs: Weak<FileSystem>, ram: Arc<ram::Ram>, files: Vec<(u64, u64)>) 
             tracing::warn!("loading file {ino} into RAM: {e}; it is read from the target");
             ram.forget(ino);
         }
+        fs.close_if_idle(ino);
     }
 }
 

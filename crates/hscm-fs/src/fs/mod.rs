@@ -6,11 +6,12 @@ mod data;
 mod loader;
 mod names;
 mod ram;
+mod store;
 
 pub use data::Allocate;
 pub use loader::RAM_BUDGET_XATTR;
 pub use names::{Owner, XATTR_BYTES_PER_INODE};
-pub use ram::{FileRam, RamOptions, RamUsage};
+pub use ram::{FileRam, RamBacking, RamOptions, RamUsage};
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -267,7 +268,10 @@ impl FileSystem {
             failed: hscm_durable::Poison::default(),
             in_place: RwLock::new(()),
             bound_metadata: std::sync::atomic::AtomicBool::new(true),
-            ram: Arc::new(ram::Ram::new(opts.ram.clone())),
+            ram: Arc::new(ram::Ram::new(
+                opts.ram.clone(),
+                geometry.data_blocks() * BLOCK,
+            )),
         };
         if fs.read_only.is_some() {
             // Files unlinked while open stay until a mount that writes drops them.
@@ -627,6 +631,7 @@ impl FileSystem {
         };
         if last {
             self.ram.closed(ino);
+            self.ram.close_idle(ino);
         }
         if drop_now {
             self.mutate(|st, edits| {

@@ -28,11 +28,25 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use hscm_policy::cache::{CacheOutcome, CachePolicy, PolicySpec};
+
+use super::store::Store;
 use parking_lot::{Condvar, Mutex};
+
+/// Where one file's bytes are: a name in the mount's private tmpfs, opened while
+/// in use, or a memfd held for good (`store.rs`).
+enum Place {
+    Named {
+        store: Arc<Store>,
+        name: String,
+        /// Open while the file is open or being worked on (`FileRam::close_idle`).
+        open: Mutex<Option<Arc<File>>>,
+    },
+    Memfd(Arc<File>),
+}
 
 /// One resident file's RAM.
 pub struct FileRam {
-    memfd: File,
+    place: Place,
     admitted: u64,
     pub(crate) lock: Mutex<()>,
     loaded: AtomicBool,
@@ -63,10 +77,58 @@ pub(crate) fn block_sum(bytes: &[u8]) -> u64 {
     xxhash_rust::xxh3::xxh3_64(bytes).max(1)
 }
 
+impl Drop for FileRam {
+    fn drop(&mut self) {
+        if let Place::Named { store, name, .. } = &self.place {
+            // The kernel keeps the pages of a backing file it still has open.
+            store.remove(name);
+        }
+    }
+}
+
 impl FileRam {
-    /// The memfd: the file's bytes, for the kernel to read (FUSE passthrough).
-    pub fn fd(&self) -> BorrowedFd<'_> {
-        self.memfd.as_fd()
+    /// The file's bytes as an open file (opened now if it was closed while idle).
+    fn file(&self) -> std::io::Result<Arc<File>> {
+        match &self.place {
+            Place::Memfd(f) => Ok(f.clone()),
+            Place::Named { store, name, open } => {
+                let mut open = open.lock();
+                if let Some(f) = open.as_ref() {
+                    return Ok(f.clone());
+                }
+                let f = Arc::new(store.open(name, true)?);
+                *open = Some(f.clone());
+                Ok(f)
+            }
+        }
+    }
+
+    /// Runs `with` on the file's descriptor: what the kernel reads and writes by
+    /// FUSE passthrough once it is registered as the backing file (the kernel then
+    /// holds its own reference).
+    pub fn with_fd<R>(&self, with: impl FnOnce(BorrowedFd<'_>) -> R) -> std::io::Result<R> {
+        let f = self.file()?;
+        Ok(with(f.as_fd()))
+    }
+
+    /// Closes the daemon's descriptor of a file nobody has open (a named file is
+    /// opened again when next needed): a tree of many files costs no descriptor
+    /// per file.
+    pub(crate) fn close_idle(&self) {
+        if let Place::Named { open, .. } = &self.place {
+            *open.lock() = None;
+        }
+    }
+
+    /// The file's status (size, times, pages), without opening a named file.
+    fn stat(&self) -> std::io::Result<rustix::fs::Stat> {
+        match &self.place {
+            Place::Memfd(f) => Ok(rustix::fs::fstat(f.as_ref())?),
+            Place::Named { store, name, open } => match open.lock().as_ref() {
+                Some(f) => Ok(rustix::fs::fstat(f.as_ref())?),
+                None => store.stat(name),
+            },
+        }
     }
 
     /// The kernel may have written the memfd itself: it, not the file system's
@@ -91,7 +153,7 @@ impl FileRam {
             Some(_) => self.byte_len()?,
             None => 0,
         };
-        self.memfd.write_all_at(data, offset)?;
+        self.file()?.write_all_at(data, offset)?;
         let end = offset + data.len() as u64;
         if let Some(v) = sums.as_mut() {
             extend_sums(v, old_len, end);
@@ -114,9 +176,26 @@ impl FileRam {
         Ok(())
     }
 
+    /// Takes the room `[offset, offset + len)` needs in a bounded RAM (the private
+    /// tmpfs) before the file system writes the target, so that copying the bytes
+    /// into RAM after cannot fail for room: a full RAM is then the write's ENOSPC,
+    /// with nothing written anywhere. Memfds have no bound to take room from.
+    pub(crate) fn reserve(&self, offset: u64, len: u64) -> std::io::Result<()> {
+        if len == 0 || matches!(self.place, Place::Memfd(_)) {
+            return Ok(());
+        }
+        rustix::fs::fallocate(
+            self.file()?.as_ref(),
+            rustix::fs::FallocateFlags::KEEP_SIZE,
+            offset,
+            len,
+        )
+        .map_err(std::io::Error::from)
+    }
+
     pub(crate) fn set_len(&self, len: u64) -> std::io::Result<()> {
         let old = self.byte_len()?;
-        self.memfd.set_len(len)?;
+        self.file()?.set_len(len)?;
         if let Some(v) = self.sums.lock().as_mut() {
             v.truncate(len.div_ceil(SUM_BLOCK) as usize);
             extend_sums(v, old, len);
@@ -132,12 +211,19 @@ impl FileRam {
 
     /// The memfd's length: the file's size as the kernel's writes left it.
     pub fn byte_len(&self) -> std::io::Result<u64> {
-        Ok(self.memfd.metadata()?.len())
+        Ok(self.stat()?.st_size as u64)
     }
 
     /// The memfd's modification time (the kernel's writes set it).
     pub(crate) fn modified(&self) -> Option<std::time::SystemTime> {
-        self.memfd.metadata().ok()?.modified().ok()
+        let st = self.stat().ok()?;
+        // The field types of `Stat` differ between targets (signed on some).
+        #[allow(clippy::useless_conversion)]
+        let since = std::time::Duration::new(
+            u64::try_from(st.st_mtime).ok()?,
+            u32::try_from(st.st_mtime_nsec).ok()?,
+        );
+        std::time::UNIX_EPOCH.checked_add(since)
     }
 
     /// Sets the memfd's access and modification times (those given): while the
@@ -163,36 +249,49 @@ impl FileRam {
             last_access: spec(atime),
             last_modification: spec(mtime),
         };
-        rustix::fs::futimens(&self.memfd, &times).map_err(std::io::Error::from)
+        rustix::fs::futimens(self.file()?.as_ref(), &times).map_err(std::io::Error::from)
     }
 
-    /// Whether something besides the daemon may still write the memfd: a writable
+    /// Whether something besides the daemon may still write the file: a writable
     /// open the kernel made for passthrough, kept alive by a shared mapping after
     /// the FUSE file was released (the daemon hears nothing of mmap, msync or munmap
     /// on the passthrough path). Found by asking for a read lease, which the kernel
     /// grants only while no open of the file counts as a writer
-    /// (`check_conflicting_open` in fs/locks.c), and giving it back at once. A
-    /// memfd's own descriptor is not counted as one (it is made without write
-    /// access accounting), so the answer is about the others; any doubt (a lease
-    /// refused for another reason, leases disabled) answers yes.
+    /// (`check_conflicting_open` in fs/locks.c), and giving it back at once. The
+    /// daemon's own writable descriptor of a named file is closed first and the
+    /// lease asked on a read-only one (a memfd's own descriptor is made without
+    /// write access accounting). Any doubt (a lease refused for another reason, a
+    /// writable descriptor of the daemon's still in use, leases disabled) answers
+    /// yes.
     pub(crate) fn may_be_written_elsewhere(&self) -> bool {
+        let probe = match &self.place {
+            Place::Memfd(f) => f.clone(),
+            Place::Named { store, name, open } => {
+                *open.lock() = None;
+                match store.open(name, false) {
+                    Ok(f) => Arc::new(f),
+                    Err(_) => return true,
+                }
+            }
+        };
+        let fd = probe.as_raw_fd();
         // SAFETY: fcntl(F_SETLEASE) takes an int argument and touches no memory; the
-        // descriptor is ours and open for the whole call.
-        let granted =
-            unsafe { libc::fcntl(self.memfd.as_raw_fd(), libc::F_SETLEASE, libc::F_RDLCK) } == 0;
+        // descriptor is open for the whole call (`probe` holds it).
+        let granted = unsafe { libc::fcntl(fd, libc::F_SETLEASE, libc::F_RDLCK) } == 0;
         if granted {
             // SAFETY: as above.
-            unsafe { libc::fcntl(self.memfd.as_raw_fd(), libc::F_SETLEASE, libc::F_UNLCK) };
+            unsafe { libc::fcntl(fd, libc::F_SETLEASE, libc::F_UNLCK) };
         }
         !granted
     }
 
     /// Bytes of the file up to `len` from `offset` (fewer where the memfd ends).
     pub(crate) fn read(&self, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+        let file = self.file()?;
         let mut out = vec![0u8; len];
         let mut done = 0;
         while done < len {
-            match self.memfd.read_at(&mut out[done..], offset + done as u64) {
+            match file.read_at(&mut out[done..], offset + done as u64) {
                 Ok(0) => break,
                 Ok(n) => done += n,
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
@@ -233,7 +332,7 @@ impl FileRam {
             return Ok(());
         }
         rustix::fs::fallocate(
-            &self.memfd,
+            self.file()?.as_ref(),
             FallocateFlags::PUNCH_HOLE | FallocateFlags::KEEP_SIZE,
             offset,
             len,
@@ -253,9 +352,7 @@ impl FileRam {
 
     /// Bytes of RAM the memfd holds (its pages, not its length).
     fn resident_bytes(&self) -> u64 {
-        rustix::fs::fstat(&self.memfd)
-            .map(|s| s.st_blocks as u64 * 512)
-            .unwrap_or(0)
+        self.stat().map(|s| s.st_blocks as u64 * 512).unwrap_or(0)
     }
 }
 
@@ -267,6 +364,20 @@ pub struct RamOptions {
     pub budget: Option<u64>,
     /// The policy that chooses resident files under a budget (`hscm-policy` names).
     pub policy: PolicySpec,
+    /// Where the files' bytes live.
+    pub backing: RamBacking,
+}
+
+/// Where the files' RAM lives (`store.rs`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RamBacking {
+    /// A private tmpfs bounded by the file system's capacity, where the process
+    /// may make one (CAP_SYS_ADMIN); memfds otherwise.
+    #[default]
+    Auto,
+    /// A memfd per file, unbounded, one descriptor each.
+    Memfd,
 }
 
 impl Default for RamOptions {
@@ -274,6 +385,7 @@ impl Default for RamOptions {
         RamOptions {
             budget: None,
             policy: PolicySpec::parse("lru").expect("lru is a policy"),
+            backing: RamBacking::Auto,
         }
     }
 }
@@ -286,6 +398,9 @@ pub struct RamUsage {
     /// Pages the memfds hold.
     pub resident_bytes: u64,
     pub budget: Option<u64>,
+    /// What the files' RAM may hold at most, enforced by the kernel (the private
+    /// tmpfs's size); None with memfds.
+    pub bound: Option<u64>,
 }
 
 struct Resident {
@@ -317,6 +432,8 @@ pub(crate) struct Ram {
     pub(crate) background: AtomicBool,
     /// The descriptor budget turned a file away (said once in the log).
     descriptors_exhausted: AtomicBool,
+    /// The mount's private tmpfs, if one could be made; else memfds.
+    store: Option<Arc<Store>>,
 }
 
 /// Descriptors kept free for everything but files' RAM: connections, the status
@@ -333,8 +450,21 @@ fn descriptor_budget() -> u64 {
 }
 
 impl Ram {
-    pub(crate) fn new(options: RamOptions) -> Ram {
+    /// `capacity`: what the file system can hold, the bound of a private tmpfs.
+    pub(crate) fn new(options: RamOptions, capacity: u64) -> Ram {
         let policy = options.budget.map(|b| options.policy.build(b));
+        let store = match options.backing {
+            RamBacking::Memfd => None,
+            RamBacking::Auto => match Store::private_tmpfs(capacity) {
+                Ok(store) => Some(Arc::new(store)),
+                Err(e) => {
+                    tracing::info!(
+                        "files' RAM in memfds, bounded by nothing but the machine (a private tmpfs needs CAP_SYS_ADMIN: {e})"
+                    );
+                    None
+                }
+            },
+        };
         Ram {
             options,
             resident: Mutex::new(Resident {
@@ -348,6 +478,7 @@ impl Ram {
             stop: AtomicBool::new(false),
             background: AtomicBool::new(false),
             descriptors_exhausted: AtomicBool::new(false),
+            store,
         }
     }
 
@@ -390,11 +521,11 @@ impl Ram {
         if let Some(f) = r.files.get(&ino) {
             return Ok(Some(f.clone()));
         }
-        // Each file in RAM holds a descriptor: past what the process may open (less
-        // a reserve for connections, the status socket and the device) files are
-        // served from the target instead, said once rather than failing per file.
+        // Each file in a memfd holds a descriptor: past what the process may open
+        // (less a reserve for connections, the status socket and the device) files
+        // are served from the target instead, said once rather than failing per file.
         let cap = descriptor_budget();
-        if r.files.len() as u64 >= cap {
+        if self.store.is_none() && r.files.len() as u64 >= cap {
             if !self.descriptors_exhausted.swap(true, Ordering::Relaxed) {
                 tracing::warn!(
                     "{} files in RAM hold as many descriptors as this process may use for them ({cap}); further files are read from the target (raise LimitNOFILE / ulimit -n)",
@@ -403,11 +534,26 @@ impl Ram {
             }
             return Ok(None);
         }
-        let memfd =
-            rustix::fs::memfd_create(format!("hscm-file-{ino}"), rustix::fs::MemfdFlags::CLOEXEC)
+        let place = match &self.store {
+            Some(store) => {
+                let (name, file) = store.create(ino)?;
+                Place::Named {
+                    store: store.clone(),
+                    name,
+                    open: Mutex::new(Some(Arc::new(file))),
+                }
+            }
+            None => {
+                let memfd = rustix::fs::memfd_create(
+                    format!("hscm-file-{ino}"),
+                    rustix::fs::MemfdFlags::CLOEXEC,
+                )
                 .map_err(std::io::Error::from)?;
+                Place::Memfd(Arc::new(File::from(memfd)))
+            }
+        };
         let f = Arc::new(FileRam {
-            memfd: File::from(memfd),
+            place,
             admitted: size,
             lock: Mutex::new(()),
             loaded: AtomicBool::new(false),
@@ -450,8 +596,27 @@ impl Ram {
         RamUsage {
             resident_files: r.files.len() as u64,
             loaded_files: r.files.values().filter(|f| f.is_loaded()).count() as u64,
-            resident_bytes: r.files.values().map(|f| f.resident_bytes()).sum(),
+            resident_bytes: match &self.store {
+                // Every page of the files' RAM, those of files gone but still
+                // open included.
+                Some(store) => store.used(),
+                None => r.files.values().map(|f| f.resident_bytes()).sum(),
+            },
             budget: self.options.budget,
+            bound: self.store.as_ref().map(|s| s.size()),
+        }
+    }
+
+    /// How much more the files' RAM may hold than the file system (0 with memfds,
+    /// which are not bounded).
+    pub(crate) fn margin(&self) -> u64 {
+        self.store.as_ref().map_or(0, |s| s.margin())
+    }
+
+    /// Closes the descriptor of a file nobody has open (see [`FileRam::close_idle`]).
+    pub(crate) fn close_idle(&self, ino: u64) {
+        if let Some(f) = self.get(ino) {
+            f.close_idle();
         }
     }
 
@@ -495,7 +660,7 @@ fn padded(mut bytes: Vec<u8>) -> Vec<u8> {
     bytes
 }
 
-fn zero_sum() -> u64 {
+pub(crate) fn zero_sum() -> u64 {
     static ZERO: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *ZERO.get_or_init(|| block_sum(&[0u8; SUM_BLOCK as usize]))
 }
@@ -504,35 +669,51 @@ fn zero_sum() -> u64 {
 mod tests {
     use super::*;
 
-    /// The probe behind keeping a file's hashes: it tells a memfd that only the
-    /// daemon holds from one that another writable open (what a shared mapping
-    /// keeps alive after its descriptor is closed) still reaches.
+    /// The probe behind keeping a file's hashes: it tells a file's RAM that only
+    /// the daemon holds from one that another writable open (what a shared mapping
+    /// keeps alive after its descriptor is closed) still reaches; with memfds and
+    /// with the private tmpfs (where the process may make one).
     #[test]
-    fn another_writer_of_a_memfd_is_seen_until_it_goes() {
-        let ram = Ram::new(RamOptions::default());
-        let f = ram.admit(7, 0, |_| false).unwrap().unwrap();
-        assert!(
-            !f.may_be_written_elsewhere(),
-            "only the daemon's descriptor"
-        );
-        let path = format!("/proc/self/fd/{}", f.fd().as_raw_fd());
-        let other = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .unwrap();
-        assert!(f.may_be_written_elsewhere(), "a second writable open");
-        let reader = std::fs::File::open(&path).unwrap();
-        drop(other);
-        assert!(!f.may_be_written_elsewhere(), "a reader does not write");
-        drop(reader);
-        assert!(!f.may_be_written_elsewhere(), "the writer is gone");
+    fn another_writer_of_a_file_s_ram_is_seen_until_it_goes() {
+        for backing in [RamBacking::Memfd, RamBacking::Auto] {
+            let options = RamOptions {
+                backing,
+                ..RamOptions::default()
+            };
+            let ram = Ram::new(options, 64 << 20);
+            let f = ram.admit(7, 0, |_| false).unwrap().unwrap();
+            assert!(
+                !f.may_be_written_elsewhere(),
+                "{backing:?}: only the daemon"
+            );
+            let reopen = |write: bool| {
+                f.with_fd(|fd| {
+                    let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+                    std::fs::OpenOptions::new()
+                        .read(true)
+                        .write(write)
+                        .open(path)
+                        .unwrap()
+                })
+                .unwrap()
+            };
+            let other = reopen(true);
+            assert!(f.may_be_written_elsewhere(), "{backing:?}: a second writer");
+            let reader = reopen(false);
+            drop(other);
+            assert!(!f.may_be_written_elsewhere(), "{backing:?}: a reader");
+            drop(reader);
+            assert!(!f.may_be_written_elsewhere(), "{backing:?}: all gone");
+            // The daemon's own descriptor comes back when needed.
+            f.write(0, b"abc").unwrap();
+            assert_eq!(f.read(0, 3).unwrap(), b"abc");
+        }
     }
 
     /// Times set on a file's RAM are what its metadata reads back.
     #[test]
     fn times_set_on_ram_read_back() {
-        let ram = Ram::new(RamOptions::default());
+        let ram = Ram::new(RamOptions::default(), 64 << 20);
         let f = ram.admit(9, 0, |_| false).unwrap().unwrap();
         let t = crate::Time {
             secs: 1_500_000_123,
