@@ -40,6 +40,11 @@ impl Mounted {
         }
     }
 
+    /// The daemon's process ID.
+    pub(crate) fn pid(&self) -> u32 {
+        self.daemon.as_ref().unwrap().id()
+    }
+
     pub(crate) fn path(&self, name: &str) -> PathBuf {
         self.at.join(name)
     }

@@ -184,6 +184,9 @@ fn fsx_runs_100_000_operations_without_a_miscompare() {
 
 #[test]
 fn bench_fs_json_names_every_file_system_and_durable_comparison() {
+    let _quiet = crate::util::SYSTEM_MEMORY
+        .write()
+        .unwrap_or_else(|e| e.into_inner());
     let o = run(&[
         "bench",
         "fs",

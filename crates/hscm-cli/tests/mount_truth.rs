@@ -64,6 +64,9 @@ fn check_file(path: &Path, i: usize, what: &str) {
 /// file runs behind the next one's requests), then again after a remount.
 #[test]
 fn files_written_closed_and_stamped_show_their_size_and_time() {
+    let _memory = crate::util::SYSTEM_MEMORY
+        .read()
+        .unwrap_or_else(|e| e.into_inner());
     if !is_root() {
         eprintln!("skipped: FUSE passthrough needs root");
         return;
@@ -154,6 +157,9 @@ fn source_repository(at: &Path) {
 /// protocol (index-pack), on every path; `git fsck` clean every time.
 #[test]
 fn git_clone_is_clean_on_every_path() {
+    let _memory = crate::util::SYSTEM_MEMORY
+        .read()
+        .unwrap_or_else(|e| e.into_inner());
     if !is_root() {
         eprintln!("skipped: FUSE passthrough needs root");
         return;
@@ -215,6 +221,9 @@ fn git_clone_is_clean_on_every_path() {
 /// kill -9 of the daemon, and a clean unmount once the mapping is gone.
 #[test]
 fn a_mapping_that_outlives_its_descriptor_is_durable_at_the_next_fsync() {
+    let _memory = crate::util::SYSTEM_MEMORY
+        .read()
+        .unwrap_or_else(|e| e.into_inner());
     if !is_root() {
         eprintln!("skipped: FUSE passthrough needs root");
         return;
@@ -269,6 +278,9 @@ fn a_mapping_that_outlives_its_descriptor_is_durable_at_the_next_fsync() {
 /// removed, unmounting is clean again.
 #[test]
 fn a_full_file_system_is_the_close_s_error_and_the_unmount_s() {
+    let _memory = crate::util::SYSTEM_MEMORY
+        .read()
+        .unwrap_or_else(|e| e.into_inner());
     if !is_root() {
         eprintln!("skipped: FUSE passthrough needs root");
         return;
@@ -327,6 +339,9 @@ fn a_full_file_system_is_the_close_s_error_and_the_unmount_s() {
 /// `HSCM_MANY_FILES` sets the count (200,000 by hand).
 #[test]
 fn a_tree_larger_than_the_descriptor_limit_is_served_whole() {
+    let _memory = crate::util::SYSTEM_MEMORY
+        .read()
+        .unwrap_or_else(|e| e.into_inner());
     if !is_root() {
         eprintln!("skipped: FUSE passthrough needs root");
         return;
@@ -376,6 +391,9 @@ fn a_tree_larger_than_the_descriptor_limit_is_served_whole() {
 /// both bits, as on tmpfs, by the time the close returns.
 #[test]
 fn a_write_through_an_earlier_open_drops_setuid_and_setgid() {
+    let _memory = crate::util::SYSTEM_MEMORY
+        .read()
+        .unwrap_or_else(|e| e.into_inner());
     use std::os::unix::fs::PermissionsExt;
     if !is_root() {
         eprintln!("skipped: FUSE passthrough needs root");
@@ -425,6 +443,113 @@ fn a_write_through_an_earlier_open_drops_setuid_and_setgid() {
             perm, 0o775,
             "{mode}: setuid/setgid kept after a write: {perm:o}"
         );
+        m.unmount();
+    }
+}
+
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// 2,000 opens of a 5,000-entry directory cost the daemon no copy of it each;
+/// a listing made while files are created and removed lists every entry that
+/// stayed exactly once, and nothing twice.
+#[test]
+fn open_directories_cost_no_copy_and_list_each_entry_once() {
+    let _memory = crate::util::SYSTEM_MEMORY
+        .read()
+        .unwrap_or_else(|e| e.into_inner());
+    if !is_root() {
+        eprintln!("skipped: FUSE passthrough needs root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let v = fs_volume(dir.path(), "256M", "on-flush");
+    let at = dir.path().join("mnt");
+    let m = Mounted::new(&v, &at);
+    let d = m.path("big");
+    std::fs::create_dir(&d).unwrap();
+    for i in 0..5000 {
+        std::fs::File::create(d.join(format!("kept-{i:05}-{}", "x".repeat(40)))).unwrap();
+    }
+    for i in 0..500 {
+        std::fs::File::create(d.join(format!("gone-{i:05}"))).unwrap();
+    }
+    let before = rss_kib(m.pid());
+    let mut handles = Vec::new();
+    for _ in 0..2000 {
+        let mut it = std::fs::read_dir(&d).unwrap();
+        it.next().unwrap().unwrap();
+        handles.push(it);
+    }
+    let grown = rss_kib(m.pid()).saturating_sub(before);
+    eprintln!("2,000 open listings of 5,500 entries: the daemon grew by {grown} KiB");
+    assert!(grown < 64 << 10, "2,000 open listings took {grown} KiB");
+    drop(handles);
+    // A listing with changes between its reads.
+    let mut names = Vec::new();
+    for (n, entry) in std::fs::read_dir(&d).unwrap().enumerate() {
+        names.push(entry.unwrap().file_name().into_string().unwrap());
+        if n % 10 == 0 && n / 10 < 500 {
+            std::fs::remove_file(d.join(format!("gone-{:05}", n / 10))).unwrap();
+            std::fs::File::create(d.join(format!("new-{n:05}"))).unwrap();
+        }
+    }
+    let mut sorted = names.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(sorted.len(), names.len(), "an entry listed twice");
+    let kept = names.iter().filter(|n| n.starts_with("kept-")).count();
+    assert_eq!(kept, 5000, "every entry present throughout, once");
+    m.unmount();
+}
+
+/// A `--ram 32M` mount given 96 MiB of new files, each written and closed: the
+/// files' RAM stays within the budget (files leave it at their close), and every
+/// file reads back right, from RAM or from the device, and after a remount.
+#[test]
+fn new_files_keep_to_the_ram_budget() {
+    let _memory = crate::util::SYSTEM_MEMORY
+        .read()
+        .unwrap_or_else(|e| e.into_inner());
+    if !is_root() {
+        eprintln!("skipped: FUSE passthrough needs root");
+        return;
+    }
+    for mode in MODES {
+        let dir = tempfile::tempdir().unwrap();
+        let v = fs_volume(dir.path(), "256M", mode);
+        let at = dir.path().join("mnt");
+        let m = Mounted::with(&v, &at, &["--ram", "32M"]);
+        for i in 0..24 {
+            std::fs::write(m.path(&format!("f{i}")), pattern(i as u8, 4 << 20)).unwrap();
+        }
+        let o = crate::util::run(&["status", "--json"]);
+        let listed: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        let me = listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["address"].as_str() == Some(at.to_str().unwrap()))
+            .expect("the mount in hscm status");
+        let ram = me["fs"]["ram_bytes"].as_u64().unwrap();
+        assert!(
+            ram <= 32 << 20,
+            "{mode}: {ram} bytes of files in RAM over a 32 MiB budget"
+        );
+        for i in 0..24 {
+            assert!(std::fs::read(m.path(&format!("f{i}"))).unwrap() == pattern(i as u8, 4 << 20));
+        }
+        m.unmount();
+        let m = Mounted::with(&v, &at, &["--ram", "32M"]);
+        for i in (0..24).step_by(5) {
+            assert!(std::fs::read(m.path(&format!("f{i}"))).unwrap() == pattern(i as u8, 4 << 20));
+        }
         m.unmount();
     }
 }

@@ -35,7 +35,7 @@ mod passthrough;
 mod privileges;
 mod stats;
 
-use convert::{errno, file_attr, file_type, kind_of_mode, time_or_now};
+use convert::{errno, file_attr, kind_of_mode, time_or_now};
 use dirs::Dirs;
 use passthrough::{libc_o_accmode, Created, OpenAccess, OpenReply, Opens, Served, O_RDONLY};
 
@@ -592,12 +592,18 @@ impl fuser::Filesystem for Fuse {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        match self.listing(ino.0) {
-            Ok(listing) => {
-                let fh = self.dirs.open(listing);
-                reply.opened(FileHandle(fh), FopenFlags::empty())
+        if let Err(e) = self.fs.parent_of(ino.0) {
+            return reply.error(errno(e));
+        }
+        match self.dirs.open() {
+            Some(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            None => {
+                tracing::warn!(
+                    "{} directories open on this mount: opendir refused (EMFILE)",
+                    dirs::MAX_OPEN_DIRS
+                );
+                reply.error(Errno::from_i32(24))
             }
-            Err(e) => reply.error(errno(e)),
         }
     }
 
@@ -613,9 +619,8 @@ impl fuser::Filesystem for Fuse {
         reply.ok();
     }
 
-    /// Serves the listing the handle took at opendir (or at a rewind to offset 0),
-    /// so that a directory of n entries costs O(n) over all the calls that read it,
-    /// not O(n) per call.
+    /// A page of the live directory from where the handle left off (`dirs.rs`):
+    /// O(1) memory per open directory, O(n) over all the calls that list it.
     fn readdir(
         &self,
         _req: &Request,
@@ -624,26 +629,10 @@ impl fuser::Filesystem for Fuse {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        let listing = match self.dirs.get(fh.0, offset) {
-            Some(listing) => listing,
-            None => match self.listing(ino.0) {
-                Ok(listing) => self.dirs.refresh(fh.0, listing),
-                Err(e) => return reply.error(errno(e)),
-            },
-        };
-        // Offsets are positions: the entry at position i carries i + 1, the
-        // position to resume after it.
-        for (i, (name, child, kind)) in listing.iter().cloned().enumerate().skip(offset as usize) {
-            if reply.add(
-                INodeNo(child),
-                i as u64 + 1,
-                file_type(kind),
-                OsStr::from_bytes(&name),
-            ) {
-                break;
-            }
+        match self.list(ino.0, fh.0, offset, &mut reply) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
         }
-        reply.ok()
     }
 
     fn fsyncdir(

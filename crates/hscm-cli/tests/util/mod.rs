@@ -179,3 +179,8 @@ pub fn tiered_volume(dir: &Path, size: &str, ram: &str) -> PathBuf {
     assert!(o.status.success(), "{}", text(&o));
     v
 }
+
+/// `hscm bench fs` measures memory system-wide (shmem, the page cache): the test
+/// that runs it holds this for writing, and tests that fill or free much memory
+/// hold it for reading, so that no other test's pages come or go meanwhile.
+pub static SYSTEM_MEMORY: std::sync::RwLock<()> = std::sync::RwLock::new(());

@@ -48,6 +48,33 @@ impl FileSystem {
             .collect()
     }
 
+    /// Up to `max` entries of a directory in name order, those after `after` (from
+    /// the first with None): a listing read a page at a time from the live
+    /// directory, so that an open directory costs its reader no copy of it. An
+    /// entry present for the whole listing is listed once; one added or removed
+    /// meanwhile may or may not be, as POSIX allows.
+    pub fn readdir_page(
+        &self,
+        ino: u64,
+        after: Option<&[u8]>,
+        max: usize,
+    ) -> Result<Vec<(Vec<u8>, u64, Kind)>> {
+        use std::ops::Bound;
+        let st = self.state.read();
+        let dir = st.meta.get(ino)?;
+        expect_kind(dir, Kind::Dir)?;
+        let entries = dir.entries().expect("a directory has entries");
+        let from = match after {
+            Some(name) => Bound::Excluded(name),
+            None => Bound::Unbounded,
+        };
+        entries
+            .range::<[u8], _>((from, Bound::Unbounded))
+            .take(max)
+            .map(|(name, &child)| Ok((name.clone(), child, st.meta.get(child)?.attr.kind)))
+            .collect()
+    }
+
     /// The parent of a directory (the root is its own).
     pub fn parent_of(&self, dir: u64) -> Result<u64> {
         match &self.state.read().meta.get(dir)?.body {

@@ -607,6 +607,44 @@ impl Ram {
         }
     }
 
+    /// Bytes the files' RAM holds now.
+    fn used_bytes(&self) -> u64 {
+        match &self.store {
+            Some(store) => store.used(),
+            None => {
+                let r = self.resident.lock();
+                r.files.values().map(|f| f.resident_bytes()).sum()
+            }
+        }
+    }
+
+    /// The files' RAM holds more than the budget.
+    pub(crate) fn over_budget(&self) -> bool {
+        self.options
+            .budget
+            .is_some_and(|budget| self.used_bytes() > budget)
+    }
+
+    /// After a file's last close: while the files' RAM holds more than the budget,
+    /// the file leaves it and is read from the target until it is opened again (new
+    /// files enter RAM empty, so the policy, which counts sizes at admission,
+    /// cannot see them grow). Kept if anything may still write its RAM (the caller
+    /// wrote home what the kernel wrote).
+    pub(crate) fn shed_if_over_budget(&self, ino: u64) {
+        if !self.over_budget() {
+            return;
+        }
+        let mut r = self.resident.lock();
+        let Some(f) = r.files.get(&ino) else {
+            return;
+        };
+        let writers = f.kernel_writers.load(Ordering::Acquire) > 0;
+        if writers || (f.kernel_may_write() && f.may_be_written_elsewhere()) {
+            return;
+        }
+        r.remove(ino);
+    }
+
     /// How much more the files' RAM may hold than the file system (0 with memfds,
     /// which are not bounded).
     pub(crate) fn margin(&self) -> u64 {
