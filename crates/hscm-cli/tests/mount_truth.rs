@@ -553,3 +553,46 @@ fn new_files_keep_to_the_ram_budget() {
         m.unmount();
     }
 }
+
+/// A tree written, then removed (`rm -rf`), on every path: `syncfs` answers 0
+/// after each step, as on any local file system (an fsync-class error is data
+/// loss to careful programs).
+#[test]
+fn syncfs_fails_only_for_data_that_did_not_go_home() {
+    if !is_root() {
+        eprintln!("skipped: FUSE passthrough needs root");
+        return;
+    }
+    let _memory = crate::util::SYSTEM_MEMORY
+        .read()
+        .unwrap_or_else(|e| e.into_inner());
+    for (mode, extra) in PATHS {
+        let what = format!("{mode} {extra:?}");
+        let dir = tempfile::tempdir().unwrap();
+        let v = fs_volume(dir.path(), "128M", mode);
+        let at = dir.path().join("mnt");
+        let m = Mounted::with(&v, &at, extra);
+        let syncfs = |step: &str| {
+            let o = Command::new("sync").arg("-f").arg(&at).output().unwrap();
+            assert!(
+                o.status.success(),
+                "{what}, {step}: {}",
+                String::from_utf8_lossy(&o.stderr)
+            );
+        };
+        for round in 0..3 {
+            let tree = m.path("tree");
+            for i in 0..300 {
+                let d = tree.join(format!("d{}", i % 7));
+                std::fs::create_dir_all(&d).unwrap();
+                std::fs::write(d.join(format!("f{i}")), pattern(i as u8, 100 + i * 37)).unwrap();
+            }
+            if round != 2 {
+                syncfs("after writing the tree");
+            }
+            std::fs::remove_dir_all(&tree).unwrap();
+            syncfs("after rm -rf");
+        }
+        m.unmount();
+    }
+}

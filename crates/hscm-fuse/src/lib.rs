@@ -274,8 +274,33 @@ impl fuser::Filesystem for Fuse {
             mtime: mtime.map(time_or_now),
             drop_setid: self.setattr_drops(req, uid.is_some() || gid.is_some(), size.is_some()),
         };
+        let times_only = mode.is_none() && uid.is_none() && gid.is_none() && size.is_none();
         match self.fs.setattr(ino.0, set) {
             Ok(a) => reply.attr(&TTL, &file_attr(&a)),
+            // With the writeback cache the kernel keeps a file's times and flushes
+            // a new ctime right after an unlink; when that removed the last name
+            // of a closed file, the file is gone here. Its times have nothing left
+            // to change: answered as done, or the flush's ENOENT would be every
+            // later syncfs's error (`fuse_flush_time_update` keeps it).
+            Err(hscm_fs::Error::NotFound) if times_only => {
+                let now = hscm_fs::Time::now();
+                let gone = Attr {
+                    ino: ino.0,
+                    kind: Kind::File,
+                    perm: 0,
+                    nlink: 0,
+                    uid: 0,
+                    gid: 0,
+                    rdev: 0,
+                    size: 0,
+                    allocated: 0,
+                    atime: set.atime.unwrap_or(now),
+                    mtime: set.mtime.unwrap_or(now),
+                    ctime: now,
+                    crtime: now,
+                };
+                reply.attr(&Duration::ZERO, &file_attr(&gone))
+            }
             Err(e) => reply.error(errno(e)),
         }
     }
@@ -643,7 +668,14 @@ impl fuser::Filesystem for Fuse {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
-        self.empty(self.fs.fsync(ino.0), reply)
+        // A directory's fsync commits everything too, so it takes home what the
+        // kernel wrote in files' RAM first (a file's own failure is its own
+        // fsync's or close's to report).
+        let synced = self
+            .fs
+            .write_back_all(None)
+            .and_then(|_| self.fs.fsync(ino.0));
+        self.empty(synced, reply)
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {

@@ -270,6 +270,28 @@ impl FileSystem {
         }
     }
 
+    /// Files the policy counts at their size when admitted enter RAM empty when
+    /// new, so it cannot see them grow: at a file's last close, while the files'
+    /// RAM holds more than the budget, closed files leave it (this one first, then
+    /// up to 64 others, whose own close may have come before the kernel let go of
+    /// them), each once what the kernel wrote into it is home.
+    pub(super) fn shed_over_budget(&self, closed: u64) {
+        for ino in self.ram.resident_files(closed, 64) {
+            if !self.ram.over_budget() {
+                return;
+            }
+            if self.state.read().open.contains_key(&ino) || self.write_back_ram(ino).is_err() {
+                continue;
+            }
+            // Under the state lock, which an open takes to count itself: no open
+            // can take the file's RAM between this check and its removal.
+            let st = self.state.read();
+            if !st.open.contains_key(&ino) {
+                self.ram.shed(ino);
+            }
+        }
+    }
+
     /// Whether the file system is close enough to full that the kernel should not
     /// write files' RAM by itself: the daemon then sees every write, and can wait
     /// for the room a file being released frees, and answer ENOSPC exactly, where a

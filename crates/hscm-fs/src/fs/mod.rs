@@ -631,9 +631,8 @@ impl FileSystem {
         };
         if last {
             self.ram.closed(ino);
-            // What the kernel wrote goes home before the file may leave RAM.
-            if !drop_now && self.ram.over_budget() && self.write_back_ram(ino).is_ok() {
-                self.ram.shed_if_over_budget(ino);
+            if !drop_now && self.ram.over_budget() {
+                self.shed_over_budget(ino);
             }
             self.ram.close_idle(ino);
         }

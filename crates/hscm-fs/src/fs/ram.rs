@@ -625,24 +625,29 @@ impl Ram {
             .is_some_and(|budget| self.used_bytes() > budget)
     }
 
-    /// After a file's last close: while the files' RAM holds more than the budget,
-    /// the file leaves it and is read from the target until it is opened again (new
-    /// files enter RAM empty, so the policy, which counts sizes at admission,
-    /// cannot see them grow). Kept if anything may still write its RAM (the caller
-    /// wrote home what the kernel wrote).
-    pub(crate) fn shed_if_over_budget(&self, ino: u64) {
-        if !self.over_budget() {
-            return;
-        }
+    /// Takes a closed file out of RAM (read from the target until it is opened
+    /// again), unless anything may still write its RAM; the caller wrote home what
+    /// the kernel wrote. True if it left.
+    pub(crate) fn shed(&self, ino: u64) -> bool {
         let mut r = self.resident.lock();
         let Some(f) = r.files.get(&ino) else {
-            return;
+            return false;
         };
         let writers = f.kernel_writers.load(Ordering::Acquire) > 0;
         if writers || (f.kernel_may_write() && f.may_be_written_elsewhere()) {
-            return;
+            return false;
         }
         r.remove(ino);
+        true
+    }
+
+    /// Up to `n` resident files, `first` first.
+    pub(crate) fn resident_files(&self, first: u64, n: usize) -> Vec<u64> {
+        let r = self.resident.lock();
+        std::iter::once(first)
+            .chain(r.files.keys().copied().filter(|&k| k != first))
+            .take(n)
+            .collect()
     }
 
     /// How much more the files' RAM may hold than the file system (0 with memfds,
