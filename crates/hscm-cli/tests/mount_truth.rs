@@ -17,6 +17,20 @@ const PATHS: [(&str, &[&str]); 3] = [
     ("on-flush", &["--no-passthrough"]),
 ];
 
+/// Every test here needs root (FUSE passthrough) and holds the system's memory
+/// for reading (see `util::SYSTEM_MEMORY`); None, said once, where not root.
+fn root_and_memory() -> Option<std::sync::RwLockReadGuard<'static, ()>> {
+    if !is_root() {
+        eprintln!("skipped: FUSE passthrough needs root");
+        return None;
+    }
+    Some(
+        crate::util::SYSTEM_MEMORY
+            .read()
+            .unwrap_or_else(|e| e.into_inner()),
+    )
+}
+
 fn size_of(i: usize) -> usize {
     1 + (i * 7919) % 60_000
 }
@@ -64,13 +78,9 @@ fn check_file(path: &Path, i: usize, what: &str) {
 /// file runs behind the next one's requests), then again after a remount.
 #[test]
 fn files_written_closed_and_stamped_show_their_size_and_time() {
-    let _memory = crate::util::SYSTEM_MEMORY
-        .read()
-        .unwrap_or_else(|e| e.into_inner());
-    if !is_root() {
-        eprintln!("skipped: FUSE passthrough needs root");
+    let Some(_memory) = root_and_memory() else {
         return;
-    }
+    };
     let files: usize = std::env::var("HSCM_WRITE_CLOSE_STAT_FILES")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -157,13 +167,9 @@ fn source_repository(at: &Path) {
 /// protocol (index-pack), on every path; `git fsck` clean every time.
 #[test]
 fn git_clone_is_clean_on_every_path() {
-    let _memory = crate::util::SYSTEM_MEMORY
-        .read()
-        .unwrap_or_else(|e| e.into_inner());
-    if !is_root() {
-        eprintln!("skipped: FUSE passthrough needs root");
+    let Some(_memory) = root_and_memory() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     let src = dir.path().join("src");
     source_repository(&src);
@@ -221,13 +227,9 @@ fn git_clone_is_clean_on_every_path() {
 /// kill -9 of the daemon, and a clean unmount once the mapping is gone.
 #[test]
 fn a_mapping_that_outlives_its_descriptor_is_durable_at_the_next_fsync() {
-    let _memory = crate::util::SYSTEM_MEMORY
-        .read()
-        .unwrap_or_else(|e| e.into_inner());
-    if !is_root() {
-        eprintln!("skipped: FUSE passthrough needs root");
+    let Some(_memory) = root_and_memory() else {
         return;
-    }
+    };
     for mode in MODES {
         for crash in [true, false] {
             let what = format!("{mode}, {}", if crash { "kill -9" } else { "unmount" });
@@ -278,13 +280,9 @@ fn a_mapping_that_outlives_its_descriptor_is_durable_at_the_next_fsync() {
 /// removed, unmounting is clean again.
 #[test]
 fn a_full_file_system_is_the_close_s_error_and_the_unmount_s() {
-    let _memory = crate::util::SYSTEM_MEMORY
-        .read()
-        .unwrap_or_else(|e| e.into_inner());
-    if !is_root() {
-        eprintln!("skipped: FUSE passthrough needs root");
+    let Some(_memory) = root_and_memory() else {
         return;
-    }
+    };
     for (mode, extra) in PATHS {
         let what = format!("{mode} {extra:?}");
         let dir = tempfile::tempdir().unwrap();
@@ -339,13 +337,9 @@ fn a_full_file_system_is_the_close_s_error_and_the_unmount_s() {
 /// `HSCM_MANY_FILES` sets the count (200,000 by hand).
 #[test]
 fn a_tree_larger_than_the_descriptor_limit_is_served_whole() {
-    let _memory = crate::util::SYSTEM_MEMORY
-        .read()
-        .unwrap_or_else(|e| e.into_inner());
-    if !is_root() {
-        eprintln!("skipped: FUSE passthrough needs root");
+    let Some(_memory) = root_and_memory() else {
         return;
-    }
+    };
     let files: usize = std::env::var("HSCM_MANY_FILES")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -391,14 +385,10 @@ fn a_tree_larger_than_the_descriptor_limit_is_served_whole() {
 /// both bits, as on tmpfs, by the time the close returns.
 #[test]
 fn a_write_through_an_earlier_open_drops_setuid_and_setgid() {
-    let _memory = crate::util::SYSTEM_MEMORY
-        .read()
-        .unwrap_or_else(|e| e.into_inner());
     use std::os::unix::fs::PermissionsExt;
-    if !is_root() {
-        eprintln!("skipped: FUSE passthrough needs root");
+    let Some(_memory) = root_and_memory() else {
         return;
-    }
+    };
     for mode in MODES {
         let dir = tempfile::tempdir().unwrap();
         let v = fs_volume(dir.path(), "64M", mode);
@@ -461,13 +451,9 @@ fn rss_kib(pid: u32) -> u64 {
 /// stayed exactly once, and nothing twice.
 #[test]
 fn open_directories_cost_no_copy_and_list_each_entry_once() {
-    let _memory = crate::util::SYSTEM_MEMORY
-        .read()
-        .unwrap_or_else(|e| e.into_inner());
-    if !is_root() {
-        eprintln!("skipped: FUSE passthrough needs root");
+    let Some(_memory) = root_and_memory() else {
         return;
-    }
+    };
     let dir = tempfile::tempdir().unwrap();
     let v = fs_volume(dir.path(), "256M", "on-flush");
     let at = dir.path().join("mnt");
@@ -514,13 +500,9 @@ fn open_directories_cost_no_copy_and_list_each_entry_once() {
 /// file reads back right, from RAM or from the device, and after a remount.
 #[test]
 fn new_files_keep_to_the_ram_budget() {
-    let _memory = crate::util::SYSTEM_MEMORY
-        .read()
-        .unwrap_or_else(|e| e.into_inner());
-    if !is_root() {
-        eprintln!("skipped: FUSE passthrough needs root");
+    let Some(_memory) = root_and_memory() else {
         return;
-    }
+    };
     for mode in MODES {
         let dir = tempfile::tempdir().unwrap();
         let v = fs_volume(dir.path(), "256M", mode);
@@ -557,13 +539,9 @@ fn new_files_keep_to_the_ram_budget() {
 /// loss to careful programs).
 #[test]
 fn syncfs_fails_only_for_data_that_did_not_go_home() {
-    if !is_root() {
-        eprintln!("skipped: FUSE passthrough needs root");
+    let Some(_memory) = root_and_memory() else {
         return;
-    }
-    let _memory = crate::util::SYSTEM_MEMORY
-        .read()
-        .unwrap_or_else(|e| e.into_inner());
+    };
     for (mode, extra) in PATHS {
         let what = format!("{mode} {extra:?}");
         let dir = tempfile::tempdir().unwrap();
@@ -604,13 +582,9 @@ fn syncfs_fails_only_for_data_that_did_not_go_home() {
 #[test]
 fn a_neighbour_filling_the_file_system_neither_takes_the_machine_s_memory_nor_loses_data() {
     use std::os::unix::fs::PermissionsExt;
-    if !is_root() {
-        eprintln!("skipped: FUSE passthrough needs root");
+    let Some(_memory) = root_and_memory() else {
         return;
-    }
-    let _memory = crate::util::SYSTEM_MEMORY
-        .read()
-        .unwrap_or_else(|e| e.into_inner());
+    };
     let fill = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/fs/fill.py");
     for mode in MODES {
         for how in ["write", "map", "files"] {
