@@ -571,27 +571,17 @@ impl fuser::Filesystem for Fuse {
         reply: ReplyEmpty,
     ) {
         let served = Served::of(fh);
-        let written_back = if served.kernel_writes() {
-            // Its writes and shared mappings changed RAM only: a close takes them
-            // home, as a cached open's dirty pages reach the file system at close.
-            let done = self.fs.write_back_ram(ino.0).map(|_| ());
+        if served.kernel_writes() {
+            // Its writes went home at the FLUSH of each close(2) before this (whose
+            // answer the program sees; the kernel ignores a release's). A mapping
+            // that outlives the open keeps the file's hashes, and its writes go home
+            // at the next fsync or at unmount: no second pass over the file here.
             self.fs.end_kernel_writes(ino.0);
-            done
-        } else {
-            Ok(())
-        };
+        }
         if self.opens.release(ino.0, served) {
             self.drop_cached_pages(ino);
         }
-        // The handle is gone whatever the write-back found (a full file system says
-        // so to the fsync before the close; the kernel ignores a release's answer).
-        let released = self.fs.release(ino.0);
-        if let Err(e) = &written_back {
-            tracing::warn!(
-                "closing inode {ino}: what the kernel wrote in RAM did not all go home: {e}"
-            );
-        }
-        self.empty(written_back.and(released), reply)
+        self.empty(self.fs.release(ino.0), reply)
     }
 
     fn fsync(
