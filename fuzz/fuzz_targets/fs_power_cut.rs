@@ -1,10 +1,17 @@
 //! The file system's whole API under power cuts, with the fuzzer choosing: the
-//! input's first 8 bytes pick the mode, where the device fails (a write or a sync)
-//! and what of the unsynced writes survives; the rest choose the operations
-//! (create, mkdir, write, truncate, unlink, rmdir, rename with its flags, link,
-//! fallocate and punch, symlink, chmod, fsync) and their arguments. After the cut
-//! the file system must mount and hold what its mode promises, as
-//! `crates/hscm-fs/tests/power_cut.rs` checks for seeded rounds (the same code).
+//! input's first 8 bytes pick the mode (bit 0), one writer or several at once
+//! (bit 1), where the device fails (a write or a sync) and what of the unsynced
+//! writes survives; the rest choose the operations and their arguments.
+//! - One writer: create, mkdir, write, truncate, unlink, rmdir, rename with its
+//!   flags, link, fallocate and punch, symlink, chmod, fsync. After the cut the file
+//!   system must mount and hold what its mode promises, as
+//!   `crates/hscm-fs/tests/power_cut.rs` checks for seeded rounds (the same code).
+//! - Several writers at once, each on its own open file: appends, rewrites in
+//!   place of synced blocks, writes into the file's RAM behind the file system's
+//!   back (as FUSE passthrough and shared mappings make them), fsyncs; the rest of
+//!   the input is dealt out among them. After the cut each file must hold what its
+//!   writer saw acknowledged, as `crates/hscm-fs/tests/power_cut_concurrent.rs`
+//!   checks for seeded rounds (the same code).
 #![no_main]
 
 #[path = "../../crates/hscm-fs/tests/common/mod.rs"]
@@ -51,5 +58,13 @@ fuzz_target!(|data: &[u8]| {
     } else {
         Durability::OnFlush
     };
-    common::power_cut::round(seed, durability, || InputChoices { bytes: choices });
+    if seed & 2 == 0 {
+        common::power_cut::round(seed, durability, || InputChoices { bytes: choices });
+    } else {
+        let writers = common::concurrent_cut::WRITERS as usize;
+        let share = choices.len().div_ceil(writers).max(1);
+        common::concurrent_cut::round(seed, durability, |w| InputChoices {
+            bytes: choices.chunks(share).nth(w as usize).unwrap_or(&[]),
+        });
+    }
 });

@@ -72,6 +72,14 @@ pub struct MountArgs {
     /// directly for read-only opens.
     #[arg(long)]
     pub no_passthrough: bool,
+    /// Let the kernel read and write read-write opens' RAM directly too (by
+    /// default only read-only and write-only opens are passed through): faster
+    /// random writes by programs that open files read-write (databases, fio), but
+    /// msync(MS_SYNC) of their shared mappings no longer reaches hscm, so what they
+    /// write through a mapping is durable at the next fsync of any file, a close or
+    /// unmount, not when msync returns.
+    #[arg(long, conflicts_with = "no_passthrough")]
+    pub passthrough_read_write: bool,
     /// Threads serving requests.
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64).map(usize::from))]
     pub threads: usize,
@@ -151,6 +159,9 @@ pub fn mount(a: &MountArgs) -> Result<()> {
     if a.no_writeback_cache {
         served = served.without_writeback_cache();
     }
+    if a.passthrough_read_write {
+        served = served.with_passthrough_read_write();
+    }
     if a.no_passthrough || !rustix::process::geteuid().is_root() {
         // Registering a backing file takes CAP_SYS_ADMIN.
         served = served.without_passthrough();
@@ -205,6 +216,10 @@ pub fn mount(a: &MountArgs) -> Result<()> {
             format!("{name}: {e}")
         })
         .collect();
+    // For `hscm umount`, which waits for the volume's lock: left before it goes.
+    if let Err(e) = hscm_fuse::mounts::leave_unsaved_report(&a.volume, &unsaved) {
+        tracing::warn!("leaving the list of unsaved files for `hscm umount`: {e}");
+    }
     // The session's clones of the engine are gone with it; close commits and closes.
     drop((fs, volume));
     opened.close().context("committing at unmount")?;

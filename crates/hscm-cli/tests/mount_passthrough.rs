@@ -56,11 +56,11 @@ impl Mounted {
         assert!(status.success(), "the daemon ended with {status}");
     }
 
-    /// `hscm umount`, and the daemon's exit status (to check a failing unmount).
-    pub(crate) fn unmount_status(mut self) -> std::process::ExitStatus {
+    /// `hscm umount`'s output and the daemon's exit status (to check a failing
+    /// unmount).
+    pub(crate) fn unmount_status(mut self) -> (std::process::Output, std::process::ExitStatus) {
         let o = run(&["umount", self.at.to_str().unwrap()]);
-        assert!(o.status.success(), "{}", text(&o));
-        self.daemon.take().unwrap().wait().unwrap()
+        (o, self.daemon.take().unwrap().wait().unwrap())
     }
 
     /// kill -9 of the daemon, then the dead mount detached (as after a crash).

@@ -150,6 +150,13 @@ fn first_holder(entries: &[LockEntry]) -> Option<LockHolder> {
     named.clone().find(|h| h.pid != me).or(named.clone().next())
 }
 
+/// The process holding the store at `path` (another first), as `/proc/locks`
+/// names it; None when nobody does or it cannot be told.
+pub fn holder(path: &Path) -> Option<LockHolder> {
+    let file = File::open(path).ok()?;
+    first_holder(&lock_entries(&file))
+}
+
 /// Whether some process holds the store at `path` (its owner lock, either way): a
 /// probe that takes and at once drops the lock. False when `path` cannot be opened.
 pub fn is_held(path: &Path) -> bool {

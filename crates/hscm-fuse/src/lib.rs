@@ -28,6 +28,7 @@ use std::time::{Duration, SystemTime};
 mod convert;
 mod dirs;
 pub mod dirty;
+mod mappings;
 mod mounting;
 pub mod mounts;
 mod options;
@@ -37,7 +38,9 @@ mod stats;
 
 use convert::{errno, file_attr, kind_of_mode, time_or_now};
 use dirs::Dirs;
-use passthrough::{libc_o_accmode, Created, OpenAccess, OpenReply, Opens, Served, O_RDONLY};
+use passthrough::{
+    libc_o_accmode, Created, OpenAccess, OpenReply, Opens, Served, O_RDONLY, O_RDWR,
+};
 
 pub use mounting::{mount, raise_descriptor_limit, session_config, Access, DIRTY_SHARE_PERCENT};
 pub use stats::{FuseStats, FUSE_OPS};
@@ -81,8 +84,13 @@ pub struct Fuse {
     dirs: Dirs,
     /// Ask the kernel for FUSE passthrough at mount.
     passthrough_wanted: bool,
+    /// Serve read-write opens by passthrough too, their msync not reaching the
+    /// daemon (`passthrough.rs`).
+    passthrough_read_write: bool,
     /// How each open file is served (`passthrough.rs`).
     opens: Opens,
+    /// Runs the fsyncs that must first have mapped pages written back.
+    syncer: mappings::Syncer,
     stats: Arc<FuseStats>,
 }
 
@@ -91,6 +99,9 @@ impl Fuse {
     /// the page cache or by passthrough from the file's RAM (`passthrough.rs`).
     fn serve_open(&self, ino: u64, flags: i32, reply: impl OpenReply) -> Served {
         let writable = flags & libc_o_accmode() != O_RDONLY;
+        // Only a read-write open can map the file shared and writable (mmap needs
+        // read access, and write access for PROT_WRITE with MAP_SHARED).
+        let may_map_writable = flags & libc_o_accmode() == O_RDWR;
         let ram = if self.opens.enabled() {
             self.fs.file_ram(ino)
         } else {
@@ -113,7 +124,9 @@ impl Fuse {
                 false
             }
         };
-        self.opens.open(ino, access, ram, kernel_writes, reply)
+        let mappings_to_daemon = may_map_writable && !self.passthrough_read_write;
+        self.opens
+            .open(ino, access, mappings_to_daemon, ram, kernel_writes, reply)
     }
 
     /// Drops the kernel's cached pages of a file whose last cached open closed: the
@@ -483,7 +496,7 @@ impl fuser::Filesystem for Fuse {
         &self,
         req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         offset: u64,
         data: &[u8],
         write_flags: WriteFlags,
@@ -509,7 +522,10 @@ impl fuser::Filesystem for Fuse {
         };
         let written = self.stats.time(
             stats::WRITE,
-            || self.fs.write_with(ino.0, offset, data, how),
+            || match Served::of(fh) {
+                Served::CachedWritesToRam => self.fs.write_to_ram(ino.0, offset, data, how),
+                _ => self.fs.write_with(ino.0, offset, data, how),
+            },
             |n| u64::from(*n),
         );
         let mut changed_attributes = how.drop_setid != DropSetid::Keep;
@@ -594,16 +610,9 @@ impl fuser::Filesystem for Fuse {
     ) {
         let _ = fh;
         // An fsync commits everything, so it takes home every file the kernel wrote
-        // in RAM, not only this one.
-        let synced = self.stats.time(
-            stats::FSYNC,
-            || {
-                self.fs.write_back_all(Some(ino.0)).map(|_| ())?;
-                self.fs.fsync(ino.0)
-            },
-            |_| 0,
-        );
-        self.empty(synced, reply)
+        // in RAM, not only this one: in the files' RAM, and in dirty pages of
+        // mappings (`mappings.rs`).
+        self.sync_everything(ino.0, Some(ino.0), reply, stats::FSYNC);
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
@@ -661,11 +670,7 @@ impl fuser::Filesystem for Fuse {
         // A directory's fsync commits everything too, so it takes home what the
         // kernel wrote in files' RAM first (a file's own failure is its own
         // fsync's or close's to report).
-        let synced = self
-            .fs
-            .write_back_all(None)
-            .and_then(|_| self.fs.fsync(ino.0));
-        self.empty(synced, reply)
+        self.sync_everything(ino.0, None, reply, stats::FSYNC);
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {

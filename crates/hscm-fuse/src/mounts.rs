@@ -293,6 +293,52 @@ pub enum HscmUnmountError {
     /// The mount is gone but its process did not close the volume in time.
     #[error("unmounted, but the mount process still holds {} after {} s", volume.display(), waited.as_secs_f64())]
     StillHeld { volume: PathBuf, waited: Duration },
+    /// The mount is gone and the volume closed, but what was written to these files
+    /// did not all reach the volume (the mount process said so before it ended).
+    #[error("unmounted {}, but what was written to {} file(s) did not all reach the volume:\n  {}", point.display(), files.len(), files.join("\n  "))]
+    Unsaved { point: PathBuf, files: Vec<String> },
+}
+
+/// The runtime file in which the mount process of `volume` (process `pid`) leaves
+/// the files whose data did not reach the volume, for `hscm umount` to report.
+fn unsaved_report(volume: &Path, pid: u32) -> Option<PathBuf> {
+    let dir = hscm_durable::runtime::dir().ok()?;
+    let stem = hscm_durable::runtime::safe_stem(&hscm_durable::runtime::stem_of(volume));
+    Some(dir.join(format!("mount-{stem}-{pid}.unsaved")))
+}
+
+/// Said by a mount process as it ends: `files` (one line each: the path and the
+/// error) did not all reach `volume`. `hscm umount` reads it once the volume is
+/// closed and ends with the same error; nothing is written when `files` is empty.
+/// A failure to write it is returned (the caller still reports the files itself).
+pub fn leave_unsaved_report(volume: &Path, files: &[String]) -> io::Result<()> {
+    let Some(path) = unsaved_report(volume, std::process::id()) else {
+        return Err(io::Error::other("no runtime directory for the report"));
+    };
+    // One left by an earlier process with this PID is stale.
+    let _ = std::fs::remove_file(&path);
+    if files.is_empty() {
+        return Ok(());
+    }
+    let dir = path.parent().expect("a runtime file has a directory");
+    let name = path.file_name().expect("a runtime file has a name");
+    let (_, mut file) = hscm_durable::runtime::create_file(dir, &name.to_string_lossy())
+        .map_err(io::Error::other)?;
+    use std::io::Write;
+    file.write_all(files.join("\n").as_bytes())?;
+    file.sync_all()
+}
+
+/// Takes the report the mount process `pid` of `volume` left, if any.
+fn take_unsaved_report(volume: &Path, pid: u32) -> Vec<String> {
+    let Some(path) = unsaved_report(volume, pid) else {
+        return Vec::new();
+    };
+    let Ok(text) = std::fs::read_to_string(&path) else {
+        return Vec::new();
+    };
+    let _ = std::fs::remove_file(&path);
+    text.lines().map(str::to_string).collect()
 }
 
 /// Unmounts the hscm mount on top at `point` (never what lies under or over it),
@@ -317,6 +363,8 @@ pub fn unmount_hscm(point: &Path, wait: Duration) -> Result<PathBuf, HscmUnmount
             on_top: Box::new(top),
         });
     };
+    // The process that serves it, to find what it says as it ends.
+    let server = hscm_durable::lock::holder(&volume).map(|h| h.pid);
     fusermount_u(&point).map_err(|source| HscmUnmountError::Unmount {
         point: point.clone(),
         source,
@@ -330,6 +378,10 @@ pub fn unmount_hscm(point: &Path, wait: Duration) -> Result<PathBuf, HscmUnmount
             });
         }
         std::thread::sleep(Duration::from_millis(20));
+    }
+    let files = server.map_or_else(Vec::new, |pid| take_unsaved_report(&volume, pid));
+    if !files.is_empty() {
+        return Err(HscmUnmountError::Unsaved { point, files });
     }
     Ok(point)
 }

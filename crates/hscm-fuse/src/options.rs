@@ -19,7 +19,9 @@ impl Fuse {
             notifier: Arc::default(),
             dirs: Dirs::default(),
             passthrough_wanted: true,
+            passthrough_read_write: false,
             opens: Opens::default(),
+            syncer: Default::default(),
             stats: Arc::default(),
         }
     }
@@ -33,6 +35,18 @@ impl Fuse {
     /// (Linux 6.9): reads of files in RAM then cost a round trip to the daemon.
     pub fn without_passthrough(mut self) -> Fuse {
         self.passthrough_wanted = false;
+        self
+    }
+
+    /// Serves read-write opens by passthrough too (while no cached open of the file
+    /// is left): their reads and writes then never reach the daemon, but a shared
+    /// mapping made through one maps the file's RAM itself, and msync(MS_SYNC) of it
+    /// never reaches the file system: what a program wrote through such a mapping
+    /// goes home at the next fsync of any file, the file's last close, or unmount,
+    /// not at msync. By default read-write opens go through the page cache and
+    /// the daemon, and msync is durable on return.
+    pub fn with_passthrough_read_write(mut self) -> Fuse {
+        self.passthrough_read_write = true;
         self
     }
 

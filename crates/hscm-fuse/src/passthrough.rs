@@ -15,6 +15,14 @@
 //!   RAM and the device before it answers; their shared mappings write RAM behind the
 //!   daemon's back, and [`hscm_fs::FileSystem::write_back_ram`] makes those durable
 //!   at fsync and at the last close;
+//! * read-write opens (the only ones that can map a file shared and writable) while
+//!   no passthrough open exists: cached, unless the mount was asked to pass them
+//!   through too. A shared mapping of a passthrough open maps the backing file
+//!   itself, and msync(MS_SYNC) then syncs that memfd and never reaches the daemon
+//!   (`backing_file_mmap` sets the mapping's file to the backing file); a mapping of
+//!   a cached open is the kernel's page cache of the FUSE file, whose msync writes
+//!   the dirty pages to the daemon and sends it an FSYNC, so it is durable on
+//!   return in either mode;
 //! * anything else (a file not in RAM yet, a writable open with the writeback cache
 //!   and no passthrough open, any open while a cached one is left): cached.
 //!
@@ -33,6 +41,13 @@ use parking_lot::Mutex;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Served {
     Cached,
+    /// Cached, and able to map the file shared and writable: what its mappings
+    /// write may sit in the kernel's dirty pages (`mappings.rs`).
+    CachedReadWrite,
+    /// [`Served::CachedReadWrite`] owed durability only at fsync (on-flush): each
+    /// write that reaches the daemon goes into the file's RAM alone, as a
+    /// passthrough write would, and home at the next write-back.
+    CachedWritesToRam,
     Passthrough,
     /// Reads and writes to the daemon, mmap to RAM.
     DirectPassthrough,
@@ -57,6 +72,8 @@ const CACHED: u64 = 1;
 const PASSTHROUGH: u64 = 2;
 const DIRECT_PASSTHROUGH: u64 = 3;
 const PASSTHROUGH_WRITABLE: u64 = 4;
+const CACHED_READ_WRITE: u64 = 5;
+const CACHED_WRITES_TO_RAM: u64 = 6;
 
 impl Served {
     pub(crate) fn handle(self) -> FileHandle {
@@ -65,6 +82,8 @@ impl Served {
             Served::Passthrough => PASSTHROUGH,
             Served::DirectPassthrough => DIRECT_PASSTHROUGH,
             Served::PassthroughWritable => PASSTHROUGH_WRITABLE,
+            Served::CachedReadWrite => CACHED_READ_WRITE,
+            Served::CachedWritesToRam => CACHED_WRITES_TO_RAM,
         })
     }
 
@@ -74,12 +93,21 @@ impl Served {
             PASSTHROUGH => Served::Passthrough,
             DIRECT_PASSTHROUGH => Served::DirectPassthrough,
             PASSTHROUGH_WRITABLE => Served::PassthroughWritable,
+            CACHED_READ_WRITE => Served::CachedReadWrite,
+            CACHED_WRITES_TO_RAM => Served::CachedWritesToRam,
             _ => Served::Cached,
         }
     }
 
     pub(crate) fn is_passthrough(self) -> bool {
-        self != Served::Cached
+        !self.is_cached()
+    }
+
+    pub(crate) fn is_cached(self) -> bool {
+        matches!(
+            self,
+            Served::Cached | Served::CachedReadWrite | Served::CachedWritesToRam
+        )
     }
 
     /// The kernel may write the file's RAM through this open (its writes, or its
@@ -87,7 +115,7 @@ impl Served {
     pub(crate) fn kernel_writes(self) -> bool {
         matches!(
             self,
-            Served::DirectPassthrough | Served::PassthroughWritable
+            Served::DirectPassthrough | Served::PassthroughWritable | Served::CachedWritesToRam
         )
     }
 }
@@ -95,6 +123,8 @@ impl Served {
 #[derive(Default)]
 struct InodeOpens {
     cached: u32,
+    /// Of the cached opens, those that can map the file shared and writable.
+    cached_read_write: u32,
     passthrough: u32,
     /// Registered with the kernel while passthrough opens exist.
     backing: Option<BackingId>,
@@ -132,19 +162,27 @@ impl Opens {
     /// lock so that no other open of the inode decides meanwhile. The file's RAM is
     /// registered as the backing file once per inode, while its passthrough opens
     /// last. `kernel_writes` is called before an open through which the kernel
-    /// writes RAM is granted; false refuses it.
+    /// writes RAM is granted; false refuses it. `mappings_to_daemon`: the open may map
+    /// the file shared and writable, and its msync must reach the file system, so
+    /// it is cached unless passthrough opens of the inode leave no choice.
     pub(crate) fn open(
         &self,
         ino: u64,
         access: OpenAccess,
+        mappings_to_daemon: bool,
         ram: Option<Arc<FileRam>>,
-        kernel_writes: impl FnOnce() -> bool,
+        mut kernel_writes: impl FnMut() -> bool,
         reply: impl OpenReply,
     ) -> Served {
         let mut inodes = self.inodes.lock();
         let io = inodes.entry(ino).or_default();
         let wanted = match (&ram, access) {
             (Some(_), _) if !self.enabled() || io.cached > 0 => None,
+            (Some(_), OpenAccess::WriteByKernel | OpenAccess::WriteThroughDaemon)
+                if mappings_to_daemon && io.passthrough == 0 =>
+            {
+                None
+            }
             (Some(_), OpenAccess::Read) => Some(Served::Passthrough),
             (Some(_), OpenAccess::WriteByKernel) => Some(Served::PassthroughWritable),
             (Some(_), OpenAccess::WriteThroughDaemon) => Some(Served::DirectPassthrough),
@@ -178,10 +216,31 @@ impl Opens {
             }
         }
         io.cached += 1;
+        let served = if mappings_to_daemon {
+            io.cached_read_write += 1;
+            if ram.is_some() && access == OpenAccess::WriteByKernel && kernel_writes() {
+                Served::CachedWritesToRam
+            } else {
+                Served::CachedReadWrite
+            }
+        } else {
+            Served::Cached
+        };
         // The kernel's cached pages of the file were dropped at the end of its last
         // cached period (see `release`), so what it keeps now is current.
-        reply.cached(Served::Cached.handle());
-        Served::Cached
+        reply.cached(served.handle());
+        served
+    }
+
+    /// The inodes, other than `except`, with a cached open that can map them
+    /// shared and writable: where dirty pages the daemon has not seen may be.
+    pub(crate) fn mapped_writable(&self, except: Option<u64>) -> Vec<u64> {
+        self.inodes
+            .lock()
+            .iter()
+            .filter(|(ino, io)| io.cached_read_write > 0 && Some(**ino) != except)
+            .map(|(ino, _)| *ino)
+            .collect()
     }
 
     /// An open was released. True when it was the inode's last cached open and
@@ -200,6 +259,9 @@ impl Opens {
             }
         } else {
             io.cached = io.cached.saturating_sub(1);
+            if matches!(served, Served::CachedReadWrite | Served::CachedWritesToRam) {
+                io.cached_read_write = io.cached_read_write.saturating_sub(1);
+            }
             last_cached = io.cached == 0;
         }
         if io.cached == 0 && io.passthrough == 0 {
@@ -210,6 +272,7 @@ impl Opens {
 }
 
 pub(crate) const O_RDONLY: i32 = 0;
+pub(crate) const O_RDWR: i32 = 2;
 
 /// O_ACCMODE: the bits of open(2)'s flags that say read, write or both.
 pub(crate) const fn libc_o_accmode() -> i32 {

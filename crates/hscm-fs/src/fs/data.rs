@@ -148,6 +148,40 @@ impl FileSystem {
         self.write_inner(ino, offset, data, how, true)
     }
 
+    /// A write owed durability only at the next fsync, into a file the kernel may
+    /// write itself (after [`begin_kernel_writes`](Self::begin_kernel_writes)):
+    /// into the file's RAM alone, as a passthrough write goes, for the next
+    /// write-back to take home ([`write_back_ram`](Self::write_back_ram)). Serves
+    /// writes that reach the daemon through the page cache (an open whose shared
+    /// mappings must reach the file system at msync) at the cost of a copy, not a
+    /// write of the target each. A file not in RAM, or not open for the kernel to
+    /// write, takes the ordinary [`write_with`](Self::write_with).
+    pub fn write_to_ram(
+        &self,
+        ino: u64,
+        offset: u64,
+        data: &[u8],
+        how: WriteOptions,
+    ) -> Result<u32> {
+        let Some(f) = self.file_ram(ino).filter(|f| f.kernel_may_write()) else {
+            return self.write_with(ino, offset, data, how);
+        };
+        if offset
+            .checked_add(data.len() as u64)
+            .is_none_or(|e| e > i64::MAX as u64)
+        {
+            return Err(Error::Invalid("a write past the largest file".into()));
+        }
+        f.write_behind(offset, data).map_err(|e| {
+            if e.raw_os_error() == Some(libc::ENOSPC) {
+                Error::NoSpace(format!("file {ino}'s RAM is full: {e}"))
+            } else {
+                Error::Failed(format!("writing file {ino}'s RAM: {e}"))
+            }
+        })?;
+        Ok(data.len() as u32)
+    }
+
     /// A write to the file and, with `to_ram`, to its RAM; without, to the target
     /// only (bytes that came from RAM: writes through a shared mapping).
     pub(super) fn write_inner(

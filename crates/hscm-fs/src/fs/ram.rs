@@ -176,6 +176,12 @@ impl FileRam {
         Ok(())
     }
 
+    /// A write into RAM alone, as the kernel's passthrough writes go: the hashes
+    /// stay as they are, so the next write-back finds the changed blocks.
+    pub(crate) fn write_behind(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        self.file()?.write_all_at(data, offset)
+    }
+
     /// Takes the room `[offset, offset + len)` needs in a bounded RAM (the private
     /// tmpfs) before the file system writes the target, so that copying the bytes
     /// into RAM after cannot fail for room: a full RAM is then the write's ENOSPC,

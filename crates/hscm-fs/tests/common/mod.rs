@@ -2,6 +2,7 @@
 //! snapshot of a whole tree, and random operations.
 #![allow(dead_code)] // each test binary uses part of it
 
+pub mod concurrent_cut;
 pub mod extreme;
 pub mod power_cut;
 

@@ -18,6 +18,10 @@ pub enum Under {
     /// hscm in on-flush mode on the classic FUSE path (`--no-passthrough`): every
     /// cold read a round trip to the daemon, writes in the kernel's writeback cache.
     HscmClassic,
+    /// hscm in on-flush mode with `--passthrough-read-write`: read-write opens
+    /// (fio's writers) by passthrough too, msync of their mappings not durable on
+    /// return. Only the points that write run on it.
+    HscmReadWritePassthrough,
     /// hscm in immediate mode: every write durable when it returns.
     HscmImmediate,
     /// Volatile, in RAM: the bound.
@@ -37,6 +41,7 @@ impl Under {
         match self {
             Under::HscmOnFlush | Under::HscmImmediate => "hscm",
             Under::HscmClassic => "hscm-no-passthrough",
+            Under::HscmReadWritePassthrough => "hscm-passthrough-read-write",
             Under::Tmpfs => "tmpfs",
             Under::Ext4 => "ext4",
             Under::Ext3 => "ext3",
@@ -125,6 +130,7 @@ pub fn mount(dir: &Path, under: Under, size: u64) -> Result<Mounted> {
     match under {
         Under::HscmOnFlush => mount_hscm(dir, room, under),
         Under::HscmClassic => mount_hscm(dir, room, under),
+        Under::HscmReadWritePassthrough => mount_hscm(dir, room, under),
         Under::HscmImmediate => mount_hscm(dir, room, under),
         Under::Tmpfs => {
             let at = dir.join("tmpfs");
@@ -216,6 +222,7 @@ fn mount_hscm(dir: &Path, room: u64, under: Under) -> Result<Mounted> {
     let (tag, durability, passthrough) = match under {
         Under::HscmImmediate => ("immediate", hscm_fs::Durability::Immediate, true),
         Under::HscmClassic => ("classic", hscm_fs::Durability::OnFlush, false),
+        Under::HscmReadWritePassthrough => ("rw-passthrough", hscm_fs::Durability::OnFlush, true),
         _ => ("on-flush", hscm_fs::Durability::OnFlush, true),
     };
     let path = dir.join(format!("fs-{tag}.hscm"));
@@ -249,6 +256,9 @@ fn mount_hscm(dir: &Path, room: u64, under: Under) -> Result<Mounted> {
     let mut served = hscm_fuse::Fuse::new(fs.clone());
     if !passthrough {
         served = served.without_passthrough();
+    }
+    if under == Under::HscmReadWritePassthrough {
+        served = served.with_passthrough_read_write();
     }
     let (session, mounted) = hscm_fuse::mount(served, &at, &config)
         .context("mounting hscm (FUSE: /dev/fuse and fusermount3, Debian package fuse3)")?;

@@ -151,6 +151,13 @@ pub const DURABLE_ROUNDS: usize = 3;
 pub fn points(under: Under) -> Vec<Point> {
     match under {
         Under::HscmImmediate | Under::DiskFile => Vec::new(),
+        // Only fio's writers open read-write: the rest is hscm's own points.
+        Under::HscmReadWritePassthrough => common()
+            .into_iter()
+            .filter(|p| {
+                p.kind == Kind::Io && matches!(p.workload, "randwrite" | "randrw" | "write")
+            })
+            .collect(),
         _ => common(),
     }
 }
