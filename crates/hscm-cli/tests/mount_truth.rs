@@ -623,6 +623,76 @@ fn new_files_keep_to_the_ram_budget() {
     }
 }
 
+/// Under a RAM budget, files read from home hold space there and none in RAM: the
+/// files' RAM must then take no more than home can (the private tmpfs's size
+/// follows home's free space), so a writer filling the file system meets ENOSPC
+/// at write(2), not first at close. On-flush, passthrough (immediate mode's writes
+/// reach the file system, which refuses them itself).
+#[test]
+fn under_a_ram_budget_ram_takes_no_more_than_home_can() {
+    let Some(_memory) = root_and_memory() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let v = fs_volume(dir.path(), "64M", "on-flush");
+    let at = dir.path().join("mnt");
+    let m = Mounted::with(&v, &at, &["--ram", "8M"]);
+    for i in 0..6 {
+        std::fs::write(m.path(&format!("f{i}")), pattern(i as u8, 8 << 20)).unwrap();
+    }
+    m.unmount();
+    // Mounted again: the 48 MiB of files are at home, at most the budget in RAM.
+    let m = Mounted::with(&v, &at, &["--ram", "8M"]);
+    let free = rustix::fs::statvfs(&at).unwrap();
+    let free_mib = (free.f_bavail * free.f_frsize) >> 20;
+    let writer = r#"
+import os, sys
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+chunk = os.urandom(1 << 20)
+for n in range(64):
+    try:
+        os.write(fd, chunk)
+    except OSError as e:
+        print(f"write-error {n} {e.errno}")
+        sys.exit(0)
+try:
+    os.close(fd)
+    print("ok")
+except OSError as e:
+    print(f"close-error {e.errno}")
+"#;
+    let o = Command::new("python3")
+        .arg("-c")
+        .arg(writer)
+        .arg(m.path("big"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    let written: u64 = said
+        .strip_prefix("write-error ")
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| {
+            panic!(
+                "64 MiB into {free_mib} MiB free did not fail at write(2): {said} {}",
+                String::from_utf8_lossy(&o.stderr)
+            )
+        });
+    assert!(said.ends_with(" 28"), "{said}");
+    // The budget, home's free space and the margin (8 MiB at this size), and no more.
+    assert!(
+        written <= 8 + free_mib + 8 + 1,
+        "{written} MiB went into RAM with {free_mib} MiB free at home"
+    );
+    std::fs::remove_file(m.path("big")).unwrap();
+    m.unmount();
+    let m = Mounted::with(&v, &at, &["--ram", "8M"]);
+    for i in 0..6 {
+        assert!(std::fs::read(m.path(&format!("f{i}"))).unwrap() == pattern(i as u8, 8 << 20));
+    }
+    m.unmount();
+}
+
 /// A tree written, then removed (`rm -rf`), on every path: `syncfs` answers 0
 /// after each step, as on any local file system (an fsync-class error is data
 /// loss to careful programs).

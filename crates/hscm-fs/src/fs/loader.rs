@@ -58,6 +58,8 @@ impl FileSystem {
         let Some(f) = self.file_ram(ino) else {
             return Ok(false);
         };
+        // What the kernel may now write into RAM is bounded by what home can take.
+        self.keep_ram_bound_in_step();
         let _same_file = f.lock.lock();
         let first = !f.kernel_may_write();
         f.start_sums()
@@ -263,6 +265,9 @@ impl FileSystem {
                 Err(e) if Some(other) == ino => return Err(e),
                 Err(e) => tracing::warn!("writing home what the kernel wrote in file {other}: {e}"),
             }
+        }
+        if total > 0 {
+            self.keep_ram_bound_in_step();
         }
         Ok(total)
     }

@@ -646,7 +646,18 @@ impl FileSystem {
                 Ok(())
             })?;
         }
+        if last {
+            // Space used or freed at home by this file since it opened: RAM's
+            // bound follows (cheap unless it moved by more than a quarter margin).
+            self.keep_ram_bound_in_step();
+        }
         Ok(())
+    }
+
+    /// RAM's bound follows home's free space (`store.rs`).
+    pub(crate) fn keep_ram_bound_in_step(&self) {
+        let s = self.statfs();
+        self.ram.keep_bound_in_step(s.free_blocks * s.block_size);
     }
 
     /// A target block's byte offset.

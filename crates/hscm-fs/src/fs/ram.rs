@@ -624,6 +624,16 @@ impl Ram {
         }
     }
 
+    /// Keeps the bound of the files' RAM in step with home's free space under a
+    /// budget ([`Store::keep_in_step`]); without one, or with memfds, nothing to do.
+    pub(crate) fn keep_bound_in_step(&self, home_free: u64) {
+        if let (Some(store), Some(budget)) = (&self.store, self.options.budget) {
+            if let Err(e) = store.keep_in_step(budget, home_free) {
+                tracing::debug!("resizing the files' RAM to home's free space: {e}");
+            }
+        }
+    }
+
     /// The files' RAM holds more than the budget.
     pub(crate) fn over_budget(&self) -> bool {
         self.options

@@ -27,7 +27,10 @@ use rustix::fs::{Mode, OFlags};
 pub(crate) struct Store {
     root: OwnedFd,
     next: AtomicU64,
-    size: u64,
+    /// Its size now (see [`Store::keep_in_step`]).
+    size: AtomicU64,
+    /// The size it was made with: the file system's capacity plus the margin.
+    full_size: u64,
     margin: u64,
 }
 
@@ -57,7 +60,8 @@ impl Store {
         Ok(Store {
             root,
             next: AtomicU64::new(0),
-            size,
+            size: AtomicU64::new(size),
+            full_size: size,
             margin,
         })
     }
@@ -69,7 +73,45 @@ impl Store {
 
     /// The bytes its files may hold.
     pub(crate) fn size(&self) -> u64 {
-        self.size
+        self.size.load(Ordering::Relaxed)
+    }
+
+    /// Keeps the size in step with what home can still take, under a RAM budget:
+    /// the files' RAM may hold the budget (`loads`: files copied in from home take
+    /// no room there) or what it holds now if more, plus home's free space (what
+    /// writes can still add), plus the margin, and never more than the size it was
+    /// made with. Without a budget every file is in RAM, and the size it was made
+    /// with is already home's capacity plus the margin; under one, files read from
+    /// home hold space there and none here, and a fixed size would let RAM take up
+    /// to the whole capacity when home can take far less. Resized only when it
+    /// moved by more than a quarter of the margin, so most calls cost one statvfs.
+    pub(crate) fn keep_in_step(&self, loads: u64, home_free: u64) -> std::io::Result<()> {
+        let want = self
+            .used()
+            .max(loads)
+            .saturating_add(home_free)
+            .saturating_add(self.margin)
+            .min(self.full_size)
+            .div_ceil(4096)
+            * 4096;
+        if want.abs_diff(self.size()) <= self.margin / 4 {
+            return Ok(());
+        }
+        self.set_size(want)
+    }
+
+    /// Reconfigures the tmpfs's size (tmpfs refuses one below what it holds).
+    fn set_size(&self, bytes: u64) -> std::io::Result<()> {
+        use rustix::mount::{fsconfig_reconfigure, fsconfig_set_string, fspick, FsPickFlags};
+        let fs = fspick(
+            self.root.as_fd(),
+            "",
+            FsPickFlags::FSPICK_EMPTY_PATH | FsPickFlags::FSPICK_CLOEXEC,
+        )?;
+        fsconfig_set_string(fs.as_fd(), "size", bytes.to_string())?;
+        fsconfig_reconfigure(fs.as_fd())?;
+        self.size.store(bytes, Ordering::Relaxed);
+        Ok(())
     }
 
     /// A new empty file for `ino`, under a name no other file had (a file
@@ -150,5 +192,35 @@ mod tests {
         assert!(store.used() < 1 << 20, "the room came back");
         let (other, _) = store.create(1).unwrap();
         assert_ne!(other, name, "names are never reused");
+    }
+
+    /// The size follows home's free space: home with room for 1 MiB more lets RAM
+    /// take what it holds plus that plus the margin, and no more.
+    #[test]
+    fn the_bound_follows_home_s_free_space() {
+        let store = match Store::private_tmpfs(64 << 20) {
+            Ok(store) => store,
+            Err(e) => {
+                eprintln!("skipped: no private tmpfs here ({e})");
+                return;
+            }
+        };
+        let (_, file) = store.create(1).unwrap();
+        file.write_all_at(&vec![7u8; 4 << 20], 0).unwrap();
+        // Home has 1 MiB free (files read from home hold the rest); a 2 MiB budget.
+        store.keep_in_step(2 << 20, 1 << 20).unwrap();
+        let size = store.size();
+        assert!(size < 64 << 20, "shrunk to {size}");
+        assert!(size >= (4 << 20) + (1 << 20) + store.margin(), "{size}");
+        let past = file
+            .write_all_at(&vec![7u8; (size - (4 << 20)) as usize + (1 << 20)], 4 << 20)
+            .unwrap_err();
+        assert_eq!(past.raw_os_error(), Some(28), "{past}");
+        // Home freed space: RAM may take it again.
+        store.keep_in_step(2 << 20, 60 << 20).unwrap();
+        assert!(store.size() >= 64 << 20, "{}", store.size());
+        // Never past the size it was made with.
+        store.keep_in_step(1 << 40, 1 << 40).unwrap();
+        assert!(store.size() <= (64 << 20) + store.margin() + 4096);
     }
 }
