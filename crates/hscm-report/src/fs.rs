@@ -163,10 +163,14 @@ pub fn section(out: &Path, quick: bool) -> Result<Section> {
     writeln!(md, "Reads: with FUSE passthrough the kernel reads each file's RAM itself, so a cold read costs what a \
         tmpfs read costs: {cold_read:.3}x tmpfs at 4 KiB and {seq_read:.2}x at 1 MiB sequential. On the classic FUSE \
         path every cold read is a round trip to the daemon: bindfs, which only forwards to tmpfs, reaches {:.3}x tmpfs \
-        and hscm without passthrough {:.3}x. Writes (on-flush) go into the file's RAM through the kernel too, and home \
-        at fsync: {write:.2}x tmpfs at 4 KiB.\n",
+        and hscm without passthrough {:.3}x. Writes through write-only opens go into the file's RAM through the kernel \
+        too. fio opens its file read-write, which hscm serves through the page cache and the daemon by default (so \
+        that msync of a shared mapping reaches it and is durable on return): a round trip per write, {write:.3}x tmpfs \
+        at 4 KiB (on-flush). With `--passthrough-read-write` (msync then not durable on return) the kernel writes RAM \
+        itself: {:.2}x tmpfs.\n",
         cold_read_fuse_bound,
-        ratio(&b, "randread bs4096 hscm/hscm-no-passthrough") * cold_read
+        ratio(&b, "randread bs4096 hscm/hscm-no-passthrough") * cold_read,
+        write / ratio(&b, "randwrite bs4096 hscm/hscm-passthrough-read-write"),
     )?;
     writeln!(md, "### RAM used for the same data\n")?;
     writeln!(md, "A {} file written (each file system mounted for it alone), the page cache dropped, the file read once; the page cache and shmem \

@@ -8,8 +8,11 @@
 //! libaio and four jobs, Baek & Park 2020's file-level 66:34 mix, sequential 1 MiB, warm
 //! reads, create/stat/unlink of small files, a fileserver job file modelled on
 //! Filebench's, Baek & Park 2020's video read-modify-rewrite, and the durable 4 KiB random
-//! write. hscm runs in on-flush mode with the kernel's writeback cache (the paper's
-//! fast mode, durable at fsync as the buffered kernel file systems are), and the
+//! write. hscm runs in on-flush mode (the paper's fast mode, durable at fsync as the
+//! buffered kernel file systems are) as `hscm mount` serves it, and its writing
+//! points again with `--passthrough-read-write` (`hscm-passthrough-read-write`:
+//! fio opens read-write, which the default serves through the daemon so that msync
+//! is durable), and the
 //! durable write in immediate mode against ext4 with an fsync after each write and
 //! against a plain file on the same disk with an fdatasync after each (the disk's
 //! bound: what any durable write there costs at the least). Those three are mounted
@@ -34,8 +37,9 @@ use crate::units::{parse_size, size_arg};
 
 /// The file system of `hscm mount` against tmpfs (volatile, the bound), ext4 and
 /// ext3 on loop files on the same disk, and bindfs over tmpfs (a plain FUSE
-/// passthrough: FUSE's own cost), driven by fio. hscm runs in on-flush mode with
-/// the kernel's writeback cache (durable at fsync, as buffered ext4 is):
+/// passthrough: FUSE's own cost), driven by fio. hscm runs in on-flush mode
+/// (durable at fsync, as buffered ext4 is) as `hscm mount` serves it, and its
+/// writing points again with `--passthrough-read-write` (hscm-passthrough-read-write):
 /// random reads and writes of 1-16 KiB with the page cache dropped before each
 /// point (Table 3 of Sun et al. 2020, tmpfs on hybrid memory against ext3); 4 KiB
 /// with libaio and with four jobs; a 66:34 mix; sequential 1 MiB; warm reads;
