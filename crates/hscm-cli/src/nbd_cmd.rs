@@ -78,6 +78,13 @@ pub struct NbdArgs {
     /// instead of certificates: clients prove themselves with a username and its key.
     #[arg(long, value_name = "FILE", conflicts_with = "tls_certificates")]
     pub tls_psk: Option<PathBuf>,
+    /// With --tls-certificates: let in only clients whose certificate the CA in
+    /// DIR/ca-cert.pem signed (libnbd and qemu read theirs from client-cert.pem and
+    /// client-key.pem in their --tls-certificates directory). `no` lets any client
+    /// in: TLS then encrypts but authenticates nobody, and the warning says so.
+    #[arg(long, default_value = "yes", value_name = "yes|no", action = clap::ArgAction::Set,
+          value_parser = clap::builder::BoolishValueParser::new())]
+    pub tls_verify_peer: bool,
     /// Seconds SIGTERM or Ctrl-C waits for requests already read to be answered before
     /// the connections still open are cut; then the volume is flushed and closed.
     #[arg(long, default_value_t = ListenLimits::default().grace.as_secs_f64(),
@@ -95,7 +102,15 @@ impl NbdArgs {
             (TlsMode::Off, _, _) => {
                 bail!("--tls-certificates and --tls-psk need --tls on or --tls require")
             }
-            (mode, Some(dir), None) => Ok(Tls::with_certificates(mode, dir)?),
+            (mode, Some(dir), None) => Ok(Tls::with_certificates(
+                mode,
+                dir,
+                if self.tls_verify_peer {
+                    hscm_nbd::ClientCertificates::Verify
+                } else {
+                    hscm_nbd::ClientCertificates::Anyone
+                },
+            )?),
             (mode, None, Some(file)) => Ok(Tls::with_psk(mode, file)?),
             (mode, None, None) => bail!(
                 "--tls {} needs --tls-certificates DIR (server-cert.pem and server-key.pem) or --tls-psk FILE",
@@ -116,6 +131,7 @@ impl NbdArgs {
 pub fn serve(a: &NbdArgs) -> Result<()> {
     // Handlers first: a SIGTERM once clients can connect must stop the server cleanly.
     let stop = hscm_serving::stop_on_signals()?;
+    let tls = a.tls()?;
     let inherited = Listener::inherited()?;
     let activated = inherited.is_some();
     let listener = match inherited {
@@ -129,12 +145,14 @@ pub fn serve(a: &NbdArgs) -> Result<()> {
                     Endpoint::Unix(hscm_durable::runtime::dir()?.join(format!("nbd-{stem}.sock")))
                 }
             };
-            let exposed = endpoint.reaches_the_network() && a.tls != TlsMode::Require;
+            let exposed =
+                endpoint.reaches_the_network() && !tls.admits_only_authenticated_clients();
             if let (true, Endpoint::Tcp(addr)) = (exposed, &endpoint) {
                 note!(
-                    "hscm: warning: serving {} {} on {addr} in plaintext, without authentication: anyone who can reach this address can {} it (--tls require with --tls-certificates refuses plaintext clients)",
+                    "hscm: warning: serving {} {} on {addr} {}, without authenticating clients: anyone who can reach this address can {} it (--tls require with --tls-certificates, whose ca-cert.pem signs the clients' certificates, or --tls-psk, lets in only clients that prove who they are)",
                     a.volume.display(),
                     if a.read_only { "read-only" } else { "read-write" },
+                    if a.tls == TlsMode::Require { "over TLS" } else { "in plaintext" },
                     if a.read_only { "read" } else { "read and overwrite" }
                 );
             }
@@ -148,7 +166,7 @@ pub fn serve(a: &NbdArgs) -> Result<()> {
         handshake_timeout: Duration::from_secs_f64(a.handshake_timeout),
         idle_timeout: (a.idle_timeout > 0.0).then(|| Duration::from_secs_f64(a.idle_timeout)),
         send_timeout: Duration::from_secs_f64(a.send_timeout),
-        tls: a.tls()?,
+        tls,
         ..ExportOptions::default()
     };
     let opened = open_for_serving(

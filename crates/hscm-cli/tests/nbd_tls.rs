@@ -11,13 +11,17 @@ use std::process::{Child, Command, Stdio};
 
 use util::{hscm, run, signal, spawn_until_line, text};
 
-/// A CA, and a server certificate for localhost and 127.0.0.1 signed by it: the
-/// server's directory (`server-cert.pem`, `server-key.pem`) and the clients'
-/// (`ca-cert.pem`).
+/// A CA; a server certificate for localhost and 127.0.0.1 signed by it; and a
+/// client certificate signed by it: the server's directory (`server-cert.pem`,
+/// `server-key.pem` readable by its owner alone, and the CA as `ca-cert.pem`) and
+/// the clients' (`ca-cert.pem`, `client-cert.pem`, `client-key.pem`, the layout
+/// libnbd and qemu read). Beside them, `anonymous/` (the CA only: a client with no
+/// certificate) and `stranger/` (a client certificate no CA signed).
 fn certificates(dir: &Path) -> (PathBuf, PathBuf) {
     let (server, client) = (dir.join("server"), dir.join("client"));
-    std::fs::create_dir_all(&server).unwrap();
-    std::fs::create_dir_all(&client).unwrap();
+    for d in ["server", "client", "anonymous", "stranger"] {
+        std::fs::create_dir_all(dir.join(d)).unwrap();
+    }
     let sh = |script: &str| {
         let o = Command::new("sh")
             .arg("-c")
@@ -30,7 +34,12 @@ fn certificates(dir: &Path) -> (PathBuf, PathBuf) {
     sh("openssl req -x509 -newkey rsa:2048 -nodes -keyout ca-key.pem -out client/ca-cert.pem -days 2 \
         -subj '/CN=hscm test CA' -addext basicConstraints=critical,CA:TRUE \
         -addext keyUsage=critical,keyCertSign,cRLSign");
-    sh("openssl req -newkey rsa:2048 -nodes -keyout server/server-key.pem -out server.csr -subj /CN=localhost");
+    sh(
+        "cp client/ca-cert.pem server/ca-cert.pem && cp client/ca-cert.pem anonymous/ca-cert.pem \
+        && cp client/ca-cert.pem stranger/ca-cert.pem",
+    );
+    sh("openssl req -newkey rsa:2048 -nodes -keyout server/server-key.pem -out server.csr -subj /CN=localhost \
+        && chmod 600 server/server-key.pem");
     std::fs::write(
         dir.join("ext.cnf"),
         "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=CA:FALSE\n\
@@ -39,7 +48,23 @@ fn certificates(dir: &Path) -> (PathBuf, PathBuf) {
     .unwrap();
     sh("openssl x509 -req -in server.csr -CA client/ca-cert.pem -CAkey ca-key.pem -CAcreateserial \
         -out server/server-cert.pem -days 2 -extfile ext.cnf");
+    std::fs::write(
+        dir.join("client-ext.cnf"),
+        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n",
+    )
+    .unwrap();
+    sh("openssl req -newkey rsa:2048 -nodes -keyout client/client-key.pem -out client.csr -subj '/CN=hscm test client' \
+        && openssl x509 -req -in client.csr -CA client/ca-cert.pem -CAkey ca-key.pem -CAcreateserial \
+        -out client/client-cert.pem -days 2 -extfile client-ext.cnf");
+    sh("openssl req -x509 -newkey rsa:2048 -nodes -keyout stranger/client-key.pem -out stranger/client-cert.pem \
+        -days 2 -subj '/CN=stranger' -addext extendedKeyUsage=clientAuth");
     (server, client)
+}
+
+/// Readable and writable by its owner alone (mode 0600), as secrets must be.
+fn private(path: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
 }
 
 fn free_port() -> u16 {
@@ -143,6 +168,17 @@ fn clients_reach_the_export_over_tls_and_plaintext_is_refused_when_required() {
         .output()
         .unwrap();
     assert!(!o.status.success(), "{}", text(&o));
+    // So are TLS clients without a certificate the CA signed: none, or their own.
+    for who in ["anonymous", "stranger"] {
+        let o = tool("nbdinfo")
+            .arg(format!(
+                "nbds://localhost:{port}/?tls-certificates={}",
+                dir.path().join(who).display()
+            ))
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "{who} got in: {}", text(&o));
+    }
     let o = tool("qemu-img")
         .arg("info")
         .arg(format!("nbd://localhost:{port}/"))
@@ -208,6 +244,20 @@ fn tls_flags_that_cannot_work_are_refused_by_name() {
     assert!(text(&o).contains("not a number of seconds"), "{}", text(&o));
     let empty = dir.path().join("empty.psk");
     std::fs::write(&empty, "# no keys\n").unwrap();
+    // A PSK file others may read is refused first, naming the fix.
+    let o = run(&[
+        "nbd",
+        vs,
+        "--listen",
+        &port,
+        "--tls",
+        "require",
+        "--tls-psk",
+        empty.to_str().unwrap(),
+    ]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("chmod 600"), "{}", text(&o));
+    private(&empty);
     let psk_args = ["--tls", "require", "--tls-psk", empty.to_str().unwrap()];
     let o = run(&[&["nbd", vs, "--listen", &port][..], &psk_args[..]].concat());
     assert!(!o.status.success());
@@ -253,7 +303,7 @@ fn plaintext_on_a_network_address_is_warned_about() {
     let o = child.wait_with_output().unwrap();
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(
-        err.contains("in plaintext, without authentication"),
+        err.contains("in plaintext, without authenticating clients"),
         "{err}"
     );
 }
@@ -270,6 +320,7 @@ fn clients_with_the_pre_shared_key_get_in_and_others_do_not() {
     // psktool's format, in the directory layout qemu's tls-creds-psk reads.
     let keys = dir.path().join("keys.psk");
     std::fs::write(&keys, format!("alice:{}\n", "5a".repeat(32))).unwrap();
+    private(&keys);
     let wrong = dir.path().join("wrong.psk");
     std::fs::write(&wrong, format!("alice:{}\n", "a5".repeat(32))).unwrap();
     let (child, port) = serve(
@@ -314,4 +365,107 @@ fn clients_with_the_pre_shared_key_get_in_and_others_do_not() {
         .unwrap();
     assert!(!o.status.success());
     stop(child);
+}
+
+#[test]
+fn without_peer_verification_any_tls_client_gets_in_and_a_readable_key_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _) = certificates(dir.path());
+    let v = dir.path().join("v.hscm");
+    assert!(
+        run(&["volume", "create", v.to_str().unwrap(), "--size", "16M"])
+            .status
+            .success()
+    );
+    let certs = server.to_str().unwrap();
+    let (child, port) = serve(
+        &v,
+        &[
+            "--tls",
+            "require",
+            "--tls-certificates",
+            certs,
+            "--tls-verify-peer=no",
+        ],
+    );
+    nbdinfo_over_tls(&format!(
+        "nbds://localhost:{port}/?tls-certificates={}",
+        dir.path().join("anonymous").display()
+    ));
+    stop(child);
+    // A key others may read is refused, naming the fix.
+    use std::os::unix::fs::PermissionsExt;
+    let key = server.join("server-key.pem");
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let port = free_port().to_string();
+    let o = run(&[
+        "nbd",
+        v.to_str().unwrap(),
+        "--listen",
+        &port,
+        "--tls",
+        "require",
+        "--tls-certificates",
+        certs,
+    ]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(text(&o).contains("chmod 600"), "{}", text(&o));
+    // Verification needs the CA.
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::remove_file(server.join("ca-cert.pem")).unwrap();
+    let o = run(&[
+        "nbd",
+        v.to_str().unwrap(),
+        "--listen",
+        &port,
+        "--tls",
+        "require",
+        "--tls-certificates",
+        certs,
+    ]);
+    assert!(!o.status.success(), "{}", text(&o));
+    assert!(
+        text(&o).contains("ca-cert.pem") && text(&o).contains("--tls-verify-peer=no"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn tls_that_authenticates_no_client_is_warned_about_on_a_network_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, _) = certificates(dir.path());
+    let v = dir.path().join("v.hscm");
+    assert!(
+        run(&["volume", "create", v.to_str().unwrap(), "--size", "16M"])
+            .status
+            .success()
+    );
+    for (verify, warned) in [("no", true), ("yes", false)] {
+        let port = free_port();
+        let mut child = hscm()
+            .arg("nbd")
+            .arg(&v)
+            .arg("--listen")
+            .arg(format!("0.0.0.0:{port}"))
+            .args(["--tls", "require", "--tls-certificates"])
+            .arg(&server)
+            .arg(format!("--tls-verify-peer={verify}"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        signal(child.id(), 15);
+        let o = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(
+            err.contains("over TLS, without authenticating clients"),
+            warned,
+            "--tls-verify-peer={verify}: {err}"
+        );
+    }
 }

@@ -26,7 +26,7 @@ mod tls;
 pub use listener::{Endpoint, ListenLimits, Listener};
 pub use server::{ExportOptions, Server, Stats};
 pub use stream::Stream;
-pub use tls::{Tls, TlsMode};
+pub use tls::{ClientCertificates, Tls, TlsMode};
 
 /// Why a connection or the server ended in failure.
 #[derive(Debug, thiserror::Error)]

@@ -65,11 +65,49 @@ impl std::str::FromStr for TlsMode {
     }
 }
 
+/// Which X.509 clients get in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ClientCertificates {
+    /// Only clients with a certificate signed by the CA in `ca-cert.pem` of the
+    /// certificates directory (qemu-nbd's default, `verify-peer=on`).
+    #[default]
+    Verify,
+    /// Any client: TLS then encrypts but authenticates nobody.
+    Anyone,
+}
+
 /// The TLS side of an export: its mode and, unless off, the server's credentials.
 #[derive(Clone, Default)]
 pub struct Tls {
     pub mode: TlsMode,
     credentials: Option<Credentials>,
+    /// The credentials prove who each client is (a CA-signed certificate, or a
+    /// pre-shared key), not only who the server is.
+    authenticates_clients: bool,
+}
+
+/// Refuses a secret file others may read, as ssh refuses such keys: whoever can
+/// read it can be the server (a key) or any client (a PSK file).
+fn private_to_owner(path: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::PermissionsExt;
+    let mode = std::fs::metadata(path)
+        .map_err(|source| Error::Setup {
+            what: format!("reading {}", path.display()),
+            source,
+        })?
+        .permissions()
+        .mode();
+    if mode & 0o077 != 0 {
+        return Err(Error::Setup {
+            what: format!(
+                "{} is mode {:04o}: others may read this secret (chmod 600 it)",
+                path.display(),
+                mode & 0o7777
+            ),
+            source: io::Error::from(io::ErrorKind::PermissionDenied),
+        });
+    }
+    Ok(())
 }
 
 /// What the server proves itself with.
@@ -88,8 +126,15 @@ impl std::fmt::Debug for Tls {
 
 impl Tls {
     /// TLS in `mode` with the certificate chain and key in `dir`
-    /// (`server-cert.pem`, `server-key.pem`, as nbdkit and qemu-nbd lay them out).
-    pub fn with_certificates(mode: TlsMode, dir: &Path) -> Result<Tls, Error> {
+    /// (`server-cert.pem`, `server-key.pem`, as nbdkit and qemu-nbd lay them out;
+    /// the key readable by its owner alone), and, unless `clients` is
+    /// [`ClientCertificates::Anyone`], the CA whose signature a client's certificate
+    /// must carry (`ca-cert.pem`).
+    pub fn with_certificates(
+        mode: TlsMode,
+        dir: &Path,
+        clients: ClientCertificates,
+    ) -> Result<Tls, Error> {
         let setup = |what: String| move |e: io::Error| Error::Setup { what, source: e };
         let cert_path = dir.join("server-cert.pem");
         let key_path = dir.join("server-key.pem");
@@ -97,6 +142,7 @@ impl Tls {
             std::fs::read(&cert_path).map_err(setup(format!("reading {}", cert_path.display())))?;
         let key_pem =
             std::fs::read(&key_path).map_err(setup(format!("reading {}", key_path.display())))?;
+        private_to_owner(&key_path)?;
         let bad = |path: &Path, why: String| Error::Setup {
             what: format!("{}: {why}", path.display()),
             source: io::Error::from(io::ErrorKind::InvalidData),
@@ -110,21 +156,52 @@ impl Tls {
         let key = PrivateKeyDer::from_pem_slice(&key_pem)
             .map_err(|e| bad(&key_path, format!("not a PEM private key ({e})")))?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = ServerConfig::builder_with_provider(provider)
+        let builder = ServerConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
-            .map_err(|e| bad(dir, e.to_string()))?
-            .with_no_client_auth()
+            .map_err(|e| bad(dir, e.to_string()))?;
+        let builder = match clients {
+            ClientCertificates::Anyone => builder.with_no_client_auth(),
+            ClientCertificates::Verify => {
+                let ca_path = dir.join("ca-cert.pem");
+                let ca_pem = std::fs::read(&ca_path).map_err(setup(format!(
+                    "reading {} (the CA that signs the clients' certificates; without one, \
+                     --tls-verify-peer=no lets any client in)",
+                    ca_path.display()
+                )))?;
+                let mut roots = rustls::RootCertStore::empty();
+                for ca in CertificateDer::pem_slice_iter(&ca_pem) {
+                    let ca =
+                        ca.map_err(|e| bad(&ca_path, format!("not a PEM certificate ({e})")))?;
+                    roots
+                        .add(ca)
+                        .map_err(|e| bad(&ca_path, format!("not a CA certificate ({e})")))?;
+                }
+                if roots.is_empty() {
+                    return Err(bad(&ca_path, "holds no certificate".into()));
+                }
+                let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(
+                    Arc::new(roots),
+                    provider,
+                )
+                .build()
+                .map_err(|e| bad(&ca_path, e.to_string()))?;
+                builder.with_client_cert_verifier(verifier)
+            }
+        };
+        let config = builder
             .with_single_cert(certs, key)
             .map_err(|e| bad(&cert_path, format!("certificate and key do not fit ({e})")))?;
         Ok(Tls {
             mode,
             credentials: Some(Credentials::X509(Arc::new(config))),
+            authenticates_clients: clients == ClientCertificates::Verify,
         })
     }
 
     /// TLS in `mode` with the pre-shared keys in `file` (psktool's `USERNAME:HEXKEY`
     /// lines, as nbdkit and qemu-nbd read them), on OpenSSL (see `psk`).
     pub fn with_psk(mode: TlsMode, file: &Path) -> Result<Tls, Error> {
+        private_to_owner(file)?;
         #[cfg(feature = "psk")]
         {
             let server = psk::PskServer::from_file(file)?;
@@ -136,6 +213,7 @@ impl Tls {
             Ok(Tls {
                 mode,
                 credentials: Some(Credentials::Psk(server)),
+                authenticates_clients: true,
             })
         }
         #[cfg(not(feature = "psk"))]
@@ -153,6 +231,12 @@ impl Tls {
 
     pub fn off() -> Tls {
         Tls::default()
+    }
+
+    /// Only clients that proved who they are get in: TLS required, with client
+    /// certificates verified or pre-shared keys.
+    pub fn admits_only_authenticated_clients(&self) -> bool {
+        self.mode == TlsMode::Require && self.authenticates_clients
     }
 
     /// Runs the TLS handshake on `socket` (whose timeouts bound it) and returns the
