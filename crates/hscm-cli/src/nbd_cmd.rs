@@ -48,11 +48,19 @@ pub struct NbdArgs {
     #[arg(long, default_value_t = ExportOptions::default().workers_per_connection,
           value_parser = clap::value_parser!(u16).range(1..=64).map(usize::from))]
     pub workers: usize,
-    /// Connections served at once; more are closed as they arrive.
+    /// Connections served at once. At this cap the oldest connection still in its
+    /// handshake is cut for the newcomer; with all of them past it, the newcomer
+    /// is closed at once.
     #[arg(long, default_value_t = ListenLimits::default().max_connections,
           value_parser = clap::value_parser!(u32).range(1..=65536).map(|n| n as usize))]
     pub max_connections: usize,
-    /// Seconds a client has to finish the handshake.
+    /// Connections from one IP address at once, with the same rule.
+    #[arg(long, default_value_t = ListenLimits::default().max_per_peer,
+          value_parser = clap::value_parser!(u32).range(1..=65536).map(|n| n as usize))]
+    pub max_connections_per_peer: usize,
+    /// Seconds a client has to finish the handshake, counted from its connection
+    /// (a deadline, not a limit per read: sending a byte now and then does not
+    /// extend it).
     #[arg(long, default_value_t = ExportOptions::default().handshake_timeout.as_secs_f64(),
           value_parser = parse_seconds)]
     pub handshake_timeout: f64,
@@ -123,6 +131,8 @@ impl NbdArgs {
     fn limits(&self) -> ListenLimits {
         ListenLimits {
             max_connections: self.max_connections,
+            max_per_peer: self.max_connections_per_peer,
+            handshake_deadline: Duration::from_secs_f64(self.handshake_timeout),
             grace: Duration::from_secs_f64(self.grace),
         }
     }

@@ -469,3 +469,61 @@ fn tls_that_authenticates_no_client_is_warned_about_on_a_network_address() {
         );
     }
 }
+
+/// One peer holding every connection slot with handshakes it never finishes
+/// (the greeting read, an option now and then) does not keep a client with a
+/// certificate out: it gets in within 2 s.
+#[test]
+fn strangers_in_the_handshake_do_not_keep_an_authenticated_client_out() {
+    use std::io::{Read, Write};
+    let dir = tempfile::tempdir().unwrap();
+    let (server, client) = certificates(dir.path());
+    let v = dir.path().join("v.hscm");
+    assert!(
+        run(&["volume", "create", v.to_str().unwrap(), "--size", "16M"])
+            .status
+            .success()
+    );
+    let (child, port) = serve(
+        &v,
+        &[
+            "--tls",
+            "require",
+            "--tls-certificates",
+            server.to_str().unwrap(),
+        ],
+    );
+    let list_option = {
+        let mut o = 0x4948_4156_454f_5054u64.to_be_bytes().to_vec(); // IHAVEOPT
+        o.extend_from_slice(&3u32.to_be_bytes()); // NBD_OPT_LIST
+        o.extend_from_slice(&0u32.to_be_bytes());
+        o
+    };
+    let mut strangers = Vec::new();
+    for _ in 0..128 {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        let mut hello = [0u8; 18];
+        s.read_exact(&mut hello).unwrap();
+        s.write_all(&3u32.to_be_bytes()).unwrap(); // fixed newstyle, no zeroes
+        s.write_all(&list_option).unwrap();
+        strangers.push(s);
+    }
+    let start = std::time::Instant::now();
+    let o = tool("nbdinfo")
+        .arg(format!(
+            "nbds://localhost:{port}/?tls-certificates={}",
+            client.display()
+        ))
+        .output()
+        .unwrap();
+    let took = start.elapsed();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        took < std::time::Duration::from_secs(2),
+        "the client got in after {took:?}"
+    );
+    drop(strangers);
+    stop(child);
+}

@@ -60,10 +60,22 @@ pub struct Listener {
 }
 
 /// What the accept loop allows.
+///
+/// A connection that has not finished its handshake has proved nothing (with TLS
+/// required, not even that it holds a certificate or a key), so it must not hold a
+/// slot for long: it is cut `handshake_deadline` after it was accepted, whatever it
+/// sends meanwhile, and at either cap (all connections, or one peer's) the oldest
+/// connection still in its handshake gives way to the newcomer. Connections past
+/// their handshake are never cut for a newcomer; with every slot held by them, a
+/// newcomer is closed at once.
 #[derive(Debug, Clone)]
 pub struct ListenLimits {
-    /// Connections served at once; more are closed as they arrive.
+    /// Connections served at once.
     pub max_connections: usize,
+    /// Connections from one IP address at once (Unix sockets: no per-peer cap).
+    pub max_per_peer: usize,
+    /// From accept to the end of the handshake, at most.
+    pub handshake_deadline: Duration,
     /// How long a stop waits for requests already read to be answered.
     pub grace: Duration,
 }
@@ -72,9 +84,77 @@ impl Default for ListenLimits {
     fn default() -> Self {
         ListenLimits {
             max_connections: 128,
+            max_per_peer: 32,
+            handshake_deadline: Duration::from_secs(10),
             grace: Duration::from_secs(5),
         }
     }
+}
+
+/// One connection being served.
+struct Client {
+    thread: std::thread::JoinHandle<()>,
+    /// A clone of its socket, to cut it.
+    socket: Stream,
+    peer: Option<std::net::IpAddr>,
+    accepted: Instant,
+    /// Cleared by the server once the handshake is done.
+    in_handshake: Arc<AtomicBool>,
+    cut: bool,
+}
+
+impl Client {
+    fn handshaking(&self) -> bool {
+        !self.cut && self.in_handshake.load(Ordering::Acquire)
+    }
+
+    fn cut(&mut self, why: &str) {
+        if !self.cut {
+            tracing::info!("cutting a connection still in its handshake: {why}");
+            self.socket.shutdown();
+            self.cut = true;
+        }
+    }
+}
+
+/// Makes room for a newcomer from `peer` under the caps: cuts the oldest
+/// connection still in its handshake where a cap is reached (its thread ends at
+/// once; its slot is counted free from now). False if a cap is reached and every
+/// connection under it is past its handshake.
+fn make_room(
+    clients: &mut [Client],
+    peer: Option<std::net::IpAddr>,
+    limits: &ListenLimits,
+) -> bool {
+    let live = |c: &&mut Client| !c.cut;
+    let total = clients.iter_mut().filter(live).count();
+    if total >= limits.max_connections {
+        let oldest = clients
+            .iter_mut()
+            .filter(|c| c.handshaking())
+            .min_by_key(|c| c.accepted);
+        match oldest {
+            Some(c) => c.cut("every connection slot is taken"),
+            None => return false,
+        }
+    }
+    if let Some(ip) = peer {
+        let same = clients
+            .iter_mut()
+            .filter(|c| !c.cut && c.peer == Some(ip))
+            .count();
+        if same >= limits.max_per_peer {
+            let oldest = clients
+                .iter_mut()
+                .filter(|c| c.peer == Some(ip) && c.handshaking())
+                .min_by_key(|c| c.accepted);
+            match oldest {
+                Some(c) => c.cut("its peer holds as many connections as one may"),
+                None => return false,
+            }
+        }
+    }
+    true
 }
 
 /// How often the accept loop looks at the stop flag.
@@ -169,13 +249,14 @@ impl Listener {
         }
     }
 
-    fn accept(&self) -> io::Result<Option<Stream>> {
+    /// A new connection, and its peer's IP address (None for a Unix socket).
+    fn accept(&self) -> io::Result<Option<(Stream, Option<std::net::IpAddr>)>> {
         let accepted = match &self.inner {
-            Inner::Unix(l, _) => l.accept().map(|(s, _)| Stream::Unix(s)),
-            Inner::Tcp(l) => l.accept().map(|(s, _)| {
+            Inner::Unix(l, _) => l.accept().map(|(s, _)| (Stream::Unix(s), None)),
+            Inner::Tcp(l) => l.accept().map(|(s, addr)| {
                 // Requests and replies are small: send them at once.
                 let _ = s.set_nodelay(true);
-                Stream::Tcp(s)
+                (Stream::Tcp(s), Some(addr.ip()))
             }),
         };
         match accepted {
@@ -214,39 +295,56 @@ impl Listener {
             what: "cannot make the listener non-blocking".into(),
             source,
         })?;
-        let mut clients: Vec<(std::thread::JoinHandle<()>, Stream)> = Vec::new();
+        let mut clients: Vec<Client> = Vec::new();
         while !stop.load(Ordering::Relaxed) {
-            clients.retain(|(h, _)| !h.is_finished());
+            clients.retain(|c| !c.thread.is_finished());
+            for c in clients.iter_mut() {
+                let late = !limits.handshake_deadline.is_zero()
+                    && c.accepted.elapsed() > limits.handshake_deadline;
+                if late && c.handshaking() {
+                    c.cut("its handshake took longer than the deadline");
+                }
+            }
             match self.accept() {
-                Ok(Some(stream)) if clients.len() >= limits.max_connections => {
+                Ok(Some((stream, peer))) if !make_room(&mut clients, peer, limits) => {
                     tracing::warn!(
-                        "refusing a connection: {} are open, the most allowed",
-                        limits.max_connections
+                        "refusing a connection: {} are open past their handshake ({} at most, {} per peer)",
+                        clients.len(),
+                        limits.max_connections,
+                        limits.max_per_peer
                     );
                     stream.shutdown();
                 }
-                Ok(Some(stream)) => {
-                    let watch = match stream.try_clone() {
+                Ok(Some((stream, peer))) => {
+                    let socket = match stream.try_clone() {
                         Ok(w) => w,
                         Err(e) => {
                             tracing::warn!("dropping a client: {e}");
                             continue;
                         }
                     };
-                    let (server, stop) = (server.clone(), stop.clone());
+                    let in_handshake = Arc::new(AtomicBool::new(true));
+                    let (server, stop, flag) = (server.clone(), stop.clone(), in_handshake.clone());
                     let spawned =
                         std::thread::Builder::new()
                             .name("nbd-client".into())
                             .spawn(move || {
                                 if let Err(e) = set_blocking(&stream)
                                     .map_err(Error::from)
-                                    .and_then(|()| server.serve(stream, &stop))
+                                    .and_then(|()| server.serve_telling(stream, &stop, &flag))
                                 {
                                     tracing::info!("client dropped: {e}");
                                 }
                             });
                     match spawned {
-                        Ok(handle) => clients.push((handle, watch)),
+                        Ok(thread) => clients.push(Client {
+                            thread,
+                            socket,
+                            peer,
+                            accepted: Instant::now(),
+                            in_handshake,
+                            cut: false,
+                        }),
                         Err(e) => tracing::warn!("cannot start a thread for a client: {e}"),
                     }
                 }
@@ -259,21 +357,21 @@ impl Listener {
                 }
             }
         }
-        for (_, stream) in &clients {
-            stream.shutdown_read();
+        for c in &clients {
+            c.socket.shutdown_read();
         }
         let deadline = Instant::now() + limits.grace;
-        while Instant::now() < deadline && clients.iter().any(|(h, _)| !h.is_finished()) {
+        while Instant::now() < deadline && clients.iter().any(|c| !c.thread.is_finished()) {
             std::thread::sleep(POLL);
         }
-        for (handle, stream) in &clients {
-            if !handle.is_finished() {
+        for c in &clients {
+            if !c.thread.is_finished() {
                 tracing::warn!("cutting a connection still busy after the grace period");
-                stream.shutdown();
+                c.socket.shutdown();
             }
         }
-        for (handle, _) in clients {
-            let _ = handle.join();
+        for c in clients {
+            let _ = c.thread.join();
         }
         Ok(())
     }

@@ -65,8 +65,11 @@ fn connections_past_the_limit_are_closed_at_once() {
             ..ListenLimits::default()
         },
     );
-    let a = connect(&s.path);
-    let b = connect(&s.path);
+    // Both past their handshake: nothing to give way.
+    let mut a = connect(&s.path);
+    go(&mut a, "disk");
+    let mut b = connect(&s.path);
+    go(&mut b, "disk");
     std::thread::sleep(Duration::from_millis(100));
     let mut c = UnixStream::connect(&s.path).unwrap();
     c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
@@ -85,7 +88,106 @@ fn connections_past_the_limit_are_closed_at_once() {
         512,
         "room again once one left"
     );
+    assert_eq!(
+        read(&mut b, 2, 0, 512).unwrap().len(),
+        512,
+        "b is served still"
+    );
     drop((b, d));
+    s.stop();
+}
+
+/// Connections that have proved nothing cannot hold the slots: at the cap the
+/// oldest one still in its handshake gives way to a newcomer, which is served.
+#[test]
+fn at_the_cap_the_oldest_handshake_gives_way() {
+    let mut s = serve(
+        1 << 20,
+        export(),
+        ListenLimits {
+            max_connections: 4,
+            ..ListenLimits::default()
+        },
+    );
+    let mut served = connect(&s.path);
+    go(&mut served, "disk");
+    let mut stalled: Vec<UnixStream> = (0..3).map(|_| connect(&s.path)).collect();
+    std::thread::sleep(Duration::from_millis(50));
+    let mut newcomer = connect(&s.path);
+    go(&mut newcomer, "disk");
+    assert_eq!(read(&mut newcomer, 1, 0, 512).unwrap().len(), 512);
+    assert!(is_closed(&mut stalled[0]), "the oldest handshake was cut");
+    assert_eq!(
+        read(&mut served, 2, 0, 512).unwrap().len(),
+        512,
+        "a served client never is"
+    );
+    // The others are still there (their handshake goes on).
+    send_option(&mut stalled[2], OPT_LIST, &[]);
+    assert_eq!(option_reply(&mut stalled[2]).1, REP_SERVER);
+    s.stop();
+}
+
+/// The handshake has a deadline from accept, not a limit per read: a client that
+/// sends a cheap option well within the per-read limit, again and again, is cut
+/// at the deadline; and more options than any client needs end the connection.
+#[test]
+fn a_handshake_is_cut_at_its_deadline_and_after_too_many_options() {
+    let mut s = serve(
+        1 << 20,
+        export(),
+        ListenLimits {
+            handshake_deadline: Duration::from_millis(600),
+            ..ListenLimits::default()
+        },
+    );
+    let mut drip = connect(&s.path);
+    let start = Instant::now();
+    let mut answered = 0;
+    while start.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(100));
+        let mut header = IHAVEOPT.to_be_bytes().to_vec();
+        header.extend_from_slice(&OPT_LIST.to_be_bytes());
+        header.extend_from_slice(&0u32.to_be_bytes());
+        if drip.write_all(&header).is_err() {
+            break;
+        }
+        let mut h = [0u8; 20];
+        if drip.read_exact(&mut h).is_err() {
+            break;
+        }
+        let len = u32::from_be_bytes(h[16..20].try_into().unwrap());
+        let mut rest = vec![0u8; len as usize];
+        if drip.read_exact(&mut rest).is_err() {
+            break;
+        }
+        // The ACK after the SERVER reply.
+        if drip.read_exact(&mut h).is_err() {
+            break;
+        }
+        answered += 1;
+    }
+    let lasted = start.elapsed();
+    assert!(answered >= 2, "the options were answered before the cut");
+    assert!(
+        lasted < Duration::from_secs(2),
+        "a dripping handshake lasted {lasted:?} against a 600 ms deadline"
+    );
+    let mut chatty = connect(&s.path);
+    let mut replies = 0;
+    for _ in 0..40 {
+        send_option(&mut chatty, OPT_LIST, &[]);
+        let mut h = [0u8; 20];
+        if chatty.read_exact(&mut h).is_err() {
+            break;
+        }
+        let len = u32::from_be_bytes(h[16..20].try_into().unwrap());
+        let mut rest = vec![0u8; len as usize];
+        chatty.read_exact(&mut rest).unwrap();
+        chatty.read_exact(&mut h).unwrap();
+        replies += 1;
+    }
+    assert_eq!(replies, 32, "32 options answered, then the connection ends");
     s.stop();
 }
 

@@ -1,10 +1,14 @@
 //! The metrics endpoint: `GET /metrics` (Prometheus text) and `GET /status` (the same
 //! snapshot as JSON) over plain HTTP/1.1, one response per connection.
 //!
-//! Bounded against a client that connects and never sends, or never reads: a few
-//! connections are served at once (more are closed at once), each has a couple of
-//! seconds to send its request and to take the answer, and a request head larger
-//! than a few KiB is refused. Scrapers send one small GET; nothing else is offered.
+//! Bounded against a client that connects and never sends, sends a byte now and
+//! then, or never reads: a few connections are served at once (more wait in the
+//! listen queue, in the order they came, rather than being closed), each has one
+//! second from accept to send its request head and two more to take the answer
+//! (deadlines, not limits per read), and a request head larger than a few KiB is
+//! refused. So slow clients hold a slot for seconds at most, and a scrape behind
+//! them is answered within about that. Scrapers send one small GET; nothing else
+//! is offered.
 
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream, ToSocketAddrs};
@@ -18,8 +22,10 @@ use crate::Probe;
 
 /// Connections answered at once.
 const MAX_CONNECTIONS: usize = 4;
-/// Time a client has to send its request head, and to take the answer.
-const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Time a client has, from accept, to send its request head.
+const HEAD_DEADLINE: Duration = Duration::from_secs(1);
+/// Time it has then to take the answer.
+const ANSWER_DEADLINE: Duration = Duration::from_secs(2);
 /// The largest request head read.
 const MAX_HEAD: usize = 8 << 10;
 /// How often the accept loop looks at the stop flag.
@@ -84,6 +90,11 @@ impl MetricsServer {
                 addr: at.to_string(),
                 source,
             })?;
+        if !bound.ip().is_loopback() {
+            tracing::warn!(
+                "serving metrics and /status on {bound}, beyond loopback: anyone who can reach it sees this instance's paths, process IDs and figures (it authenticates nobody)"
+            );
+        }
         let stop = Arc::new(AtomicBool::new(false));
         let thread = {
             let stop = stop.clone();
@@ -120,12 +131,14 @@ impl Drop for MetricsServer {
 fn accept_loop(listener: TcpListener, probe: Probe, stop: Arc<AtomicBool>) {
     let busy = Arc::new(AtomicUsize::new(0));
     while !stop.load(Ordering::Relaxed) {
+        // Full: the next ones wait in the listen queue for a slot (each slot frees
+        // within its deadlines), in the order they came.
+        if busy.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
+            std::thread::sleep(POLL / 5);
+            continue;
+        }
         match listener.accept() {
             Ok((stream, _)) => {
-                if busy.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
-                    drop(stream);
-                    continue;
-                }
                 busy.fetch_add(1, Ordering::Relaxed);
                 let (probe, done) = (probe.clone(), busy.clone());
                 let spawned = std::thread::Builder::new()
@@ -183,8 +196,8 @@ pub fn route(head: &[u8]) -> Route<'_> {
 /// Reads one request head and answers it.
 fn answer(mut stream: TcpStream, probe: &Probe) -> io::Result<()> {
     stream.set_nonblocking(false)?;
-    stream.set_read_timeout(Some(CLIENT_TIMEOUT))?;
-    stream.set_write_timeout(Some(CLIENT_TIMEOUT))?;
+    let head_by = std::time::Instant::now() + HEAD_DEADLINE;
+    stream.set_write_timeout(Some(ANSWER_DEADLINE))?;
     let mut head = Vec::with_capacity(512);
     let mut buf = [0u8; 1024];
     while !head.windows(4).any(|w| w == b"\r\n\r\n") {
@@ -202,12 +215,24 @@ fn answer(mut stream: TcpStream, probe: &Probe) -> io::Result<()> {
             let _ = io::copy(&mut (&stream).take(4 * MAX_HEAD as u64), &mut io::sink());
             return Ok(());
         }
+        // Each read may wait only what is left of the deadline.
+        let left = head_by.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "no whole request head within the deadline",
+            ));
+        }
+        stream.set_read_timeout(Some(left))?;
         let n = stream.read(&mut buf)?;
         if n == 0 {
             return Ok(());
         }
         head.extend_from_slice(&buf[..n]);
     }
+    // The answer's deadline (a write waits at most what is left of it, and the
+    // answer is small enough for a few writes).
+    stream.set_write_timeout(Some(ANSWER_DEADLINE))?;
     let (page, head_only) = match route(&head) {
         Route::Page { page, head_only } => (page, head_only),
         Route::MethodNotAllowed => {
@@ -337,8 +362,43 @@ mod tests {
             .map(|_| TcpStream::connect(addr).unwrap())
             .collect();
         // The silent ones time out; a scrape after them is answered.
-        std::thread::sleep(CLIENT_TIMEOUT + Duration::from_millis(300));
+        std::thread::sleep(HEAD_DEADLINE + Duration::from_millis(300));
         let metrics = get(addr, b"GET /metrics HTTP/1.1\r\n\r\n");
         assert!(metrics.starts_with("HTTP/1.1 200 OK"), "{metrics}");
+    }
+
+    /// Slow clients sending a byte of their head now and then (a slow-loris, within
+    /// any limit per read) hold every slot; a scrape behind them waits in the queue
+    /// and is answered within 2 s all the same.
+    #[test]
+    fn slow_clients_do_not_hold_up_a_scrape() {
+        let probe: Probe = Arc::new(crate::Status::default);
+        let server = MetricsServer::start("127.0.0.1:0", probe).unwrap();
+        let addr = server.local_addr();
+        let stop = Arc::new(AtomicBool::new(false));
+        let slow: Vec<_> = (0..MAX_CONNECTIONS)
+            .map(|_| {
+                let stop = stop.clone();
+                let mut s = TcpStream::connect(addr).unwrap();
+                std::thread::spawn(move || {
+                    for b in b"GET /metrics HTTP/1.1\r\nX: aaaaaaaaaaaaaaaa" {
+                        if stop.load(Ordering::Relaxed) || s.write_all(&[*b]).is_err() {
+                            return;
+                        }
+                        std::thread::sleep(Duration::from_millis(300));
+                    }
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(200));
+        let start = std::time::Instant::now();
+        let metrics = get(addr, b"GET /metrics HTTP/1.1\r\n\r\n");
+        let took = start.elapsed();
+        assert!(metrics.starts_with("HTTP/1.1 200 OK"), "{metrics}");
+        assert!(took < Duration::from_secs(2), "the scrape took {took:?}");
+        stop.store(true, Ordering::Relaxed);
+        for t in slow {
+            t.join().unwrap();
+        }
     }
 }

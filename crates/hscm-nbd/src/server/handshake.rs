@@ -11,6 +11,11 @@ use super::requests::BASE_ALLOCATION_ID;
 use super::transmission::skip;
 use super::{limit, Server, Session};
 
+/// Options one handshake may send: a client needs a handful (STARTTLS, structured
+/// replies, a meta context, INFO, GO); a peer looping on cheap options only holds
+/// a connection slot (nbdkit caps them the same way).
+const MAX_OPTIONS: u32 = 32;
+
 pub(super) enum Handshake {
     /// Go on to transmission.
     Transmit(Session),
@@ -37,7 +42,14 @@ impl Server {
         let mut session = Session::default();
         let mut tls_started = false;
         let tls_mode = self.export.tls.mode;
+        let mut options = 0;
         loop {
+            options += 1;
+            if options > MAX_OPTIONS {
+                return Err(Error::Protocol(format!(
+                    "more than {MAX_OPTIONS} options in one handshake"
+                )));
+            }
             let magic = read_u64(s)?;
             if magic != proto::IHAVEOPT {
                 return Err(Error::Proto(proto::ProtoError::OptionMagic(magic)));

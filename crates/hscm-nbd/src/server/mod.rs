@@ -152,18 +152,35 @@ impl Server {
     /// Serves one connection until the client leaves, breaks the protocol, or `stop`
     /// is set (requests already read are answered first).
     pub fn serve(&self, stream: Stream, stop: &AtomicBool) -> Result<(), Error> {
+        self.serve_telling(stream, stop, &AtomicBool::new(true))
+    }
+
+    /// [`Self::serve`], clearing `in_handshake` once the client has finished its
+    /// handshake (the listener's deadline and eviction apply only before that).
+    pub fn serve_telling(
+        &self,
+        stream: Stream,
+        stop: &AtomicBool,
+        in_handshake: &AtomicBool,
+    ) -> Result<(), Error> {
         self.stats.connections.fetch_add(1, Ordering::Relaxed);
         self.stats.connected.fetch_add(1, Ordering::Relaxed);
-        let result = self.serve_connection(stream, stop);
+        let result = self.serve_connection(stream, stop, in_handshake);
         self.stats.connected.fetch_sub(1, Ordering::Relaxed);
         result
     }
 
-    fn serve_connection(&self, mut stream: Stream, stop: &AtomicBool) -> Result<(), Error> {
+    fn serve_connection(
+        &self,
+        mut stream: Stream,
+        stop: &AtomicBool,
+        in_handshake: &AtomicBool,
+    ) -> Result<(), Error> {
         let send = limit(self.export.send_timeout);
         stream.set_timeouts(limit(self.export.handshake_timeout), send)?;
         let result = match self.handshake(&mut stream) {
             Ok(Handshake::Transmit(session)) => {
+                in_handshake.store(false, Ordering::Release);
                 stream.set_timeouts(self.export.idle_timeout.and_then(limit), send)?;
                 self.transmit(stream, session, stop)
             }
