@@ -53,7 +53,10 @@ pub fn status(a: &StatusArgs) -> Result<()> {
         unreadable,
     } = registry::running()?;
     for (socket, why) in unreadable {
-        note!("hscm: warning: {}: {why}", socket.display());
+        note!(
+            "hscm: warning: {}",
+            hscm_service::show::harmless(&format!("{}: {why}", socket.display()))
+        );
     }
     if let Some(target) = &a.target {
         let Some(found) = running.into_iter().find(|s| s.serves(target)) else {

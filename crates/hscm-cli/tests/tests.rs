@@ -20,4 +20,5 @@ mod mount_truth;
 mod nbd;
 mod nbd_tls;
 mod ring_process;
+mod status_trust;
 mod tier_cli;

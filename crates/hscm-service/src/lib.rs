@@ -17,7 +17,7 @@ pub mod http;
 pub mod notify;
 pub mod probe;
 pub mod registry;
-mod show;
+pub mod show;
 mod status;
 
 use std::net::SocketAddr;

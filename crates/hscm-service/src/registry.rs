@@ -122,6 +122,17 @@ pub enum Listed {
 /// Every instance registered in `dir`, by PID. With `sweep` (the directory is this
 /// user's), sockets nobody listens on are removed.
 pub fn list(dir: &Path, sweep: bool) -> Result<Vec<Listed>, RegistryError> {
+    list_trusting(dir, sweep, None)
+}
+
+/// [`list`], and with `owner` the uid everything in `dir` must belong to: the
+/// sockets' files, and the processes that answer on them (their peer credentials);
+/// a socket that fails either is not asked at all, or its answer is dropped.
+fn list_trusting(
+    dir: &Path,
+    sweep: bool,
+    owner: Option<u32>,
+) -> Result<Vec<Listed>, RegistryError> {
     let entries = std::fs::read_dir(dir).map_err(|source| RegistryError::Io {
         path: dir.to_path_buf(),
         source,
@@ -137,7 +148,13 @@ pub fn list(dir: &Path, sweep: bool) -> Result<Vec<Listed>, RegistryError> {
         if !entry.file_type().is_ok_and(|t| t.is_socket()) {
             continue;
         }
-        match query(&path) {
+        if let Some(uid) = owner {
+            use std::os::unix::fs::MetadataExt;
+            if !entry.metadata().is_ok_and(|m| m.uid() == uid) {
+                continue;
+            }
+        }
+        match query_from(&path, owner) {
             Ok(status) => found.push(Listed::Running(Box::new(status))),
             Err(e) if is_stale(&e) => {
                 if sweep {
@@ -188,7 +205,15 @@ pub fn running() -> Result<Running, RegistryError> {
     }
     let (mut running, mut unreadable) = (Vec::new(), Vec::new());
     for (dir, own) in &dirs {
-        let listed = match list(dir, *own) {
+        let owner = if *own {
+            None
+        } else {
+            match trusted_owner(dir) {
+                Some(uid) => Some(uid),
+                None => continue,
+            }
+        };
+        let listed = match list_trusting(dir, *own, owner) {
             Ok(l) => l,
             Err(e) if *own => return Err(e),
             Err(_) => continue,
@@ -227,12 +252,79 @@ pub fn other_users_dirs() -> Vec<std::path::PathBuf> {
     dirs
 }
 
+/// The uid another user's registry directory belongs to, if root may trust it:
+/// a real directory (no symlink), mode 0700, owned by the user its place names
+/// (`/run/hscm`: root; `/run/user/UID/hscm`; `$TMPDIR/hscm-UID`). Anyone may make
+/// a directory under /tmp named for someone else, or open to all: such a place
+/// is stepped around, never read.
+fn trusted_owner(dir: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(dir).ok()?;
+    if !meta.is_dir() || meta.mode() & 0o077 != 0 {
+        return None;
+    }
+    let named = if dir == Path::new("/run/hscm") {
+        0
+    } else if let Some(uid) = dir
+        .file_name()
+        .and_then(|n| n.to_str())
+        .and_then(|n| n.strip_prefix("hscm-"))
+    {
+        uid.parse().ok()?
+    } else {
+        // /run/user/UID/hscm
+        dir.parent()?.file_name()?.to_str()?.parse().ok()?
+    };
+    (meta.uid() == named).then_some(named)
+}
+
 /// The status one socket answers with.
 pub fn query(socket: &Path) -> io::Result<Status> {
-    let stream = UnixStream::connect(socket)?;
-    stream.set_read_timeout(Some(TIMEOUT))?;
+    query_from(socket, None)
+}
+
+/// [`query`], with one deadline for the whole answer (a socket that sends a byte
+/// now and then cannot hold `hscm status` up), and with `owner` the uid the
+/// answering process must run as (`SO_PEERCRED`; root's processes may answer in
+/// any user's place only if that user is root).
+fn query_from(socket: &Path, owner: Option<u32>) -> io::Result<Status> {
+    let mut stream = UnixStream::connect(socket)?;
+    if let Some(uid) = owner {
+        let peer = rustix::net::sockopt::get_socket_peercred(&stream)?;
+        if peer.uid.as_raw() != uid {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!(
+                    "answered by uid {}, not by the directory's owner {uid}",
+                    peer.uid.as_raw()
+                ),
+            ));
+        }
+    }
+    let deadline = std::time::Instant::now() + TIMEOUT;
     let mut json = Vec::new();
-    stream.take(MAX_ANSWER).read_to_end(&mut json)?;
+    let mut buf = [0u8; 8192];
+    loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "no whole status within the deadline",
+            ));
+        }
+        stream.set_read_timeout(Some(left))?;
+        let n = stream.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        json.extend_from_slice(&buf[..n]);
+        if json.len() as u64 > MAX_ANSWER {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "status too large",
+            ));
+        }
+    }
     serde_json::from_slice(&json).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))
 }
 

@@ -18,8 +18,33 @@ impl Status {
     }
 }
 
+/// `text` with every control character but the line break shown escaped
+/// (`\u{1b}`), so that what an instance reports (its paths, its health's reason)
+/// cannot move a terminal's cursor, retitle it or hide lines.
+pub fn harmless(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if c.is_control() && c != '\n' {
+            out.extend(c.escape_default());
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 impl fmt::Display for Status {
+    /// The text, made [`harmless`]: every field may come from another user's
+    /// process.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut text = String::new();
+        self.write_text(&mut text)?;
+        f.write_str(&harmless(&text))
+    }
+}
+
+impl Status {
+    fn write_text(&self, f: &mut impl fmt::Write) -> fmt::Result {
         let s = self;
         writeln!(
             f,
@@ -114,5 +139,29 @@ impl fmt::Display for Status {
             write!(f, "\n  metrics: {m}")?;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_sequences_in_a_status_print_harmless() {
+        let s = Status {
+            volume: "/v\u{1b}]0;owned\u{7}\u{1b}[2J".into(),
+            health: crate::Health {
+                ok: false,
+                reason: Some("bad\r\u{1b}[31mred".into()),
+            },
+            ..Default::default()
+        };
+        let text = s.to_string();
+        assert!(
+            !text.contains('\u{1b}') && !text.contains('\u{7}') && !text.contains('\r'),
+            "{text:?}"
+        );
+        assert!(text.contains("\\u{1b}]0;owned"), "{text}");
+        assert!(text.lines().count() > 3, "line breaks kept");
     }
 }
