@@ -22,3 +22,4 @@ mod nbd_tls;
 mod ring_process;
 mod status_trust;
 mod tier_cli;
+mod units;
