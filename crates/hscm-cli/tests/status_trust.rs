@@ -124,3 +124,31 @@ fn root_lists_only_what_users_could_have_registered_and_prints_it_harmless() {
         "a socket answering a byte a second held the listing {took:?}"
     );
 }
+
+/// Another user made `$TMPDIR/hscm-UID` first: the user's hscm steps around it
+/// (to `hscm-UID-1`) instead of refusing to run.
+#[test]
+fn a_runtime_directory_squatted_by_another_user_is_stepped_around() {
+    if !rustix::process::geteuid().is_root() {
+        eprintln!("skipped: needs root");
+        return;
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(tmp.path(), std::fs::Permissions::from_mode(0o1777)).unwrap();
+    // Root squats nobody's name.
+    std::fs::create_dir(tmp.path().join("hscm-65534")).unwrap();
+    let o = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+        .arg(env!("CARGO_BIN_EXE_hscm"))
+        .args(["status", "--json"])
+        .env("TMPDIR", tmp.path())
+        .env_remove("XDG_RUNTIME_DIR")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let moved = tmp.path().join("hscm-65534-1");
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(&moved).unwrap();
+    assert_eq!(meta.uid(), 65534);
+    assert_eq!(meta.mode() & 0o777, 0o700);
+}

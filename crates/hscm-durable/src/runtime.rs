@@ -6,7 +6,9 @@
 //! the user's, `/run/hscm` for root, and otherwise `$TMPDIR/hscm-UID` (as tmux and
 //! ssh-agent do). It is created mode 0700; one that exists must be a real directory
 //! (not a symlink), owned by the user, and closed to group and others, or it is
-//! refused by name. Files in it are created without following symlinks.
+//! refused by name; in a shared `$TMPDIR`, where anyone may have made the name
+//! first, the next free name `hscm-UID-N` is used instead. Files in it are created
+//! without following symlinks.
 
 use std::fs::File;
 use std::io;
@@ -49,10 +51,41 @@ pub fn dir() -> Result<PathBuf, RuntimeError> {
     let path = match std::env::var_os("XDG_RUNTIME_DIR").map(PathBuf::from) {
         Some(xdg) if xdg.is_absolute() && owned_by(&xdg, uid) => xdg.join("hscm"),
         _ if uid == 0 => PathBuf::from("/run/hscm"),
-        _ => std::env::temp_dir().join(format!("hscm-{uid}")),
+        _ => return shared_tmp_dir(&std::env::temp_dir(), uid),
     };
     private_dir(&path)?;
     Ok(path)
+}
+
+/// How many names `$TMPDIR/hscm-UID[-N]` are tried before giving up.
+const TMP_NAMES: u32 = 16;
+
+/// The user's runtime directory in a shared temporary directory: `hscm-UID`, or,
+/// where another user made that name first (or made it a symlink, or opened it to
+/// others), the first of `hscm-UID-1`, `hscm-UID-2`... that is, or can be made,
+/// this user's own: stepped around, not obeyed, and the same name on every call,
+/// so every hscm of this user finds the others. Only when every name is taken is
+/// the first one's problem the error.
+fn shared_tmp_dir(tmp: &Path, uid: u32) -> Result<PathBuf, RuntimeError> {
+    let mut first = None;
+    for n in 0..TMP_NAMES {
+        let name = if n == 0 {
+            format!("hscm-{uid}")
+        } else {
+            format!("hscm-{uid}-{n}")
+        };
+        let path = tmp.join(name);
+        match private_dir(&path) {
+            Ok(()) => return Ok(path),
+            Err(e) => {
+                if n == 0 {
+                    tracing::warn!("{e}; looking for another name beside it");
+                }
+                first.get_or_insert(e);
+            }
+        }
+    }
+    Err(first.expect("at least one name was tried"))
 }
 
 fn owned_by(path: &Path, uid: u32) -> bool {
@@ -212,6 +245,27 @@ mod tests {
             "{}",
             next.display()
         );
+    }
+
+    /// Someone else's `hscm-UID` (here: a symlink and an open directory, which
+    /// this user cannot take either) is stepped around, the same way every time.
+    #[test]
+    fn a_name_taken_in_a_shared_tmp_is_stepped_around() {
+        let tmp = tempfile::tempdir().unwrap();
+        let uid = rustix::process::geteuid().as_raw();
+        std::os::unix::fs::symlink("/", tmp.path().join(format!("hscm-{uid}"))).unwrap();
+        let open = tmp.path().join(format!("hscm-{uid}-1"));
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let got = shared_tmp_dir(tmp.path(), uid).unwrap();
+        assert_eq!(got, tmp.path().join(format!("hscm-{uid}-2")));
+        assert_eq!(
+            shared_tmp_dir(tmp.path(), uid).unwrap(),
+            got,
+            "the same every time"
+        );
+        let mode = std::fs::metadata(&got).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
     }
 
     #[test]

@@ -254,7 +254,7 @@ pub fn other_users_dirs() -> Vec<std::path::PathBuf> {
 
 /// The uid another user's registry directory belongs to, if root may trust it:
 /// a real directory (no symlink), mode 0700, owned by the user its place names
-/// (`/run/hscm`: root; `/run/user/UID/hscm`; `$TMPDIR/hscm-UID`). Anyone may make
+/// (`/run/hscm`: root; `/run/user/UID/hscm`; `$TMPDIR/hscm-UID[-N]`). Anyone may make
 /// a directory under /tmp named for someone else, or open to all: such a place
 /// is stepped around, never read.
 fn trusted_owner(dir: &Path) -> Option<u32> {
@@ -270,7 +270,9 @@ fn trusted_owner(dir: &Path) -> Option<u32> {
         .and_then(|n| n.to_str())
         .and_then(|n| n.strip_prefix("hscm-"))
     {
-        uid.parse().ok()?
+        // hscm-UID, or hscm-UID-N where another user had taken hscm-UID
+        // (`hscm_durable::runtime`).
+        uid.split('-').next()?.parse().ok()?
     } else {
         // /run/user/UID/hscm
         dir.parent()?.file_name()?.to_str()?.parse().ok()?
