@@ -64,10 +64,13 @@ pub struct NbdArgs {
     #[arg(long, default_value_t = ExportOptions::default().handshake_timeout.as_secs_f64(),
           value_parser = parse_seconds)]
     pub handshake_timeout: f64,
-    /// Seconds a client may send nothing before it is dropped; 0 (the default) never
-    /// drops an idle client, as a block device's client may rightly sit idle.
-    #[arg(long, default_value_t = 0.0, value_parser = parse_seconds)]
-    pub idle_timeout: f64,
+    /// Seconds a client may send nothing before it is dropped; 0 never drops an
+    /// idle client, as a block device's client may rightly sit idle. Default: 0,
+    /// but 300 on a network address whose clients are not authenticated
+    /// (plaintext, or TLS without client certificates or keys), where anyone may
+    /// take a connection and keep it.
+    #[arg(long, value_parser = parse_seconds)]
+    pub idle_timeout: Option<f64>,
     /// Seconds a reply may wait for a client that does not read it; then the
     /// connection ends.
     #[arg(long, default_value_t = ExportOptions::default().send_timeout.as_secs_f64(),
@@ -138,12 +141,18 @@ impl NbdArgs {
     }
 }
 
+/// `--idle-timeout`'s default where clients are not authenticated on a network.
+const UNAUTHENTICATED_IDLE_TIMEOUT: f64 = 300.0;
+
 pub fn serve(a: &NbdArgs) -> Result<()> {
     // Handlers first: a SIGTERM once clients can connect must stop the server cleanly.
     let stop = hscm_serving::stop_on_signals()?;
     let tls = a.tls()?;
     let inherited = Listener::inherited()?;
     let activated = inherited.is_some();
+    // Clients anyone on a network may be (for a socket systemd passed: unknown,
+    // so not assumed).
+    let mut unauthenticated_network = false;
     let listener = match inherited {
         Some(l) => l,
         None => {
@@ -157,6 +166,7 @@ pub fn serve(a: &NbdArgs) -> Result<()> {
             };
             let exposed =
                 endpoint.reaches_the_network() && !tls.admits_only_authenticated_clients();
+            unauthenticated_network = exposed;
             if let (true, Endpoint::Tcp(addr)) = (exposed, &endpoint) {
                 note!(
                     "hscm: warning: serving {} {} on {addr} {}, without authenticating clients: anyone who can reach this address can {} it (--tls require with --tls-certificates, whose ca-cert.pem signs the clients' certificates, or --tls-psk, lets in only clients that prove who they are)",
@@ -174,7 +184,14 @@ pub fn serve(a: &NbdArgs) -> Result<()> {
         read_only: a.read_only,
         workers_per_connection: a.workers,
         handshake_timeout: Duration::from_secs_f64(a.handshake_timeout),
-        idle_timeout: (a.idle_timeout > 0.0).then(|| Duration::from_secs_f64(a.idle_timeout)),
+        idle_timeout: {
+            let idle = a.idle_timeout.unwrap_or(if unauthenticated_network {
+                UNAUTHENTICATED_IDLE_TIMEOUT
+            } else {
+                0.0
+            });
+            (idle > 0.0).then(|| Duration::from_secs_f64(idle))
+        },
         send_timeout: Duration::from_secs_f64(a.send_timeout),
         tls,
         ..ExportOptions::default()

@@ -167,10 +167,8 @@ impl Listener {
             Endpoint::Unix(path) => {
                 remove_stale_socket(path)
                     .map_err(setup(format!("cannot replace {}", path.display())))?;
-                let l = UnixListener::bind(path)
+                let l = bind_private(path)
                     .map_err(setup(format!("cannot listen on {}", path.display())))?;
-                std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-                    .map_err(setup(format!("cannot restrict {}", path.display())))?;
                 Inner::Unix(l, Some(path.clone()))
             }
             Endpoint::Tcp(addr) => Inner::Tcp(
@@ -375,6 +373,40 @@ impl Listener {
         }
         Ok(())
     }
+}
+
+/// A Unix socket at `path` that only this user can connect to from its first
+/// moment: bound in a fresh directory of this process's own (mode 0700) beside
+/// `path`, made 0600 there, then renamed into place. (Bound at `path` and chmod'ed
+/// after, it would be open to anyone the umask lets in until the chmod, and the
+/// chmod by path could follow whatever someone put there meanwhile.)
+fn bind_private(path: &Path) -> io::Result<UnixListener> {
+    use std::os::unix::fs::DirBuilderExt;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+        _ => std::path::PathBuf::from("."),
+    };
+    let name = path
+        .file_name()
+        .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, "no file name"))?;
+    let mut n = 0u32;
+    let staging = loop {
+        let dir = parent.join(format!(".hscm-bind-{}-{n}", std::process::id()));
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Ok(()) => break dir,
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && n < 64 => n += 1,
+            Err(e) => return Err(e),
+        }
+    };
+    let staged = staging.join(name);
+    let bound = UnixListener::bind(&staged).and_then(|l| {
+        std::fs::set_permissions(&staged, std::fs::Permissions::from_mode(0o600))?;
+        std::fs::rename(&staged, path)?;
+        Ok(l)
+    });
+    let _ = std::fs::remove_file(&staged);
+    let _ = std::fs::remove_dir(&staging);
+    bound
 }
 
 fn set_blocking(s: &Stream) -> io::Result<()> {

@@ -265,3 +265,22 @@ fn large_reads_arrive_whole_in_pieces() {
     );
     s.stop();
 }
+
+/// A Unix socket is bound in a private directory, made 0600 and renamed into place:
+/// it is never reachable with a looser mode, and nothing is left beside it.
+#[test]
+fn a_unix_socket_is_private_from_its_first_moment() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("s.sock");
+    let listener = Listener::bind(&Endpoint::Unix(path.clone())).unwrap();
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    let beside: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert_eq!(beside, vec![std::ffi::OsString::from("s.sock")]);
+    UnixStream::connect(&path).unwrap();
+    drop(listener);
+}
