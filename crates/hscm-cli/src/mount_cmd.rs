@@ -232,8 +232,17 @@ pub fn mount(a: &MountArgs) -> Result<()> {
         );
     }
     note!("unmounted {}", a.mountpoint.display());
+    // A background mount's log has nothing to tell once it ended cleanly: removed,
+    // so the runtime directory does not keep one per mount for ever. (A mount that
+    // ends with an error keeps its log, which says why.)
+    if let Some(log) = std::env::var_os(LOG_VARIABLE) {
+        let _ = std::fs::remove_file(log);
+    }
     Ok(())
 }
+
+/// Names, for a background mount's process, the log its parent made for it.
+const LOG_VARIABLE: &str = "HSCM_MOUNT_LOG";
 
 /// Starts this same command with `--foreground` as a detached process and returns
 /// once it serves (or says why it cannot).
@@ -248,7 +257,8 @@ fn mount_in_background(a: &MountArgs) -> Result<()> {
     let (log, log_file) = hscm_durable::runtime::create_fresh_file(&dir, "mount", &stem, "log")?;
     cmd.stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(log_file);
+        .stderr(log_file)
+        .env(LOG_VARIABLE, &log);
     // Its own session: the terminal's signals and hang-up do not reach it.
     use std::os::unix::process::CommandExt;
     cmd.process_group(0);

@@ -283,15 +283,26 @@ fn background_mounts_log_one_file_each_where_no_one_else_writes() {
         points.push(at);
     }
     assert_ne!(logs[0], logs[1], "one log per mount");
+    for log in &logs {
+        let text = std::fs::read_to_string(log).unwrap();
+        assert!(!text.contains('\u{1b}'), "no colour codes in {log}: {text}");
+    }
     for at in &points {
         umount_ok(at);
     }
     assert_eq!(std::fs::read(&victim).unwrap(), b"precious");
     let mode = std::fs::metadata(runtime.join("hscm")).unwrap().mode() & 0o777;
     assert_eq!(mode, 0o700);
+    // A mount that ended cleanly takes its log with it (the process removes it
+    // just after it lets go of the volume, which `hscm umount` waits for).
     for log in &logs {
-        let text = std::fs::read_to_string(log).unwrap();
-        assert!(!text.contains('\u{1b}'), "no colour codes in {log}: {text}");
+        crate::util::wait_until(std::time::Duration::from_secs(5), || {
+            !std::path::Path::new(log).exists()
+        });
+        assert!(
+            !std::path::Path::new(log).exists(),
+            "{log} outlived its clean unmount"
+        );
     }
 }
 
