@@ -96,6 +96,12 @@ pub struct NbdArgs {
     #[arg(long, default_value = "yes", value_name = "yes|no", action = clap::ArgAction::Set,
           value_parser = clap::builder::BoolishValueParser::new())]
     pub tls_verify_peer: bool,
+    /// With client certificates verified: let in only clients whose certificate is
+    /// valid for this DNS name (its subject alternative names, matched as a server's
+    /// are); repeat for several. As qemu-nbd's --tls-authz lists the clients it
+    /// admits. Default: any certificate the CA signed.
+    #[arg(long = "tls-client-name", value_name = "NAME")]
+    pub tls_client_names: Vec<String>,
     /// Seconds SIGTERM or Ctrl-C waits for requests already read to be answered before
     /// the connections still open are cut; then the volume is flushed and closed.
     #[arg(long, default_value_t = ListenLimits::default().grace.as_secs_f64(),
@@ -108,6 +114,17 @@ pub struct NbdArgs {
 impl NbdArgs {
     /// The TLS side the flags ask for, its credentials loaded.
     fn tls(&self) -> Result<Tls> {
+        let tls = self.tls_credentials()?;
+        if self.tls_client_names.is_empty() {
+            return Ok(tls);
+        }
+        if !self.tls_verify_peer || self.tls_certificates.is_none() {
+            bail!("--tls-client-name needs --tls-certificates with client certificates verified (not --tls-verify-peer=no)");
+        }
+        Ok(tls.only_clients_named(self.tls_client_names.clone())?)
+    }
+
+    fn tls_credentials(&self) -> Result<Tls> {
         match (self.tls, &self.tls_certificates, &self.tls_psk) {
             (TlsMode::Off, None, None) => Ok(Tls::off()),
             (TlsMode::Off, _, _) => {

@@ -50,7 +50,7 @@ fn certificates(dir: &Path) -> (PathBuf, PathBuf) {
         -out server/server-cert.pem -days 2 -extfile ext.cnf");
     std::fs::write(
         dir.join("client-ext.cnf"),
-        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n",
+        "subjectAltName=DNS:alice.clients.test\nbasicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n",
     )
     .unwrap();
     sh("openssl req -newkey rsa:2048 -nodes -keyout client/client-key.pem -out client.csr -subj '/CN=hscm test client' \
@@ -526,4 +526,55 @@ fn strangers_in_the_handshake_do_not_keep_an_authenticated_client_out() {
     );
     drop(strangers);
     stop(child);
+}
+
+/// `--tls-client-name`: of the clients the CA signed, only those whose certificate
+/// carries a listed name get in.
+#[test]
+fn only_clients_with_a_listed_name_get_in() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, client) = certificates(dir.path());
+    let v = dir.path().join("v.hscm");
+    assert!(
+        run(&["volume", "create", v.to_str().unwrap(), "--size", "16M"])
+            .status
+            .success()
+    );
+    let uri = |port: u16| {
+        format!(
+            "nbds://localhost:{port}/?tls-certificates={}",
+            client.display()
+        )
+    };
+    let certs = server.to_str().unwrap();
+    for (names, gets_in) in [
+        (&["alice.clients.test"][..], true),
+        (&["bob.clients.test", "alice.clients.test"][..], true),
+        (&["bob.clients.test"][..], false),
+    ] {
+        let mut args = vec!["--tls", "require", "--tls-certificates", certs];
+        for n in names {
+            args.extend(["--tls-client-name", n]);
+        }
+        let (child, port) = serve(&v, &args);
+        let o = tool("nbdinfo").arg(uri(port)).output().unwrap();
+        assert_eq!(o.status.success(), gets_in, "{names:?}: {}", text(&o));
+        stop(child);
+    }
+    let port = free_port().to_string();
+    let o = run(&[
+        "nbd",
+        v.to_str().unwrap(),
+        "--listen",
+        &port,
+        "--tls",
+        "require",
+        "--tls-certificates",
+        certs,
+        "--tls-verify-peer=no",
+        "--tls-client-name",
+        "alice.clients.test",
+    ]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("--tls-client-name needs"), "{}", text(&o));
 }

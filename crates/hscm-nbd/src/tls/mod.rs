@@ -84,6 +84,10 @@ pub struct Tls {
     /// The credentials prove who each client is (a CA-signed certificate, or a
     /// pre-shared key), not only who the server is.
     authenticates_clients: bool,
+    /// With X.509 clients verified: the names (DNS names in the certificate's
+    /// subject alternative names) one of which a client's certificate must carry;
+    /// empty, any certificate the CA signed.
+    client_names: Vec<String>,
 }
 
 /// Refuses a secret file others may read, as ssh refuses such keys: whoever can
@@ -195,6 +199,7 @@ impl Tls {
             mode,
             credentials: Some(Credentials::X509(Arc::new(config))),
             authenticates_clients: clients == ClientCertificates::Verify,
+            client_names: Vec::new(),
         })
     }
 
@@ -214,6 +219,7 @@ impl Tls {
                 mode,
                 credentials: Some(Credentials::Psk(server)),
                 authenticates_clients: true,
+                client_names: Vec::new(),
             })
         }
         #[cfg(not(feature = "psk"))]
@@ -231,6 +237,54 @@ impl Tls {
 
     pub fn off() -> Tls {
         Tls::default()
+    }
+
+    /// Lets in only clients whose certificate (signed by the CA) is valid for one of
+    /// `names` (DNS names, matched against its subject alternative names as a server
+    /// name is), as qemu's `--tls-authz` lists the clients it admits. Only for X.509
+    /// with client certificates verified.
+    pub fn only_clients_named(mut self, names: Vec<String>) -> Result<Tls, Error> {
+        let bad = |what: String| Error::Setup {
+            what,
+            source: io::Error::from(io::ErrorKind::InvalidInput),
+        };
+        if !(matches!(self.credentials, Some(Credentials::X509(_))) && self.authenticates_clients) {
+            return Err(bad(
+                "client names need X.509 certificates with client certificates verified".into(),
+            ));
+        }
+        for name in &names {
+            rustls::pki_types::ServerName::try_from(name.as_str())
+                .map_err(|e| bad(format!("{name:?} is not a DNS name to match ({e})")))?;
+        }
+        self.client_names = names;
+        Ok(self)
+    }
+
+    /// Whether the verified client certificate of `conn` carries an allowed name.
+    fn client_named(&self, conn: &ServerConnection) -> Result<(), Error> {
+        if self.client_names.is_empty() {
+            return Ok(());
+        }
+        let refused = |why: String| Error::Protocol(format!("TLS client refused: {why}"));
+        let cert = conn
+            .peer_certificates()
+            .and_then(|c| c.first())
+            .ok_or_else(|| refused("no certificate".into()))?;
+        let cert = webpki::EndEntityCert::try_from(cert)
+            .map_err(|e| refused(format!("unreadable certificate ({e})")))?;
+        let named = self.client_names.iter().any(|n| {
+            rustls::pki_types::ServerName::try_from(n.as_str())
+                .is_ok_and(|name| cert.verify_is_valid_for_subject_name(&name).is_ok())
+        });
+        if named {
+            Ok(())
+        } else {
+            Err(refused(format!(
+                "its certificate is valid for none of {}",
+                self.client_names.join(", ")
+            )))
+        }
     }
 
     /// Only clients that proved who they are get in: TLS required, with client
@@ -259,6 +313,7 @@ impl Tls {
             conn.complete_io(&mut socket)
                 .map_err(|e| Error::Protocol(format!("TLS handshake: {e}")))?;
         }
+        self.client_named(&conn)?;
         let (plain, pumped) = UnixStream::pair()?;
         std::thread::Builder::new()
             .name("nbd-tls".into())
