@@ -67,6 +67,14 @@ fn private(path: &Path) {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).unwrap();
 }
 
+/// A 16 MiB flat volume in `dir`.
+fn volume(dir: &Path) -> PathBuf {
+    let v = dir.join("v.hscm");
+    let o = run(&["volume", "create", v.to_str().unwrap(), "--size", "16M"]);
+    assert!(o.status.success(), "{}", text(&o));
+    v
+}
+
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -142,12 +150,7 @@ fn qemu_img_info(port: u16, creds: &str) -> std::process::Output {
 fn clients_reach_the_export_over_tls_and_plaintext_is_refused_when_required() {
     let dir = tempfile::tempdir().unwrap();
     let (server, client) = certificates(dir.path());
-    let v = dir.path().join("v.hscm");
-    assert!(
-        run(&["volume", "create", v.to_str().unwrap(), "--size", "16M"])
-            .status
-            .success()
-    );
+    let v = volume(dir.path());
     let certs = server.to_str().unwrap();
     let (child, port) = serve(&v, &["--tls", "require", "--tls-certificates", certs]);
     let tls_uri = format!(
@@ -193,12 +196,7 @@ fn clients_reach_the_export_over_tls_and_plaintext_is_refused_when_required() {
 fn tls_on_serves_both_kinds_of_client() {
     let dir = tempfile::tempdir().unwrap();
     let (server, client) = certificates(dir.path());
-    let v = dir.path().join("v.hscm");
-    assert!(
-        run(&["volume", "create", v.to_str().unwrap(), "--size", "16M"])
-            .status
-            .success()
-    );
+    let v = volume(dir.path());
     let (child, port) = serve(
         &v,
         &[
@@ -224,12 +222,7 @@ fn tls_on_serves_both_kinds_of_client() {
 #[test]
 fn tls_flags_that_cannot_work_are_refused_by_name() {
     let dir = tempfile::tempdir().unwrap();
-    let v = dir.path().join("v.hscm");
-    assert!(
-        run(&["volume", "create", v.to_str().unwrap(), "--size", "16M"])
-            .status
-            .success()
-    );
+    let v = volume(dir.path());
     let port = free_port().to_string();
     let vs = v.to_str().unwrap();
     let o = run(&["nbd", vs, "--listen", &port, "--tls", "require"]);
@@ -279,12 +272,7 @@ fn tls_flags_that_cannot_work_are_refused_by_name() {
 #[test]
 fn plaintext_on_a_network_address_is_warned_about() {
     let dir = tempfile::tempdir().unwrap();
-    let v = dir.path().join("v.hscm");
-    assert!(
-        run(&["volume", "create", v.to_str().unwrap(), "--size", "16M"])
-            .status
-            .success()
-    );
+    let v = volume(dir.path());
     let port = free_port();
     let mut child = hscm()
         .arg("nbd")
@@ -311,12 +299,7 @@ fn plaintext_on_a_network_address_is_warned_about() {
 #[test]
 fn clients_with_the_pre_shared_key_get_in_and_others_do_not() {
     let dir = tempfile::tempdir().unwrap();
-    let v = dir.path().join("v.hscm");
-    assert!(
-        run(&["volume", "create", v.to_str().unwrap(), "--size", "16M"])
-            .status
-            .success()
-    );
+    let v = volume(dir.path());
     // psktool's format, in the directory layout qemu's tls-creds-psk reads.
     let keys = dir.path().join("keys.psk");
     std::fs::write(&keys, format!("alice:{}\n", "5a".repeat(32))).unwrap();
@@ -371,12 +354,7 @@ fn clients_with_the_pre_shared_key_get_in_and_others_do_not() {
 fn without_peer_verification_any_tls_client_gets_in_and_a_readable_key_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let (server, _) = certificates(dir.path());
-    let v = dir.path().join("v.hscm");
-    assert!(
-        run(&["volume", "create", v.to_str().unwrap(), "--size", "16M"])
-            .status
-            .success()
-    );
+    let v = volume(dir.path());
     let certs = server.to_str().unwrap();
     let (child, port) = serve(
         &v,
@@ -435,12 +413,7 @@ fn without_peer_verification_any_tls_client_gets_in_and_a_readable_key_is_refuse
 fn tls_that_authenticates_no_client_is_warned_about_on_a_network_address() {
     let dir = tempfile::tempdir().unwrap();
     let (server, _) = certificates(dir.path());
-    let v = dir.path().join("v.hscm");
-    assert!(
-        run(&["volume", "create", v.to_str().unwrap(), "--size", "16M"])
-            .status
-            .success()
-    );
+    let v = volume(dir.path());
     for (verify, warned) in [("no", true), ("yes", false)] {
         let port = free_port();
         let mut child = hscm()
@@ -478,12 +451,7 @@ fn strangers_in_the_handshake_do_not_keep_an_authenticated_client_out() {
     use std::io::{Read, Write};
     let dir = tempfile::tempdir().unwrap();
     let (server, client) = certificates(dir.path());
-    let v = dir.path().join("v.hscm");
-    assert!(
-        run(&["volume", "create", v.to_str().unwrap(), "--size", "16M"])
-            .status
-            .success()
-    );
+    let v = volume(dir.path());
     let (child, port) = serve(
         &v,
         &[
@@ -534,12 +502,7 @@ fn strangers_in_the_handshake_do_not_keep_an_authenticated_client_out() {
 fn only_clients_with_a_listed_name_get_in() {
     let dir = tempfile::tempdir().unwrap();
     let (server, client) = certificates(dir.path());
-    let v = dir.path().join("v.hscm");
-    assert!(
-        run(&["volume", "create", v.to_str().unwrap(), "--size", "16M"])
-            .status
-            .success()
-    );
+    let v = volume(dir.path());
     let uri = |port: u16| {
         format!(
             "nbds://localhost:{port}/?tls-certificates={}",

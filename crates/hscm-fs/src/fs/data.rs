@@ -166,12 +166,7 @@ impl FileSystem {
         let Some(f) = self.file_ram(ino).filter(|f| f.kernel_may_write()) else {
             return self.write_with(ino, offset, data, how);
         };
-        if offset
-            .checked_add(data.len() as u64)
-            .is_none_or(|e| e > i64::MAX as u64)
-        {
-            return Err(Error::Invalid("a write past the largest file".into()));
-        }
+        check_write_range(offset, data.len())?;
         f.write_behind(offset, data).map_err(|e| {
             if e.raw_os_error() == Some(libc::ENOSPC) {
                 Error::NoSpace(format!("file {ino}'s RAM is full: {e}"))
@@ -195,12 +190,7 @@ impl FileSystem {
         if data.is_empty() {
             return Ok(0);
         }
-        if offset
-            .checked_add(data.len() as u64)
-            .is_none_or(|e| e > i64::MAX as u64)
-        {
-            return Err(Error::Invalid("a write past the largest file".into()));
-        }
+        check_write_range(offset, data.len())?;
         // Without `to_ram` the caller is a write-back, which holds the lock.
         let ram = self.ram.get(ino).filter(|_| to_ram);
         let _changes = ram.as_ref().map(|f| f.changes.lock());
@@ -749,4 +739,16 @@ impl FileSystem {
         }
         Ok(())
     }
+}
+
+/// A write must end within the largest file (i64::MAX bytes, as the kernel's
+/// offsets are signed).
+fn check_write_range(offset: u64, len: usize) -> Result<()> {
+    if offset
+        .checked_add(len as u64)
+        .is_none_or(|e| e > i64::MAX as u64)
+    {
+        return Err(Error::Invalid("a write past the largest file".into()));
+    }
+    Ok(())
 }

@@ -656,6 +656,10 @@ impl FileSystem {
 
     /// RAM's bound follows home's free space (`store.rs`).
     pub(crate) fn keep_ram_bound_in_step(&self) {
+        // Most mounts have no budget, hence no bound to move: no statfs per open.
+        if !self.ram.has_bound_to_keep() {
+            return;
+        }
         let s = self.statfs();
         self.ram.keep_bound_in_step(s.free_blocks * s.block_size);
     }

@@ -624,6 +624,11 @@ impl Ram {
         }
     }
 
+    /// A private tmpfs under a RAM budget: a bound that follows home's free space.
+    pub(crate) fn has_bound_to_keep(&self) -> bool {
+        self.store.is_some() && self.options.budget.is_some()
+    }
+
     /// Keeps the bound of the files' RAM in step with home's free space under a
     /// budget ([`Store::keep_in_step`]); without one, or with memfds, nothing to do.
     pub(crate) fn keep_bound_in_step(&self, home_free: u64) {
