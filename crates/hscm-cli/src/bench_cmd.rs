@@ -20,6 +20,7 @@ pub enum BenchCmd {
     Nbd(nbd::NbdBenchArgs),
     NbdStrangers(nbd_strangers::StrangersArgs),
     Fs(fs::FsBenchArgs),
+    FsWork(fs::FsWorkArgs),
     Restart(RestartArgs),
 }
 
@@ -35,6 +36,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Nbd(a) => run_and_print(&a),
         BenchCmd::NbdStrangers(a) => run_and_print(&a),
         BenchCmd::Fs(a) => run_and_print(&a),
+        BenchCmd::FsWork(a) => run_and_print(&a),
         BenchCmd::Restart(a) => run_and_print(&a),
     }
 }

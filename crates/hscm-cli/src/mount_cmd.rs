@@ -66,6 +66,11 @@ pub struct MountArgs {
     /// (lru, fifo, clock, sieve, s3fifo, arc, with +second-miss admission).
     #[arg(long, default_value = "lru")]
     pub ram_policy: hscm_policy::cache::PolicySpec,
+    /// On-flush: how much of what closed files hold in RAM, not yet home, may wait
+    /// for the next fsync (which takes it home). Past it, a close takes its file
+    /// home itself, with everything waiting: a bound on the next fsync's work.
+    #[arg(long, value_parser = crate::units::parse_size, default_value = crate::units::size_arg(hscm_fs::DEFAULT_DIRTY_MAX))]
+    pub dirty_max: u64,
     /// Serve every read through the daemon and the kernel's page cache, as FUSE did
     /// before passthrough: slower cold reads, and a second copy of what is read.
     /// Passthrough (Linux 6.9 on, root mounts) lets the kernel read a file's RAM
@@ -124,6 +129,7 @@ pub fn mount(a: &MountArgs) -> Result<()> {
             durability: a.durability,
             ram: a.ram,
             ram_policy: a.ram_policy,
+            dirty_max: a.dirty_max,
         },
     )
     .with_context(|| format!("mounting the file system of {}", a.volume.display()))?;

@@ -182,6 +182,69 @@ fn fsx_runs_100_000_operations_without_a_miscompare() {
     );
 }
 
+/// `hscm bench fs-work` on a small tree: every step on every file system asked
+/// for, in the JSON contract (`workload`, `fs`, `seconds`), with hscm's requests
+/// and FUSE bound, and its ratios.
+#[test]
+fn bench_fs_work_json_times_every_step_on_every_file_system() {
+    let _quiet = crate::util::SYSTEM_MEMORY
+        .write()
+        .unwrap_or_else(|e| e.into_inner());
+    let o = run(&[
+        "bench",
+        "fs-work",
+        "--files",
+        "300",
+        "--c-units",
+        "2",
+        "--ls-entries",
+        "100,400",
+        "--fs",
+        "tmpfs,ext4-sync,hscm,hscm-immediate",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    let steps = [
+        "untar",
+        "find",
+        "du",
+        "grep-cold",
+        "grep-warm",
+        "git-commit",
+        "git-status",
+        "rm-rf",
+        "ls-l-100",
+        "ls-l-400",
+    ];
+    for fs in ["tmpfs", "ext4-sync", "hscm", "hscm-immediate"] {
+        for step in steps {
+            let r = rows
+                .iter()
+                .find(|r| r["fs"] == fs && r["workload"] == step)
+                .unwrap_or_else(|| panic!("no {step} on {fs}"));
+            assert!(r["seconds"].as_f64().unwrap() > 0.0, "{r}");
+        }
+    }
+    let untar = rows
+        .iter()
+        .find(|r| r["fs"] == "hscm" && r["workload"] == "untar")
+        .unwrap();
+    // At least a create per file reached the daemon.
+    assert!(untar["requests"].as_u64().unwrap() >= 300, "{untar}");
+    assert!(untar["bound_seconds"].as_f64().unwrap() > 0.0, "{untar}");
+    assert!(v["ratios"]["untar hscm/tmpfs"].as_f64().is_some());
+    assert!(v["ratios"]["untar hscm-immediate/ext4-sync"]
+        .as_f64()
+        .is_some());
+    assert!(v["round_trip_us"]["hscm"].as_f64().unwrap() > 0.0);
+    assert!(v["tree"]["files"].as_u64().unwrap() >= 300);
+    let o = run(&["bench", "fs-work", "--fs", "zfs"]);
+    assert!(!o.status.success());
+    assert!(text(&o).contains("no file system \"zfs\""), "{}", text(&o));
+}
+
 #[test]
 fn bench_fs_json_names_every_file_system_and_durable_comparison() {
     let _quiet = crate::util::SYSTEM_MEMORY

@@ -28,8 +28,8 @@ pub use format::{looks_formatted, Geometry, BLOCK, FORMAT_VERSION};
 pub use fs::{reencode_for_fuzzing, replay_for_fuzzing};
 pub use fs::{
     Allocate, DropSetid, Durability, FileRam, FileSystem, MountOptions, Owner, RamBacking,
-    RamOptions, RamUsage, RenameFlags, SetAttr, StatFs, WriteOptions, NO_GROUP, RAM_BUDGET_XATTR,
-    XATTR_BYTES_PER_INODE,
+    RamOptions, RamUsage, RenameFlags, SetAttr, StatFs, WriteOptions, DEFAULT_DIRTY_MAX, NO_GROUP,
+    RAM_BUDGET_XATTR, XATTR_BYTES_PER_INODE,
 };
 pub use meta::{Attr, Kind, Time, ROOT};
 

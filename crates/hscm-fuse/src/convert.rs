@@ -36,6 +36,28 @@ pub(crate) fn from_system(t: SystemTime) -> Time {
     }
 }
 
+/// What a lookup answers for a name that is not there, for the kernel to cache:
+/// node id 0 (a negative entry).
+pub(crate) fn absent() -> FileAttr {
+    FileAttr {
+        ino: INodeNo(0),
+        size: 0,
+        blocks: 0,
+        atime: UNIX_EPOCH,
+        mtime: UNIX_EPOCH,
+        ctime: UNIX_EPOCH,
+        crtime: UNIX_EPOCH,
+        kind: FileType::RegularFile,
+        perm: 0,
+        nlink: 0,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 0,
+        flags: 0,
+    }
+}
+
 pub(crate) fn time_or_now(t: TimeOrNow) -> Time {
     match t {
         TimeOrNow::SpecificTime(t) => from_system(t),

@@ -18,12 +18,67 @@ use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use fuser::{INodeNo, ReplyDirectory};
-use hscm_fs::Kind;
+use fuser::{Generation, INodeNo, ReplyDirectory, ReplyDirectoryPlus};
+use hscm_fs::{FileSystem, Kind};
 use parking_lot::Mutex;
 
-use crate::convert::file_type;
-use crate::Fuse;
+use crate::convert::{file_attr, file_type};
+use crate::{Fuse, TTL};
+
+/// A directory reply being filled: names only (readdir), or names with what a
+/// lookup of each would answer (readdirplus: `ls -l` and `find` then make no
+/// lookup per entry).
+pub(crate) trait Listing {
+    /// Adds an entry; Some(true) when the reply is full (the entry not added),
+    /// None when the entry went meanwhile (skipped).
+    fn add_entry(
+        &mut self,
+        fs: &FileSystem,
+        ino: u64,
+        offset: u64,
+        kind: Kind,
+        name: &[u8],
+    ) -> Option<bool>;
+}
+
+impl Listing for ReplyDirectory {
+    fn add_entry(
+        &mut self,
+        _: &FileSystem,
+        ino: u64,
+        offset: u64,
+        kind: Kind,
+        name: &[u8],
+    ) -> Option<bool> {
+        Some(self.add(
+            INodeNo(ino),
+            offset,
+            file_type(kind),
+            OsStr::from_bytes(name),
+        ))
+    }
+}
+
+impl Listing for ReplyDirectoryPlus {
+    fn add_entry(
+        &mut self,
+        fs: &FileSystem,
+        ino: u64,
+        offset: u64,
+        _: Kind,
+        name: &[u8],
+    ) -> Option<bool> {
+        let attr = fs.getattr(ino).ok()?;
+        Some(self.add(
+            INodeNo(ino),
+            offset,
+            OsStr::from_bytes(name),
+            &TTL,
+            &file_attr(&attr),
+            Generation(0),
+        ))
+    }
+}
 
 /// Open directory handles one mount keeps at most; past it opendir fails with
 /// EMFILE, so no peer can make the daemon's memory grow without bound.
@@ -103,29 +158,26 @@ impl Dirs {
 }
 
 impl Fuse {
-    /// Fills a readdir reply for handle `fh` of directory `dir` from `offset`.
+    /// Fills a readdir or readdirplus reply for handle `fh` of directory `dir`
+    /// from `offset`.
     pub(crate) fn list(
         &self,
         dir: u64,
         fh: u64,
         offset: u64,
-        reply: &mut ReplyDirectory,
+        reply: &mut impl Listing,
     ) -> Result<(), hscm_fs::Error> {
+        let fs = &*self.fs;
         let mut at = offset;
         if at < DOT {
-            if reply.add(INodeNo(dir), DOT, file_type(Kind::Dir), OsStr::new(".")) {
+            if reply.add_entry(fs, dir, DOT, Kind::Dir, b".") != Some(false) {
                 return Ok(());
             }
             at = DOT;
         }
         if at < DOT_DOT {
             let parent = self.fs.parent_of(dir).unwrap_or(dir);
-            if reply.add(
-                INodeNo(parent),
-                DOT_DOT,
-                file_type(Kind::Dir),
-                OsStr::new(".."),
-            ) {
+            if reply.add_entry(fs, parent, DOT_DOT, Kind::Dir, b"..") != Some(false) {
                 return Ok(());
             }
             at = DOT_DOT;
@@ -148,18 +200,19 @@ impl Fuse {
             let page = self.fs.readdir_page(dir, after.as_deref(), PAGE)?;
             let more = page.len() == PAGE;
             for (name, child, kind) in page {
-                if reply.add(
-                    INodeNo(child),
-                    at + 1,
-                    file_type(kind),
-                    OsStr::from_bytes(&name),
-                ) {
-                    self.dirs.sent(fh, first, last);
-                    return Ok(());
+                match reply.add_entry(fs, child, at + 1, kind, &name) {
+                    Some(true) => {
+                        self.dirs.sent(fh, first, last);
+                        return Ok(());
+                    }
+                    Some(false) => {
+                        at += 1;
+                        after = Some(name.clone());
+                        last = Some((at, name));
+                    }
+                    // Removed since the page was read: as if listed after it went.
+                    None => after = Some(name),
                 }
-                at += 1;
-                after = Some(name.clone());
-                last = Some((at, name));
             }
             if !more {
                 break;

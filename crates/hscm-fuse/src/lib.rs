@@ -38,9 +38,7 @@ mod stats;
 
 use convert::{errno, file_attr, kind_of_mode, time_or_now};
 use dirs::Dirs;
-use passthrough::{
-    libc_o_accmode, Created, OpenAccess, OpenReply, Opens, Served, O_RDONLY, O_RDWR,
-};
+use passthrough::{Created, Opens, Served};
 
 pub use mounting::{mount, raise_descriptor_limit, session_config, Access, DIRTY_SHARE_PERCENT};
 pub use stats::{FuseStats, FUSE_OPS};
@@ -54,9 +52,13 @@ use hscm_fs::{
     Allocate, Attr, DropSetid, FileSystem, Kind, Owner, RenameFlags, SetAttr, WriteOptions,
 };
 
-/// How long the kernel may trust an attribute or a name: every change comes through
-/// this mount, so the only risk is a file changed by the daemon itself (none is).
-const TTL: Duration = Duration::from_secs(1);
+/// How long the kernel may trust an attribute, a name, or the absence of a name.
+/// Every change comes through this mount, and the kernel updates what it caches
+/// with each change it sends; the few the daemon makes on its own (setuid, setgid
+/// and capabilities dropped after writes it did not see) it tells the kernel of
+/// (`forget_attributes`). So a repeated stat, or a lookup of a name the kernel has
+/// seen, present or absent, costs no round trip (docs/fs.md, "Round trips").
+const TTL: Duration = Duration::from_secs(3600);
 /// A file's read path, as an extended attribute only root can read and no listing
 /// shows (`getfattr -n trusted.hscm.in_ram FILE`): `passthrough` (wholly in RAM, the
 /// kernel reads it there), `ram` (in RAM, read through the daemon), or `device`
@@ -92,64 +94,6 @@ pub struct Fuse {
     /// Runs the fsyncs that must first have mapped pages written back.
     syncer: mappings::Syncer,
     stats: Arc<FuseStats>,
-}
-
-impl Fuse {
-    /// Serves an open (or a create) of a file the file system has opened: through
-    /// the page cache or by passthrough from the file's RAM (`passthrough.rs`).
-    fn serve_open(&self, ino: u64, flags: i32, reply: impl OpenReply) -> Served {
-        let writable = flags & libc_o_accmode() != O_RDONLY;
-        // Only a read-write open can map the file shared and writable (mmap needs
-        // read access, and write access for PROT_WRITE with MAP_SHARED).
-        let may_map_writable = flags & libc_o_accmode() == O_RDWR;
-        let ram = if self.opens.enabled() {
-            self.fs.file_ram(ino)
-        } else {
-            None
-        };
-        let access = if !writable {
-            OpenAccess::Read
-        } else if self.fs.durability() != hscm_fs::Durability::Immediate
-            && !self.write_must_drop_privileges(ino)
-            && !self.fs.near_full()
-        {
-            OpenAccess::WriteByKernel
-        } else {
-            OpenAccess::WriteThroughDaemon
-        };
-        let kernel_writes = || match self.fs.begin_kernel_writes(ino) {
-            Ok(started) => started,
-            Err(e) => {
-                tracing::warn!("serving file {ino} through the daemon: {e}");
-                false
-            }
-        };
-        let mappings_to_daemon = may_map_writable && !self.passthrough_read_write;
-        self.opens
-            .open(ino, access, mappings_to_daemon, ram, kernel_writes, reply)
-    }
-
-    /// Drops the kernel's cached pages of a file whose last cached open closed: the
-    /// next opens may read its RAM directly, and the pages would be a second copy.
-    fn drop_cached_pages(&self, ino: INodeNo) {
-        if let Some(n) = self.notifier.get() {
-            if let Err(e) = n.inval_inode(ino, 0, 0) {
-                tracing::debug!("dropping the cached pages of inode {ino}: {e}");
-            }
-        }
-    }
-
-    /// Makes the kernel forget `ino`'s cached attributes: for a mode the file
-    /// system changed on its own (setuid dropped by a write), which the kernel's copy
-    /// would otherwise show until its timeout.
-    fn forget_attributes(&self, ino: INodeNo) {
-        if let Some(n) = self.notifier.get() {
-            // A negative offset: the attributes only, not the cached pages.
-            if let Err(e) = n.inval_inode(ino, -1, 0) {
-                tracing::warn!("telling the kernel inode {ino} changed: {e}");
-            }
-        }
-    }
 }
 
 impl Fuse {
@@ -199,34 +143,7 @@ impl Fuse {
 
 impl fuser::Filesystem for Fuse {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
-        // Ask for 1 MiB writes; an older kernel keeps its own limit.
-        let _ = config.set_max_write(MAX_WRITE);
-        self.kills_setid = config
-            .add_capabilities(fuser::InitFlags::FUSE_HANDLE_KILLPRIV_V2)
-            .is_ok();
-        if !self.passthrough_wanted {
-            tracing::info!("FUSE passthrough off: every read goes through the daemon");
-        } else {
-            // Depth 1: the backing files (memfds) sit on no stacked file system, and
-            // this mount can still be stacked under one.
-            match config.add_capabilities(fuser::InitFlags::FUSE_PASSTHROUGH) {
-                Ok(()) if config.set_max_stack_depth(1).is_ok() => {
-                    tracing::info!("FUSE passthrough on: the kernel reads and writes files in RAM directly");
-                    self.opens.enable(true)
-                }
-                _ => tracing::warn!(
-                    "the kernel offers no FUSE passthrough (Linux 6.9 and later have it): files are read through the daemon"
-                ),
-            }
-        }
-        if self.writeback_cache && !self.opens.enabled() {
-            if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_WRITEBACK_CACHE) {
-                tracing::warn!("the kernel has no writeback cache for FUSE ({missing:?}): every write goes through");
-                self.writeback_cache = false;
-            }
-        } else {
-            self.writeback_cache = false;
-        }
+        self.negotiate(config);
         Ok(())
     }
 
@@ -247,7 +164,14 @@ impl fuser::Filesystem for Fuse {
             || self.fs.lookup(parent.0, name.as_bytes()),
             |_| 0,
         );
-        self.entry(found, reply)
+        match found {
+            // A name that is not there: the kernel keeps its absence (a node id of
+            // 0) for the TTL, so the next lookup of it (git's and compilers' many
+            // probes for files that do not exist) costs no round trip. A create of
+            // the name through this mount replaces it.
+            Err(hscm_fs::Error::NotFound) => reply.entry(&TTL, &convert::absent(), Generation(0)),
+            found => self.entry(found, reply),
+        }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
@@ -288,7 +212,10 @@ impl fuser::Filesystem for Fuse {
             drop_setid: self.setattr_drops(req, uid.is_some() || gid.is_some(), size.is_some()),
         };
         let times_only = mode.is_none() && uid.is_none() && gid.is_none() && size.is_none();
-        match self.fs.setattr(ino.0, set) {
+        match self
+            .stats
+            .time(stats::SETATTR, || self.fs.setattr(ino.0, set), |_| 0)
+        {
             Ok(a) => reply.attr(&TTL, &file_attr(&a)),
             // With the writeback cache the kernel keeps a file's times and flushes
             // a new ctime right after an unlink; when that removed the last name
@@ -319,6 +246,7 @@ impl fuser::Filesystem for Fuse {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        self.stats.count(stats::READLINK);
         match self.fs.readlink(ino.0) {
             Ok(t) => reply.data(&t),
             Err(e) => reply.error(errno(e)),
@@ -335,6 +263,7 @@ impl fuser::Filesystem for Fuse {
         rdev: u32,
         reply: ReplyEntry,
     ) {
+        self.stats.count(stats::MKNOD);
         let Some(kind) = kind_of_mode(mode) else {
             return reply.error(Errno::from_i32(22));
         };
@@ -356,14 +285,25 @@ impl fuser::Filesystem for Fuse {
         reply: ReplyEntry,
     ) {
         let (owner, perm) = self.owner(req, parent.0, mode & !umask, true);
-        self.entry(self.fs.mkdir(parent.0, name.as_bytes(), perm, owner), reply)
+        let made = self.stats.time(
+            stats::MKDIR,
+            || self.fs.mkdir(parent.0, name.as_bytes(), perm, owner),
+            |_| 0,
+        );
+        self.entry(made, reply)
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        self.empty(self.fs.unlink(parent.0, name.as_bytes()), reply)
+        let gone = self.stats.time(
+            stats::UNLINK,
+            || self.fs.unlink(parent.0, name.as_bytes()),
+            |_| 0,
+        );
+        self.empty(gone, reply)
     }
 
     fn rmdir(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.stats.count(stats::RMDIR);
         self.empty(self.fs.rmdir(parent.0, name.as_bytes()), reply)
     }
 
@@ -375,6 +315,7 @@ impl fuser::Filesystem for Fuse {
         target: &Path,
         reply: ReplyEntry,
     ) {
+        self.stats.count(stats::SYMLINK);
         let (owner, _) = self.owner(req, parent.0, 0o777, false);
         self.entry(
             self.fs.symlink(
@@ -404,16 +345,20 @@ impl fuser::Filesystem for Fuse {
             no_replace: flags.contains(fuser::RenameFlags::RENAME_NOREPLACE),
             exchange: flags.contains(fuser::RenameFlags::RENAME_EXCHANGE),
         };
-        self.empty(
-            self.fs.rename(
-                parent.0,
-                name.as_bytes(),
-                newparent.0,
-                newname.as_bytes(),
-                flags,
-            ),
-            reply,
-        )
+        let renamed = self.stats.time(
+            stats::RENAME,
+            || {
+                self.fs.rename(
+                    parent.0,
+                    name.as_bytes(),
+                    newparent.0,
+                    newname.as_bytes(),
+                    flags,
+                )
+            },
+            |_| 0,
+        );
+        self.empty(renamed, reply)
     }
 
     fn link(
@@ -424,13 +369,14 @@ impl fuser::Filesystem for Fuse {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
+        self.stats.count(stats::LINK);
         self.entry(self.fs.link(ino.0, newparent.0, newname.as_bytes()), reply)
     }
 
-    fn open(&self, _req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        match self.fs.open(ino.0) {
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        match self.stats.time(stats::OPEN, || self.fs.open(ino.0), |_| 0) {
             Ok(_) => {
-                self.serve_open(ino.0, flags.0, reply);
+                self.serve_open(ino.0, flags.0, req.uid(), reply);
             }
             Err(e) => reply.error(errno(e)),
         }
@@ -461,6 +407,7 @@ impl fuser::Filesystem for Fuse {
                 self.serve_open(
                     a.ino,
                     flags,
+                    req.uid(),
                     Created {
                         attr: file_attr(&a),
                         reply,
@@ -547,11 +494,14 @@ impl fuser::Filesystem for Fuse {
         }
     }
 
-    /// Each close(2) of an open through which the kernel wrote the file's RAM
-    /// takes those writes home before it returns, so that what cannot go home (a
-    /// full file system) is the close's error, as NFS reports it, and never only a
-    /// line in the log. (The release that follows is asynchronous: the kernel
-    /// ignores its answer.)
+    /// A close(2) of an open through which the kernel wrote the file's RAM. In
+    /// on-flush mode those writes wait in RAM for the next fsync (bounded:
+    /// `FileSystem::close_after_kernel_writes`); near full, past the bound, in
+    /// immediate mode, or where a write must drop privileges the daemon did not see,
+    /// they go home before the close returns, and what cannot go (a full file
+    /// system) is the close's error, as NFS reports it, never only a line in the
+    /// log. (The release that follows is asynchronous: the kernel ignores its
+    /// answer.)
     fn flush(
         &self,
         _req: &Request,
@@ -560,20 +510,19 @@ impl fuser::Filesystem for Fuse {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        if !Served::of(fh).kernel_writes() {
+        let served = Served::of(fh);
+        if !served.kernel_writes() {
             return reply.ok();
         }
-        let written_back = self.fs.write_back_ram(ino.0);
-        match &written_back {
-            Ok(n) if *n > 0 && Served::of(fh) == Served::PassthroughWritable => {
-                self.drop_privileges_after_unseen_writes(ino)
-            }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(
+        let written_back = self
+            .stats
+            .time(stats::FLUSH, || self.close_written(ino, served), |_| 0);
+        if let Err(e) = &written_back {
+            tracing::warn!(
                 "closing inode {ino}: what the kernel wrote in RAM did not all go home: {e}"
-            ),
+            );
         }
-        self.empty(written_back.map(|_| ()), reply)
+        self.empty(written_back, reply)
     }
 
     fn release(
@@ -588,16 +537,30 @@ impl fuser::Filesystem for Fuse {
     ) {
         let served = Served::of(fh);
         if served.kernel_writes() {
-            // Its writes went home at the FLUSH of each close(2) before this (whose
-            // answer the program sees; the kernel ignores a release's). A mapping
-            // that outlives the open keeps the file's hashes, and its writes go home
-            // at the next fsync or at unmount: no second pass over the file here.
+            if passthrough::closes_without_flush(fh) {
+                // The close sent no FLUSH: its work is done here, where nobody
+                // waits for it. What cannot go home now stays in RAM for the next
+                // fsync, which reports it (and the unmount, by its exit code).
+                if let Err(e) = self.close_written(ino, served) {
+                    tracing::warn!(
+                        "after the close of inode {ino}: what the kernel wrote in RAM did not all go home ({e}); the next fsync tries again and reports it"
+                    );
+                }
+            }
+            // Its writes went home, or wait for the next fsync, since the FLUSH of
+            // each close(2) before this (whose answer the program sees; the
+            // kernel ignores a release's). A mapping that outlives the open keeps
+            // the file's hashes, and its writes go home at the next fsync or at
+            // unmount.
             self.fs.end_kernel_writes(ino.0);
         }
         if self.opens.release(ino.0, served) {
             self.drop_cached_pages(ino);
         }
-        self.empty(self.fs.release(ino.0), reply)
+        let released = self
+            .stats
+            .time(stats::RELEASE, || self.fs.release(ino.0), |_| 0);
+        self.empty(released, reply)
     }
 
     fn fsync(
@@ -616,6 +579,7 @@ impl fuser::Filesystem for Fuse {
     }
 
     fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        self.stats.count(stats::OPENDIR);
         if let Err(e) = self.fs.parent_of(ino.0) {
             return reply.error(errno(e));
         }
@@ -639,6 +603,7 @@ impl fuser::Filesystem for Fuse {
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
+        self.stats.count(stats::RELEASEDIR);
         self.dirs.close(fh.0);
         reply.ok();
     }
@@ -653,7 +618,31 @@ impl fuser::Filesystem for Fuse {
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
-        match self.list(ino.0, fh.0, offset, &mut reply) {
+        match self.stats.time(
+            stats::READDIR,
+            || self.list(ino.0, fh.0, offset, &mut reply),
+            |_| 0,
+        ) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    /// Readdir with each entry's attributes, as a lookup would answer (the kernel
+    /// asks for it when a program lists and then stats, as `ls -l` does).
+    fn readdirplus(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: fuser::ReplyDirectoryPlus,
+    ) {
+        match self.stats.time(
+            stats::READDIR,
+            || self.list(ino.0, fh.0, offset, &mut reply),
+            |_| 0,
+        ) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(errno(e)),
         }
@@ -667,6 +656,7 @@ impl fuser::Filesystem for Fuse {
         _datasync: bool,
         reply: ReplyEmpty,
     ) {
+        self.stats.count(stats::FSYNCDIR);
         // A directory's fsync commits everything too, so it takes home what the
         // kernel wrote in files' RAM first (a file's own failure is its own
         // fsync's or close's to report).
@@ -674,6 +664,7 @@ impl fuser::Filesystem for Fuse {
     }
 
     fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        self.stats.count(stats::STATFS);
         let s = self.fs.statfs();
         reply.statfs(
             s.blocks,
@@ -697,6 +688,7 @@ impl fuser::Filesystem for Fuse {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        self.stats.count(stats::SETXATTR);
         // XATTR_CREATE = 1, XATTR_REPLACE = 2.
         self.empty(
             self.fs.setxattr(
@@ -711,6 +703,7 @@ impl fuser::Filesystem for Fuse {
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        self.stats.count(stats::GETXATTR);
         if name.as_bytes() == IN_RAM_XATTR {
             let state = match (self.fs.file_ram(ino.0), self.opens.enabled()) {
                 (Some(_), true) => "passthrough",
@@ -726,6 +719,7 @@ impl fuser::Filesystem for Fuse {
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        self.stats.count(stats::LISTXATTR);
         match self.fs.listxattr(ino.0) {
             Ok(names) => {
                 let mut bytes = Vec::new();
@@ -740,10 +734,12 @@ impl fuser::Filesystem for Fuse {
     }
 
     fn removexattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.stats.count(stats::REMOVEXATTR);
         self.empty(self.fs.removexattr(ino.0, name.as_bytes()), reply)
     }
 
     fn access(&self, _req: &Request, ino: INodeNo, _mask: fuser::AccessFlags, reply: ReplyEmpty) {
+        self.stats.count(stats::ACCESS);
         // The kernel checked the permissions (default_permissions); existence is ours.
         self.empty(self.fs.getattr(ino.0).map(|_| ()), reply)
     }
@@ -758,6 +754,7 @@ impl fuser::Filesystem for Fuse {
         mode: i32,
         reply: ReplyEmpty,
     ) {
+        self.stats.count(stats::FALLOCATE);
         // FALLOC_FL_KEEP_SIZE = 1, FALLOC_FL_PUNCH_HOLE = 2 (always with KEEP_SIZE).
         let how = match mode {
             0 => Allocate::Extend,

@@ -99,3 +99,50 @@ impl Fuse {
         }
     }
 }
+
+impl Fuse {
+    /// What the mount asks of the kernel at FUSE_INIT, and what it got.
+    pub(crate) fn negotiate(&mut self, config: &mut fuser::KernelConfig) {
+        // Ask for 1 MiB writes; an older kernel keeps its own limit.
+        let _ = config.set_max_write(crate::MAX_WRITE);
+        self.kills_setid = config
+            .add_capabilities(fuser::InitFlags::FUSE_HANDLE_KILLPRIV_V2)
+            .is_ok();
+        // Readdirplus where a listing is followed by stats (`ls -l`, `find`), the
+        // kernel's choice; lookups and creates in one directory at once; symlink
+        // targets in the page cache (a symlink never changes).
+        for wanted in [
+            fuser::InitFlags::FUSE_DO_READDIRPLUS,
+            fuser::InitFlags::FUSE_READDIRPLUS_AUTO,
+            fuser::InitFlags::FUSE_PARALLEL_DIROPS,
+            fuser::InitFlags::FUSE_CACHE_SYMLINKS,
+        ] {
+            if let Err(missing) = config.add_capabilities(wanted) {
+                tracing::info!("the kernel does not offer {missing:?}");
+            }
+        }
+        if !self.passthrough_wanted {
+            tracing::info!("FUSE passthrough off: every read goes through the daemon");
+        } else {
+            // Depth 1: the backing files (memfds) sit on no stacked file system, and
+            // this mount can still be stacked under one.
+            match config.add_capabilities(fuser::InitFlags::FUSE_PASSTHROUGH) {
+                Ok(()) if config.set_max_stack_depth(1).is_ok() => {
+                    tracing::info!("FUSE passthrough on: the kernel reads and writes files in RAM directly");
+                    self.opens.enable(true)
+                }
+                _ => tracing::warn!(
+                    "the kernel offers no FUSE passthrough (Linux 6.9 and later have it): files are read through the daemon"
+                ),
+            }
+        }
+        if self.writeback_cache && !self.opens.enabled() {
+            if let Err(missing) = config.add_capabilities(fuser::InitFlags::FUSE_WRITEBACK_CACHE) {
+                tracing::warn!("the kernel has no writeback cache for FUSE ({missing:?}): every write goes through");
+                self.writeback_cache = false;
+            }
+        } else {
+            self.writeback_cache = false;
+        }
+    }
+}

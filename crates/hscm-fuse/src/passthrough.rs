@@ -33,7 +33,11 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-use fuser::{BackingId, FileAttr, FileHandle, FopenFlags, Generation, ReplyCreate, ReplyOpen};
+use fuser::{
+    BackingId, FileAttr, FileHandle, FopenFlags, Generation, INodeNo, ReplyCreate, ReplyOpen,
+};
+
+use crate::Fuse;
 use hscm_fs::FileRam;
 use parking_lot::Mutex;
 
@@ -74,6 +78,15 @@ const DIRECT_PASSTHROUGH: u64 = 3;
 const PASSTHROUGH_WRITABLE: u64 = 4;
 const CACHED_READ_WRITE: u64 = 5;
 const CACHED_WRITES_TO_RAM: u64 = 6;
+/// Set in a handle whose open the kernel closes without a FLUSH
+/// (`FOPEN_NOFLUSH`): a close(2) then costs no round trip, and the release does
+/// what the flush would have.
+const NO_FLUSH: u64 = 1 << 8;
+
+/// A handle's open was answered with `FOPEN_NOFLUSH`.
+pub(crate) fn closes_without_flush(fh: FileHandle) -> bool {
+    fh.0 & NO_FLUSH != 0
+}
 
 impl Served {
     pub(crate) fn handle(self) -> FileHandle {
@@ -89,7 +102,7 @@ impl Served {
 
     /// The open a handle was served as (handles from before passthrough: cached).
     pub(crate) fn of(fh: FileHandle) -> Served {
-        match fh.0 {
+        match fh.0 & !NO_FLUSH {
             PASSTHROUGH => Served::Passthrough,
             DIRECT_PASSTHROUGH => Served::DirectPassthrough,
             PASSTHROUGH_WRITABLE => Served::PassthroughWritable,
@@ -140,8 +153,24 @@ pub(crate) struct Opens {
 /// The reply to an open or a create, which can register a backing file.
 pub(crate) trait OpenReply {
     fn register(&self, ram: &FileRam) -> std::io::Result<BackingId>;
-    fn cached(self, fh: FileHandle);
-    fn passthrough(self, fh: FileHandle, direct: bool, backing: &BackingId);
+    fn cached(self, fh: FileHandle, flags: FopenFlags);
+    fn passthrough(self, fh: FileHandle, flags: FopenFlags, backing: &BackingId);
+}
+
+/// The handle and open flags of an open served as `served`; `no_flush`: its close
+/// needs no FLUSH (the release does what is left).
+fn answer(served: Served, no_flush: bool) -> (FileHandle, FopenFlags) {
+    let mut flags = match served {
+        Served::DirectPassthrough => FopenFlags::FOPEN_DIRECT_IO,
+        s if s.is_cached() => FopenFlags::FOPEN_KEEP_CACHE,
+        _ => FopenFlags::empty(),
+    };
+    let mut fh = served.handle();
+    if no_flush {
+        flags |= FopenFlags::FOPEN_NOFLUSH;
+        fh.0 |= NO_FLUSH;
+    }
+    (fh, flags)
 }
 
 impl Opens {
@@ -165,6 +194,8 @@ impl Opens {
     /// writes RAM is granted; false refuses it. `mappings_to_daemon`: the open may map
     /// the file shared and writable, and its msync must reach the file system, so
     /// it is cached unless passthrough opens of the inode leave no choice.
+    /// `no_flush`: whether the close of an open served so may skip its FLUSH.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn open(
         &self,
         ino: u64,
@@ -172,6 +203,7 @@ impl Opens {
         mappings_to_daemon: bool,
         ram: Option<Arc<FileRam>>,
         mut kernel_writes: impl FnMut() -> bool,
+        no_flush: impl Fn(Served) -> bool,
         reply: impl OpenReply,
     ) -> Served {
         let mut inodes = self.inodes.lock();
@@ -204,11 +236,8 @@ impl Opens {
                 io.backing.is_some() && (served == Served::Passthrough || kernel_writes());
             if let (true, Some(backing)) = (granted, &io.backing) {
                 io.passthrough += 1;
-                reply.passthrough(
-                    served.handle(),
-                    served == Served::DirectPassthrough,
-                    backing,
-                );
+                let (fh, flags) = answer(served, no_flush(served));
+                reply.passthrough(fh, flags, backing);
                 return served;
             }
             if io.passthrough == 0 {
@@ -228,7 +257,8 @@ impl Opens {
         };
         // The kernel's cached pages of the file were dropped at the end of its last
         // cached period (see `release`), so what it keeps now is current.
-        reply.cached(served.handle());
+        let (fh, flags) = answer(served, no_flush(served));
+        reply.cached(fh, flags);
         served
     }
 
@@ -284,16 +314,11 @@ impl OpenReply for ReplyOpen {
         ram.with_fd(|fd| self.open_backing(fd))?
     }
 
-    fn cached(self, fh: FileHandle) {
-        self.opened(fh, FopenFlags::FOPEN_KEEP_CACHE)
+    fn cached(self, fh: FileHandle, flags: FopenFlags) {
+        self.opened(fh, flags)
     }
 
-    fn passthrough(self, fh: FileHandle, direct: bool, backing: &fuser::BackingId) {
-        let flags = if direct {
-            FopenFlags::FOPEN_DIRECT_IO
-        } else {
-            FopenFlags::empty()
-        };
+    fn passthrough(self, fh: FileHandle, flags: FopenFlags, backing: &fuser::BackingId) {
         self.opened_passthrough(fh, flags, backing)
     }
 }
@@ -309,23 +334,98 @@ impl OpenReply for Created {
         ram.with_fd(|fd| self.reply.open_backing(fd))?
     }
 
-    fn cached(self, fh: FileHandle) {
-        self.reply.created(
-            &crate::TTL,
-            &self.attr,
-            Generation(0),
-            fh,
-            FopenFlags::FOPEN_KEEP_CACHE,
+    fn cached(self, fh: FileHandle, flags: FopenFlags) {
+        self.reply
+            .created(&crate::TTL, &self.attr, Generation(0), fh, flags)
+    }
+
+    fn passthrough(self, fh: FileHandle, flags: FopenFlags, backing: &fuser::BackingId) {
+        self.reply
+            .created_passthrough(&crate::TTL, &self.attr, Generation(0), fh, flags, backing)
+    }
+}
+
+impl Fuse {
+    /// Serves an open (or a create) of a file the file system has opened: through
+    /// the page cache or by passthrough from the file's RAM (`passthrough.rs`).
+    /// `uid`: who opens (root holds CAP_FSETID, whose writes keep setuid and
+    /// setgid, so its closes have nothing to drop).
+    pub(crate) fn serve_open(
+        &self,
+        ino: u64,
+        flags: i32,
+        uid: u32,
+        reply: impl OpenReply,
+    ) -> Served {
+        let writable = flags & libc_o_accmode() != O_RDONLY;
+        // Only a read-write open can map the file shared and writable (mmap needs
+        // read access, and write access for PROT_WRITE with MAP_SHARED).
+        let may_map_writable = flags & libc_o_accmode() == O_RDWR;
+        let ram = if self.opens.enabled() {
+            self.fs.file_ram(ino)
+        } else {
+            None
+        };
+        let access = if !writable {
+            OpenAccess::Read
+        } else if self.fs.durability() != hscm_fs::Durability::Immediate
+            && !self.write_must_drop_privileges(ino)
+            && !self.fs.near_full()
+        {
+            OpenAccess::WriteByKernel
+        } else {
+            OpenAccess::WriteThroughDaemon
+        };
+        let kernel_writes = || match self.fs.begin_kernel_writes(ino) {
+            Ok(started) => started,
+            Err(e) => {
+                tracing::warn!("serving file {ino} through the daemon: {e}");
+                false
+            }
+        };
+        let mappings_to_daemon = may_map_writable && !self.passthrough_read_write;
+        // A close that has nothing to do sends no FLUSH (`FOPEN_NOFLUSH`): one
+        // round trip less per file read (grep, compilers), and per file root
+        // writes in on-flush mode while its write-back may wait for the next fsync
+        // (tar, cp). The release, which the kernel sends without waiting, does the
+        // rest. Another user's close keeps its FLUSH: setuid and setgid bits set
+        // after its open must be gone when its close returns, if it wrote.
+        let no_flush = |served: Served| match served {
+            Served::Passthrough => true,
+            Served::Cached => access == OpenAccess::Read,
+            Served::PassthroughWritable => uid == 0 && self.fs.may_defer_write_back(),
+            _ => false,
+        };
+        self.opens.open(
+            ino,
+            access,
+            mappings_to_daemon,
+            ram,
+            kernel_writes,
+            no_flush,
+            reply,
         )
     }
 
-    fn passthrough(self, fh: FileHandle, direct: bool, backing: &fuser::BackingId) {
-        let flags = if direct {
-            FopenFlags::FOPEN_DIRECT_IO
-        } else {
-            FopenFlags::empty()
-        };
-        self.reply
-            .created_passthrough(&crate::TTL, &self.attr, Generation(0), fh, flags, backing)
+    /// Drops the kernel's cached pages of a file whose last cached open closed: the
+    /// next opens may read its RAM directly, and the pages would be a second copy.
+    pub(crate) fn drop_cached_pages(&self, ino: INodeNo) {
+        if let Some(n) = self.notifier.get() {
+            if let Err(e) = n.inval_inode(ino, 0, 0) {
+                tracing::debug!("dropping the cached pages of inode {ino}: {e}");
+            }
+        }
+    }
+
+    /// Makes the kernel forget `ino`'s cached attributes: for a mode the file
+    /// system changed on its own (setuid dropped by a write), which the kernel's copy
+    /// would otherwise show until its timeout.
+    pub(crate) fn forget_attributes(&self, ino: INodeNo) {
+        if let Some(n) = self.notifier.get() {
+            // A negative offset: the attributes only, not the cached pages.
+            if let Err(e) = n.inval_inode(ino, -1, 0) {
+                tracing::warn!("telling the kernel inode {ino} changed: {e}");
+            }
+        }
     }
 }

@@ -19,6 +19,28 @@ impl Fuse {
         setid || self.fs.getxattr(ino, CAPABILITY_XATTR).is_ok()
     }
 
+    /// What a close of an open through which the kernel wrote RAM does: bits set
+    /// since the open (which was granted only without them) go if the kernel wrote,
+    /// known only by writing home now; otherwise the write-back may wait
+    /// (`FileSystem::close_after_kernel_writes`).
+    pub(crate) fn close_written(&self, ino: INodeNo, served: crate::Served) -> hscm_fs::Result<()> {
+        let privileged = served == crate::Served::PassthroughWritable && self.has_privileges(ino);
+        if !privileged {
+            return self.fs.close_after_kernel_writes(ino.0).map(|_| ());
+        }
+        let written = self.fs.write_back_ram(ino.0)?;
+        if written > 0 {
+            self.drop_privileges_after_unseen_writes(ino);
+        }
+        Ok(())
+    }
+
+    /// The file has setuid, setgid or a capability now.
+    pub(crate) fn has_privileges(&self, ino: INodeNo) -> bool {
+        self.fs.getattr(ino.0).is_ok_and(|a| a.perm & 0o6000 != 0)
+            || self.fs.getxattr(ino.0, CAPABILITY_XATTR).is_ok()
+    }
+
     /// Writes the daemon never saw (an open the kernel writes RAM through, granted
     /// only to a file without setuid, setgid or a capability) went home: bits set
     /// since that open go, as a write on tmpfs drops them (the writer unknown here,

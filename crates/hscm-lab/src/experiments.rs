@@ -215,6 +215,19 @@ impl Experiment for fs::FsBenchArgs {
     }
 }
 
+impl Experiment for fs::FsWorkArgs {
+    type Output = fs::FsWork;
+    fn json(&self) -> bool {
+        self.json
+    }
+    fn run(&self) -> Result<Self::Output> {
+        fs::work_bench(self)
+    }
+    fn print(&self, out: &Self::Output) -> Result<()> {
+        fs::work_print(out)
+    }
+}
+
 impl Experiment for kv::KvBenchArgs {
     type Output = kv::KvRuns;
     fn json(&self) -> bool {

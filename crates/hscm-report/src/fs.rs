@@ -44,7 +44,7 @@ pub fn section(out: &Path, quick: bool) -> Result<Section> {
         md,
         "## File system: `hscm mount` (after Sun et al. 2020's fast mode and Baek & Park 2020's file-level tests)\n"
     )?;
-    let missing: Vec<&str> = ["fio", "bindfs", "mkfs.ext3", "fusermount3"]
+    let missing: Vec<&str> = ["fio", "bindfs", "mkfs.ext3", "fusermount3", "git", "tar"]
         .into_iter()
         .filter(|t| !hscm_lab::installed(t))
         .collect();
@@ -211,8 +211,10 @@ pub fn section(out: &Path, quick: bool) -> Result<Section> {
     }
     writeln!(md, "\n</details>\n")?;
 
+    let (work_checks, work) = crate::fs_work::subsection(&mut md, out, quick)?;
+
     // Each check's conditions name the bound the same run measured.
-    let checks = vec![
+    let mut checks = vec![
         (
             format!(
                 "cold; bindfs (classic FUSE) {:.2}x, tmpfs {:.2}x",
@@ -255,11 +257,12 @@ pub fn section(out: &Path, quick: bool) -> Result<Section> {
             Check::new(&targets::FS_DURABLE_WRITE_VS_EXT4_FSYNC, durable),
         ),
     ];
+    checks.extend(work_checks);
     let passed = targets_table(&mut md, "Targets", &checks);
     writeln!(md)?;
     Ok(Section {
         md,
-        json: json!({"bench": b, "checks": named_checks_json(&checks)}),
+        json: json!({"bench": b, "work": work, "checks": named_checks_json(&checks)}),
         passed,
         total: checks.len(),
     })

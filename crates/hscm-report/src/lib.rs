@@ -13,6 +13,7 @@ extern crate hscm_sweep;
 mod args;
 pub mod check;
 pub mod fs;
+mod fs_work;
 pub mod kv;
 pub mod memsim;
 pub mod nbd;

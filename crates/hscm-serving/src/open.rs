@@ -43,6 +43,9 @@ pub struct FilesOptions {
     pub ram: Option<u64>,
     /// The policy that chooses resident files under a budget.
     pub ram_policy: PolicySpec,
+    /// On-flush: what closed files may leave in RAM for the next fsync
+    /// ([`hscm_fs::MountOptions::dirty_max`]).
+    pub dirty_max: u64,
 }
 
 impl Default for FilesOptions {
@@ -52,6 +55,7 @@ impl Default for FilesOptions {
             durability: None,
             ram: None,
             ram_policy: RamOptions::default().policy,
+            dirty_max: hscm_fs::DEFAULT_DIRTY_MAX,
         }
     }
 }
@@ -167,6 +171,7 @@ pub fn open_files(path: &Path, opts: &FilesOptions) -> Result<Opened> {
                     policy: opts.ram_policy,
                     ..RamOptions::default()
                 },
+                dirty_max: opts.dirty_max,
             },
         )
     };

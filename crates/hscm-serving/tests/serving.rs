@@ -351,6 +351,7 @@ fn every_kind_is_created_described_and_detected_as_made() {
             durability: None,
             ram: None,
             ram_policy: hscm_policy::cache::PolicySpec::parse("lru").unwrap(),
+            ..FilesOptions::default()
         },
     )
     .unwrap();

@@ -220,7 +220,14 @@ impl FileSystem {
                 if offset > a.size {
                     self.zero_tail(st, ino, a.size, offset)?;
                 }
-                self.put_bytes(st, edits, ino, offset, data.len() as u64, Some(data))?;
+                self.put_bytes(
+                    st,
+                    edits,
+                    ino,
+                    offset,
+                    data.len() as u64,
+                    Some((data, ram.as_deref())),
+                )?;
                 if let Some(f) = &ram {
                     self.mirror(ino, f.write(offset, data))?;
                 }
@@ -293,9 +300,9 @@ impl FileSystem {
             self.reserve_ram(ino, f, offset, data.len() as u64)?;
         }
         for (on_target, from, n) in runs {
-            if let Err(e) = self
-                .target
-                .write_at(on_target, &data[from..from + n], WriteFlags::NONE)
+            let file_at = offset + from as u64;
+            if let Err(e) =
+                self.write_file_bytes(ram.as_deref(), file_at, on_target, &data[from..from + n])
             {
                 return Err(self.fail(format!("writing file data: {e}"), Some(e.errno())));
             }
@@ -573,8 +580,14 @@ impl FileSystem {
         ino: u64,
         offset: u64,
         len: u64,
-        data: Option<&[u8]>,
+        data: Option<(&[u8], Option<&FileRam>)>,
     ) -> Result<()> {
+        // The bytes (None: zeroes), and the file's RAM to take the rest of partial
+        // blocks from (`write_file_bytes`).
+        let (data, ram) = match data {
+            Some((bytes, ram)) => (Some(bytes), ram),
+            None => (None, None),
+        };
         let end = offset + len;
         // The part of the block map this range touches (not the whole map: a large
         // file's would cost more than the write).
@@ -636,10 +649,11 @@ impl FileSystem {
                     next += 1;
                 }
                 let from = (at - offset) as usize;
-                self.target.write_at(
+                self.write_file_bytes(
+                    ram,
+                    at,
                     self.block_offset(target) + at % BLOCK,
                     &data[from..from + n as usize],
-                    WriteFlags::NONE,
                 )?;
                 at += n;
             }

@@ -98,7 +98,10 @@ impl FileSystem {
             return Ok(0);
         };
         let _changes = f.changes.lock();
-        self.write_back_locked(ino, &f)
+        let written = self.write_back_locked(ino, &f)?;
+        // Whatever a close left waiting went home with this.
+        self.ram.written_back(ino);
+        Ok(written)
     }
 
     /// [`Self::write_back_ram`], the caller holding the file's `changes` lock.
@@ -151,7 +154,7 @@ impl FileSystem {
                     let b = (at / BLOCK) as usize + i;
                     let mut padded = block.to_vec();
                     padded.resize(BLOCK as usize, 0);
-                    let sum = ram::block_sum(&padded);
+                    let sum = sums::block_sum(&padded);
                     let offset = b as u64 * BLOCK;
                     let appended = offset + block.len() as u64 > known_size;
                     if sums.get(b) == Some(&sum) && !appended {
@@ -213,7 +216,7 @@ impl FileSystem {
                     if sums.len() < first + new_sums.len() {
                         // Blocks the kernel appended: known from here on (any gap
                         // before them stays unknown).
-                        sums.resize(first + new_sums.len(), ram::UNKNOWN_SUM);
+                        sums.resize(first + new_sums.len(), sums::UNKNOWN_SUM);
                     }
                     sums[first..first + new_sums.len()].copy_from_slice(&new_sums);
                 }
@@ -231,9 +234,9 @@ impl FileSystem {
             if let Some(sums) = f.sums.lock().as_mut() {
                 for b in holes {
                     if sums.len() <= b {
-                        sums.resize(b + 1, ram::UNKNOWN_SUM);
+                        sums.resize(b + 1, sums::UNKNOWN_SUM);
                     }
-                    sums[b] = ram::zero_sum();
+                    sums[b] = sums::zero_sum();
                 }
             }
         }
@@ -288,7 +291,7 @@ impl FileSystem {
     }
 
     /// Closes the daemon's descriptor of a file's RAM unless the file is open.
-    fn close_if_idle(&self, ino: u64) {
+    pub(super) fn close_if_idle(&self, ino: u64) {
         if !self.state.read().open.contains_key(&ino) {
             self.ram.close_idle(ino);
         }
@@ -320,10 +323,48 @@ impl FileSystem {
     /// write files' RAM by itself: the daemon then sees every write, and can wait
     /// for the room a file being released frees, and answer ENOSPC exactly, where a
     /// kernel write into a full RAM could only fail. Close means less free than the
-    /// RAM's margin over the file system's capacity (`store.rs`).
+    /// RAM's margin over the file system's capacity (`store.rs`), counting as
+    /// used what closes left in RAM to go home later.
     pub fn near_full(&self) -> bool {
         let free = self.statfs().free_blocks * BLOCK;
-        free < self.ram.margin()
+        free < self.ram.margin() + self.ram.deferred_bytes()
+    }
+
+    /// Writes `bytes`, file offset `file_at`, to the target at `target_at`, within
+    /// blocks the file maps contiguously there. Where the bytes start or end inside
+    /// a block and the file's RAM holds the rest of that block, the write is
+    /// widened to whole blocks from RAM: the device then reads nothing to merge
+    /// (an unaligned write costs it a read of each partial block: `tar` writes
+    /// 10 KiB at a time). Called under the file's lock, before RAM takes the bytes.
+    /// RAM's bytes around the write are what the target holds, or bytes the kernel
+    /// wrote there since and a write-back would take home anyway.
+    pub(super) fn write_file_bytes(
+        &self,
+        ram: Option<&FileRam>,
+        file_at: u64,
+        target_at: u64,
+        bytes: &[u8],
+    ) -> hscm_block::Result<()> {
+        let end = file_at + bytes.len() as u64;
+        let (head, tail) = (file_at % BLOCK, end.next_multiple_of(BLOCK) - end);
+        let ram = ram.filter(|f| (head > 0 || tail > 0) && f.is_loaded());
+        let Some(f) = ram else {
+            return self.target.write_at(target_at, bytes, WriteFlags::NONE);
+        };
+        let around = |at: u64, len: u64| -> Option<Vec<u8>> {
+            let mut got = f.read(at, len as usize).ok()?;
+            got.resize(len as usize, 0);
+            Some(got)
+        };
+        let (Some(before), Some(after)) = (around(file_at - head, head), around(end, tail)) else {
+            return self.target.write_at(target_at, bytes, WriteFlags::NONE);
+        };
+        let mut whole = Vec::with_capacity((head + bytes.len() as u64 + tail) as usize);
+        whole.extend_from_slice(&before);
+        whole.extend_from_slice(bytes);
+        whole.extend_from_slice(&after);
+        self.target
+            .write_at(target_at - head, &whole, WriteFlags::NONE)
     }
 
     /// A path of `ino` from the root (`/a/b`), for messages; None for a file
@@ -356,13 +397,15 @@ impl FileSystem {
         }
         if let Some(f) = self.ram.get(a.ino) {
             if f.kernel_may_write() {
-                if let Ok(len) = f.byte_len() {
+                if let Some((len, pages, mtime)) = f.live() {
                     a.size = len;
-                }
-                // The memfd's mtime is the file's while the kernel may write it
-                // (set from the file's at the first such open, and by setattr).
-                if let Some(t) = f.modified() {
-                    let t = Time::from(t);
+                    // Blocks not mapped yet (their write-back waits for an fsync)
+                    // hold the file's bytes all the same: `du` counts them.
+                    a.allocated = a.allocated.max(pages.min(len.next_multiple_of(BLOCK)));
+                    // The memfd's mtime is the file's while the kernel may write
+                    // it (set from the file's at the first such open, and by
+                    // setattr).
+                    let t = Time::from(mtime);
                     a.mtime = t;
                     a.ctime = a.ctime.max(t);
                 }

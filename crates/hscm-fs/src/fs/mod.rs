@@ -3,10 +3,13 @@
 //! `names` (the namespace and attributes) and `data` (file contents).
 
 mod data;
+mod deferred;
 mod loader;
+mod log;
 mod names;
 mod ram;
 mod store;
+mod sums;
 
 pub use data::Allocate;
 pub use loader::RAM_BUDGET_XATTR;
@@ -18,6 +21,8 @@ use std::sync::Arc;
 
 use hscm_block::{BlockTarget, WriteFlags};
 use parking_lot::{Mutex, RwLock};
+
+use log::{log_tail, LogWriter};
 
 use crate::alloc::Allocator;
 use crate::format::{self, Geometry, Superblock, BLOCK, FORMAT_VERSION};
@@ -38,7 +43,14 @@ pub struct MountOptions {
     pub read_only: bool,
     /// Which files keep their bytes in RAM (docs/fs.md, "RAM by use").
     pub ram: RamOptions,
+    /// On-flush: at most this many bytes of files the kernel wrote in RAM may wait,
+    /// after their close, for the next fsync to take them home; past it a close
+    /// takes them home itself. Bounds the next fsync's work.
+    pub dirty_max: u64,
 }
+
+/// The default of [`MountOptions::dirty_max`].
+pub const DEFAULT_DIRTY_MAX: u64 = 256 << 20;
 
 impl Default for MountOptions {
     fn default() -> Self {
@@ -46,6 +58,7 @@ impl Default for MountOptions {
             durability: Durability::Immediate,
             read_only: false,
             ram: RamOptions::default(),
+            dirty_max: DEFAULT_DIRTY_MAX,
         }
     }
 }
@@ -160,6 +173,8 @@ pub struct FileSystem {
     bound_metadata: std::sync::atomic::AtomicBool,
     /// The files' bytes in RAM (`ram.rs`).
     ram: Arc<ram::Ram>,
+    /// [`MountOptions::dirty_max`].
+    dirty_max: u64,
 }
 
 struct State {
@@ -175,13 +190,6 @@ struct State {
     durable_seq: u64,
     /// Open handles per inode: an unlinked file lives until its last one closes.
     open: HashMap<u64, u32>,
-}
-
-struct LogWriter {
-    /// Where the next record goes, from the log's start.
-    at: u64,
-    generation: u64,
-    slot: u32,
 }
 
 impl FileSystem {
@@ -243,6 +251,7 @@ impl FileSystem {
         } else {
             None
         };
+        let tail = log_tail(target.as_ref(), &geometry, at)?;
         let fs = FileSystem {
             target,
             geometry,
@@ -264,6 +273,7 @@ impl FileSystem {
                 at,
                 generation: sb.generation,
                 slot: sb.slot,
+                tail,
             }),
             failed: hscm_durable::Poison::default(),
             in_place: RwLock::new(()),
@@ -272,6 +282,7 @@ impl FileSystem {
                 opts.ram.clone(),
                 geometry.data_blocks() * BLOCK,
             )),
+            dirty_max: opts.dirty_max,
         };
         if fs.read_only.is_some() {
             // Files unlinked while open stay until a mount that writes drops them.
@@ -449,118 +460,6 @@ impl FileSystem {
             (out, seq)
         };
         Ok((out, Some(seq)))
-    }
-
-    /// Makes every operation up to record `seq` durable: data first (so no record
-    /// maps a block whose data could be lost), then the records, then a sync. One
-    /// commit at a time; a writer whose record an earlier commit took just waits.
-    pub(crate) fn commit(&self, seq: u64) -> Result<()> {
-        let mut log = self.log.lock();
-        if self.state.read().durable_seq >= seq {
-            return Ok(());
-        }
-        self.refuse_if_failed()?;
-        let (records, data_first) = {
-            let mut st = self.state.write();
-            let data_first = std::mem::take(&mut st.data_first);
-            (std::mem::take(&mut st.unwritten), data_first)
-        };
-        let Some(&(last, _)) = records.last() else {
-            // Only in-place data to sync.
-            return self.sync();
-        };
-        if data_first {
-            self.sync()?;
-        }
-        let framed: Vec<u8> = records
-            .iter()
-            .flat_map(|(s, payload)| format::encode_record(*s, payload))
-            .collect();
-        if log.at + framed.len() as u64 + format::RECORD_HEADER > self.geometry.log_len() {
-            // The log is full: a checkpoint holds these records' effects instead.
-            return self.checkpoint(&mut log);
-        }
-        let offset = self.geometry.log_offset() + log.at;
-        if let Err(e) = self.target.write_at(offset, &framed, WriteFlags::NONE) {
-            let why = format!("writing {} log records: {e}", records.len());
-            return Err(self.fail(why, Some(e.errno())));
-        }
-        log.at += framed.len() as u64;
-        self.sync()?;
-        let _no_write_in_flight = self.in_place.write();
-        let mut st = self.state.write();
-        st.durable_seq = last;
-        st.alloc.durable(last);
-        Ok(())
-    }
-
-    /// Commits everything done so far (fsync; any fsync commits everything).
-    pub fn sync_all(&self) -> Result<()> {
-        let seq = self.state.read().next_seq - 1;
-        self.commit(seq)?;
-        // In-place writes since the last commit.
-        self.sync()
-    }
-
-    fn sync(&self) -> Result<()> {
-        self.target
-            .flush()
-            .map_err(|e| self.fail(format!("syncing the target: {e}"), Some(e.errno())))
-    }
-
-    /// Writes the whole metadata to the spare checkpoint slot and points the spare
-    /// superblock at it; the log starts over. Called with the log held.
-    fn checkpoint(&self, log: &mut LogWriter) -> Result<()> {
-        let (bytes, through) = {
-            let mut st = self.state.write();
-            st.unwritten.clear();
-            let bytes = st.meta.encode();
-            debug_assert_eq!(
-                bytes.len() as u64,
-                st.meta.encoded_len(),
-                "the metadata's kept size is its encoded size"
-            );
-            (bytes, st.next_seq - 1)
-        };
-        if bytes.len() as u64 > self.geometry.checkpoint_len() {
-            return Err(self.fail(
-                format!(
-                    "the metadata ({} bytes) outgrew its checkpoint area ({} bytes)",
-                    bytes.len(),
-                    self.geometry.checkpoint_len()
-                ),
-                None,
-            ));
-        }
-        let slot = 1 - log.slot;
-        let sb = Superblock {
-            version: FORMAT_VERSION,
-            geometry: self.geometry,
-            generation: log.generation + 1,
-            slot,
-            checkpoint_len: bytes.len() as u64,
-            checkpoint_crc: crc32c::crc32c(&bytes),
-            next_seq: through + 1,
-        };
-        let write = |offset: u64, what: &str, bytes: &[u8]| {
-            self.target
-                .write_at(offset, bytes, WriteFlags::NONE)
-                .map_err(|e| self.fail(format!("writing the {what}: {e}"), Some(e.errno())))
-        };
-        // Data the snapshot maps, then the snapshot, then the superblock naming it.
-        self.sync()?;
-        write(self.geometry.checkpoint_offset(slot), "checkpoint", &bytes)?;
-        self.sync()?;
-        write(u64::from(slot) * BLOCK, "superblock", &sb.encode())?;
-        self.sync()?;
-        log.at = 0;
-        log.generation += 1;
-        log.slot = slot;
-        let _no_write_in_flight = self.in_place.write();
-        let mut st = self.state.write();
-        st.durable_seq = through;
-        st.alloc.durable(through);
-        Ok(())
     }
 
     /// The attributes `stat` shows, with what is derived filled in.

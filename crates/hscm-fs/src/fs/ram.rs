@@ -30,6 +30,7 @@ use std::sync::Arc;
 use hscm_policy::cache::{CacheOutcome, CachePolicy, PolicySpec};
 
 use super::store::Store;
+use super::sums::{block_sum, extend_sums, padded, zero_sum, SUM_BLOCK, UNKNOWN};
 use parking_lot::{Condvar, Mutex};
 
 /// Where one file's bytes are: a name in the mount's private tmpfs, opened while
@@ -63,18 +64,6 @@ pub struct FileRam {
     /// otherwise a write-back could write home bytes it read before such a change,
     /// over it, or grow a file a truncate had just cut.
     pub(crate) changes: Mutex<()>,
-}
-
-/// The unit of the kernel-write hashes: the file system's block.
-pub(crate) const SUM_BLOCK: u64 = crate::format::BLOCK;
-
-/// A block whose content on the target is not known: it never matches a hash.
-const UNKNOWN: u64 = 0;
-pub(crate) const UNKNOWN_SUM: u64 = UNKNOWN;
-
-/// A block's hash (never [`UNKNOWN`]).
-pub(crate) fn block_sum(bytes: &[u8]) -> u64 {
-    xxhash_rust::xxh3::xxh3_64(bytes).max(1)
 }
 
 impl Drop for FileRam {
@@ -220,9 +209,24 @@ impl FileRam {
         Ok(self.stat()?.st_size as u64)
     }
 
+    /// The memfd's size, bytes of pages, and modification time, as the kernel's
+    /// writes left them: what a file written by passthrough shows until its
+    /// write-back (deferred to the next fsync in on-flush mode) maps its blocks.
+    pub(crate) fn live(&self) -> Option<(u64, u64, std::time::SystemTime)> {
+        let st = self.stat().ok()?;
+        Some((
+            st.st_size as u64,
+            st.st_blocks as u64 * 512,
+            Self::mtime_of(&st)?,
+        ))
+    }
+
     /// The memfd's modification time (the kernel's writes set it).
     pub(crate) fn modified(&self) -> Option<std::time::SystemTime> {
-        let st = self.stat().ok()?;
+        Self::mtime_of(&self.stat().ok()?)
+    }
+
+    fn mtime_of(st: &rustix::fs::Stat) -> Option<std::time::SystemTime> {
         // The field types of `Stat` differ between targets (signed on some).
         #[allow(clippy::useless_conversion)]
         let since = std::time::Duration::new(
@@ -440,6 +444,9 @@ pub(crate) struct Ram {
     descriptors_exhausted: AtomicBool,
     /// The mount's private tmpfs, if one could be made; else memfds.
     store: Option<Arc<Store>>,
+    /// Files whose kernel writes a close left in RAM (on-flush), with the bytes
+    /// each may have to take home: what the next fsync writes back, bounded.
+    pub(super) deferred: Mutex<super::deferred::Deferred>,
 }
 
 /// Descriptors kept free for everything but files' RAM: connections, the status
@@ -485,6 +492,7 @@ impl Ram {
             background: AtomicBool::new(false),
             descriptors_exhausted: AtomicBool::new(false),
             store,
+            deferred: Mutex::new(super::deferred::Deferred::default()),
         }
     }
 
@@ -579,6 +587,8 @@ impl Ram {
         let mut r = self.resident.lock();
         r.remove(ino);
         r.evicted_open.remove(&ino);
+        drop(r);
+        self.written_back(ino);
     }
 
     /// Drops a file the policy evicted while it was open, once it is not.
@@ -702,31 +712,6 @@ impl Ram {
         }
         self.queued.notify_one();
     }
-}
-
-/// Grows the hashes to cover `[0, end)` of a memfd that was `old_len` long: blocks
-/// wholly past the old end are holes, zeroes on both sides; blocks before it that
-/// had no hash yet hold what the kernel wrote (appends) and are unknown.
-pub(crate) fn extend_sums(v: &mut Vec<u64>, old_len: u64, end: u64) {
-    let blocks = end.div_ceil(SUM_BLOCK);
-    for b in v.len() as u64..blocks {
-        v.push(if b * SUM_BLOCK >= old_len {
-            zero_sum()
-        } else {
-            UNKNOWN
-        });
-    }
-}
-
-/// A block's bytes as hashed: a short last block is padded with zeroes.
-fn padded(mut bytes: Vec<u8>) -> Vec<u8> {
-    bytes.resize(SUM_BLOCK as usize, 0);
-    bytes
-}
-
-pub(crate) fn zero_sum() -> u64 {
-    static ZERO: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
-    *ZERO.get_or_init(|| block_sum(&[0u8; SUM_BLOCK as usize]))
 }
 
 #[cfg(test)]

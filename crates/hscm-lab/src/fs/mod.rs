@@ -21,6 +21,8 @@
 //! Mounting, and dropping the page cache, need root; without it the bench says so.
 
 mod mounts;
+mod tree;
+mod work;
 mod workloads;
 
 use std::collections::BTreeMap;
@@ -30,6 +32,7 @@ use anyhow::{bail, Result};
 use serde::Serialize;
 
 pub use mounts::Under;
+pub use work::{bench as work_bench, print as work_print, FsWork, FsWorkArgs, WorkRow};
 pub use workloads::{Kind, Point, SIZES};
 
 use crate::fio::FioResult;

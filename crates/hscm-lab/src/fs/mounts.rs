@@ -27,6 +27,9 @@ pub enum Under {
     /// Volatile, in RAM: the bound.
     Tmpfs,
     Ext4,
+    /// ext4 mounted `sync,dirsync`: every write and every change of a directory
+    /// durable when it returns, immediate mode's promise.
+    Ext4Sync,
     Ext3,
     /// bindfs over a tmpfs directory: what FUSE itself costs.
     Passthrough,
@@ -44,6 +47,7 @@ impl Under {
             Under::HscmReadWritePassthrough => "hscm-passthrough-read-write",
             Under::Tmpfs => "tmpfs",
             Under::Ext4 => "ext4",
+            Under::Ext4Sync => "ext4-sync",
             Under::Ext3 => "ext3",
             Under::Passthrough => "fuse-passthrough",
             Under::DiskFile => "disk-file",
@@ -67,6 +71,8 @@ pub struct Mounted {
     keep: Keep,
     /// hscm's file system, whose files' RAM the memory figure counts.
     ram: Option<Arc<FileSystem>>,
+    /// What hscm's daemon served, by request (None for the others).
+    pub stats: Option<Arc<hscm_fuse::FuseStats>>,
 }
 
 impl Mounted {
@@ -140,9 +146,10 @@ pub fn mount(dir: &Path, under: Under, size: u64) -> Result<Mounted> {
                 at,
                 keep: Keep::Kernel,
                 ram: None,
+                stats: None,
             })
         }
-        Under::Ext4 | Under::Ext3 => mount_ext(dir, under, room),
+        Under::Ext4 | Under::Ext4Sync | Under::Ext3 => mount_ext(dir, under, room),
         Under::DiskFile => {
             let at = dir.join("disk-file");
             std::fs::create_dir_all(&at)?;
@@ -151,6 +158,7 @@ pub fn mount(dir: &Path, under: Under, size: u64) -> Result<Mounted> {
                 at,
                 keep: Keep::Directory,
                 ram: None,
+                stats: None,
             })
         }
         Under::Passthrough => {
@@ -175,6 +183,7 @@ pub fn mount(dir: &Path, under: Under, size: u64) -> Result<Mounted> {
                 at,
                 keep: Keep::Passthrough { backing },
                 ram: None,
+                stats: None,
             })
         }
     }
@@ -193,19 +202,24 @@ fn mount_tmpfs(at: &Path, room: u64) -> Result<()> {
 
 fn mount_ext(dir: &Path, under: Under, room: u64) -> Result<Mounted> {
     let name = under.name();
+    let (kind, options) = match under {
+        Under::Ext4Sync => ("ext4", "loop,sync,dirsync"),
+        Under::Ext3 => ("ext3", "loop"),
+        _ => ("ext4", "loop"),
+    };
     let at = dir.join(name);
     std::fs::create_dir_all(&at)?;
     let image = dir.join(format!("{name}.img"));
     std::fs::File::create(&image)?.set_len(room)?;
     sh(
-        Command::new(format!("mkfs.{name}"))
+        Command::new(format!("mkfs.{kind}"))
             .args(["-F", "-q"])
             .arg(&image),
-        &format!("mkfs.{name} (Debian package e2fsprogs)"),
+        &format!("mkfs.{kind} (Debian package e2fsprogs)"),
     )?;
     sh(
         Command::new("mount")
-            .args(["-o", "loop"])
+            .args(["-o", options])
             .arg(&image)
             .arg(&at),
         &format!("mounting {name} on a loop device"),
@@ -215,6 +229,7 @@ fn mount_ext(dir: &Path, under: Under, room: u64) -> Result<Mounted> {
         at,
         keep: Keep::Kernel,
         ram: None,
+        stats: None,
     })
 }
 
@@ -260,6 +275,7 @@ fn mount_hscm(dir: &Path, room: u64, under: Under) -> Result<Mounted> {
     if under == Under::HscmReadWritePassthrough {
         served = served.with_passthrough_read_write();
     }
+    let stats = served.stats();
     let (session, mounted) = hscm_fuse::mount(served, &at, &config)
         .context("mounting hscm (FUSE: /dev/fuse and fusermount3, Debian package fuse3)")?;
     let session = session.spawn()?;
@@ -268,6 +284,7 @@ fn mount_hscm(dir: &Path, room: u64, under: Under) -> Result<Mounted> {
         at,
         keep: Keep::Hscm(Some((session, mounted))),
         ram: Some(fs),
+        stats: Some(stats),
     })
 }
 
