@@ -97,7 +97,7 @@ fn writer(fs: &FileSystem, ino: u64, mut rng: impl Rng, cut: &AtomicBool) -> Mod
     for _ in 0..MAX_OPS {
         let byte = rng.gen_range(1..=255u8);
         let len = rng.gen_range(1..12_000u64);
-        let ok = match rng.gen_range(0..10) {
+        let ok = match rng.gen_range(0..11) {
             // Append.
             0..=2 if m.now.len() < FILE_BYTES => {
                 let at = m.now.len() as u64;
@@ -145,6 +145,11 @@ fn writer(fs: &FileSystem, ino: u64, mut rng: impl Rng, cut: &AtomicBool) -> Mod
                 }
                 written
             }
+            // A close of an open the kernel wrote through (the writer keeps
+            // another): on-flush leaves the write-back to the next fsync, or,
+            // past the small `dirty_max` below, takes every waiting file home.
+            // Nothing is acknowledged by it.
+            10 if kernel => fs.close_after_kernel_writes(ino).is_ok(),
             // fsync: every file's RAM home, then a commit.
             _ => {
                 let done = fs.write_back_all(Some(ino)).is_ok() && fs.fsync(ino).is_ok();
@@ -182,6 +187,8 @@ pub fn round<R: Rng + Send>(
             vol.clone(),
             MountOptions {
                 durability,
+                // Small, so that closes pass it and write home while others write.
+                dirty_max: 64 << 10,
                 ..Default::default()
             },
         )
