@@ -184,16 +184,22 @@ fn listings_show_sizes_and_blocks_before_any_fsync() {
     }
 }
 
-/// The mount's device counters, as `hscm status` shows them.
-fn device_writes(at: &Path) -> (u64, u64) {
+/// What `hscm status` says of the mount at `at`.
+fn status_of(at: &Path) -> serde_json::Value {
     let o = run(&["status", "--json"]);
     let listed: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    let me = listed
+    listed
         .as_array()
         .unwrap()
         .iter()
         .find(|s| s["address"].as_str() == at.to_str())
-        .expect("the mount in hscm status");
+        .expect("the mount in hscm status")
+        .clone()
+}
+
+/// The mount's device counters, as `hscm status` shows them.
+fn device_writes(at: &Path) -> (u64, u64) {
+    let me = status_of(at);
     (
         me["device"]["writes"].as_u64().unwrap(),
         me["device"]["written_bytes"].as_u64().unwrap(),
@@ -217,6 +223,12 @@ fn on_flush_closes_wait_for_the_next_fsync_within_dirty_max() {
         std::fs::write(m.path(&format!("f{i}")), pattern(i as u8, 5000)).unwrap();
     }
     let closed = device_writes(&at);
+    let waiting = status_of(&at);
+    assert!(
+        waiting["dirty_bytes"].as_u64().unwrap() >= 200 * 4096,
+        "hscm status shows what waits: {waiting}"
+    );
+    assert_eq!(waiting["dirty_max_bytes"].as_u64(), Some(256 << 20));
     assert!(
         closed.0 - before.0 < 20,
         "200 closes made {} device writes",

@@ -121,6 +121,8 @@ pub fn fs(status: &mut Status, fs: &FileSystem, v: &Volume) {
     status.size_bytes = size;
     status.used_bytes = Some(size.saturating_sub(free));
     status.durability = fs.durability().name().into();
+    status.dirty_bytes = fs.waiting_write_back_bytes();
+    status.dirty_max_bytes = fs.dirty_max();
     let ram = fs.ram_usage();
     status.fs = Some(FsSpace {
         size_bytes: size,

@@ -87,4 +87,16 @@ impl FileSystem {
             && self.ram.deferred_bytes() < self.dirty_max
             && !self.near_full()
     }
+
+    /// Bytes of files closed since their last write-back that wait in RAM for the
+    /// next fsync (what `hscm status` shows as `dirty_bytes`).
+    pub fn waiting_write_back_bytes(&self) -> u64 {
+        self.ram.deferred_bytes()
+    }
+
+    /// [`crate::MountOptions::dirty_max`] (None in immediate mode, where nothing
+    /// waits).
+    pub fn dirty_max(&self) -> Option<u64> {
+        (self.durability == Durability::OnFlush).then_some(self.dirty_max)
+    }
 }
