@@ -11,7 +11,7 @@ use std::path::Path;
 use std::process::Command;
 
 /// Every way a mount serves files: durability and the flags of `hscm mount`.
-const PATHS: [(&str, &[&str]); 3] = [
+pub(crate) const PATHS: [(&str, &[&str]); 3] = [
     ("on-flush", &[]),
     ("immediate", &[]),
     ("on-flush", &["--no-passthrough"]),
@@ -19,7 +19,7 @@ const PATHS: [(&str, &[&str]); 3] = [
 
 /// Every test here needs root (FUSE passthrough) and holds the system's memory
 /// for reading (see `util::SYSTEM_MEMORY`); None, said once, where not root.
-fn root_and_memory() -> Option<std::sync::RwLockReadGuard<'static, ()>> {
+pub(crate) fn root_and_memory() -> Option<std::sync::RwLockReadGuard<'static, ()>> {
     if !is_root() {
         eprintln!("skipped: FUSE passthrough needs root");
         return None;

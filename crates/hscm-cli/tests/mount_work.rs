@@ -7,7 +7,8 @@
 //! is there after kill -9. Root only (FUSE passthrough); elsewhere each test says
 //! so and passes.
 
-use crate::mount_passthrough::{is_root, pattern, Mounted};
+use crate::mount_passthrough::{pattern, Mounted};
+use crate::mount_truth::{root_and_memory, PATHS};
 use crate::util::{fs_volume, run};
 
 use std::collections::BTreeMap;
@@ -15,25 +16,6 @@ use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::Command;
-
-/// Every way a mount serves files: durability and the flags of `hscm mount`.
-const PATHS: [(&str, &[&str]); 3] = [
-    ("on-flush", &[]),
-    ("immediate", &[]),
-    ("on-flush", &["--no-passthrough"]),
-];
-
-fn root_and_memory() -> Option<std::sync::RwLockReadGuard<'static, ()>> {
-    if !is_root() {
-        eprintln!("skipped: FUSE passthrough needs root");
-        return None;
-    }
-    Some(
-        crate::util::SYSTEM_MEMORY
-            .read()
-            .unwrap_or_else(|e| e.into_inner()),
-    )
-}
 
 fn missing(path: &Path) -> bool {
     matches!(std::fs::symlink_metadata(path), Err(e) if e.kind() == std::io::ErrorKind::NotFound)

@@ -39,6 +39,9 @@ pub(crate) trait Listing {
         kind: Kind,
         name: &[u8],
     ) -> Option<bool>;
+
+    /// Sends the filled reply, or the error.
+    fn answer(self, listed: Result<(), hscm_fs::Error>);
 }
 
 impl Listing for ReplyDirectory {
@@ -56,6 +59,13 @@ impl Listing for ReplyDirectory {
             file_type(kind),
             OsStr::from_bytes(name),
         ))
+    }
+
+    fn answer(self, listed: Result<(), hscm_fs::Error>) {
+        match listed {
+            Ok(()) => self.ok(),
+            Err(e) => self.error(crate::convert::errno(e)),
+        }
     }
 }
 
@@ -77,6 +87,13 @@ impl Listing for ReplyDirectoryPlus {
             &file_attr(&attr),
             Generation(0),
         ))
+    }
+
+    fn answer(self, listed: Result<(), hscm_fs::Error>) {
+        match listed {
+            Ok(()) => self.ok(),
+            Err(e) => self.error(crate::convert::errno(e)),
+        }
     }
 }
 
@@ -158,6 +175,17 @@ impl Dirs {
 }
 
 impl Fuse {
+    /// Answers a readdir or readdirplus of handle `fh` of directory `dir` from
+    /// `offset`, counted as one READDIR.
+    pub(crate) fn list_and_answer(&self, dir: u64, fh: u64, offset: u64, mut reply: impl Listing) {
+        let listed = self.stats.time(
+            crate::stats::READDIR,
+            || self.list(dir, fh, offset, &mut reply),
+            |_| 0,
+        );
+        reply.answer(listed)
+    }
+
     /// Fills a readdir or readdirplus reply for handle `fh` of directory `dir`
     /// from `offset`.
     pub(crate) fn list(

@@ -616,16 +616,9 @@ impl fuser::Filesystem for Fuse {
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
-        mut reply: ReplyDirectory,
+        reply: ReplyDirectory,
     ) {
-        match self.stats.time(
-            stats::READDIR,
-            || self.list(ino.0, fh.0, offset, &mut reply),
-            |_| 0,
-        ) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
-        }
+        self.list_and_answer(ino.0, fh.0, offset, reply)
     }
 
     /// Readdir with each entry's attributes, as a lookup would answer (the kernel
@@ -636,16 +629,9 @@ impl fuser::Filesystem for Fuse {
         ino: INodeNo,
         fh: FileHandle,
         offset: u64,
-        mut reply: fuser::ReplyDirectoryPlus,
+        reply: fuser::ReplyDirectoryPlus,
     ) {
-        match self.stats.time(
-            stats::READDIR,
-            || self.list(ino.0, fh.0, offset, &mut reply),
-            |_| 0,
-        ) {
-            Ok(()) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
-        }
+        self.list_and_answer(ino.0, fh.0, offset, reply)
     }
 
     fn fsyncdir(

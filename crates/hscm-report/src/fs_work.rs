@@ -92,14 +92,7 @@ pub fn subsection(
         forced getattr, {:.1} µs) per request the step sent the daemon.\n",
         w.tree.files, hscm_lab::units::human_bytes(w.tree.bytes), w.tree.directories, args.c_units,
         w.round_trip_us.get("hscm").copied().unwrap_or(f64::NAN))?;
-    let systems = [
-        "tmpfs",
-        "ext4",
-        "ext4-sync",
-        "hscm",
-        "hscm-immediate",
-        "hscm-no-passthrough",
-    ];
+    let systems = hscm_lab::fs::WORK_FS_NAMES;
     writeln!(
         md,
         "| step | {} | hscm / tmpfs | hscm / its bound | immediate / ext4-sync |",

@@ -32,7 +32,10 @@ use anyhow::{bail, Result};
 use serde::Serialize;
 
 pub use mounts::Under;
-pub use work::{bench as work_bench, print as work_print, FsWork, FsWorkArgs, WorkRow};
+pub use work::{
+    bench as work_bench, print as work_print, FsWork, FsWorkArgs, WorkRow,
+    FS_NAMES as WORK_FS_NAMES,
+};
 pub use workloads::{Kind, Point, SIZES};
 
 use crate::fio::FioResult;

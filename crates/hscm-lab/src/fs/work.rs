@@ -55,7 +55,8 @@ pub struct FsWorkArgs {
     pub json: bool,
 }
 
-const FS_NAMES: [&str; 6] = [
+/// The file systems it can run, in the order it runs them by default.
+pub const FS_NAMES: [&str; 6] = [
     "tmpfs",
     "ext4",
     "ext4-sync",
