@@ -20,6 +20,7 @@ mod mount_truth;
 mod mount_work;
 mod nbd;
 mod nbd_tls;
+mod remote_home;
 mod ring_process;
 mod status_trust;
 mod tier_cli;

@@ -7,6 +7,8 @@
 //!   narrow trait with explicit sync semantics), [`device::FileBackend`] (a file or a
 //!   block device, O_DIRECT with a buffered fallback, the owner lock held while open,
 //!   io_uring for many writes at once) and [`device::AlignedBuf`];
+//! * [`home`]: where a store lives, a path or an NBD URI, opened as a backend;
+//! * [`nbd`]: the NBD client home ([`nbd::NbdBackend`]): any NBD export as a device;
 //! * [`lock`]: one owner per store, by `flock` on the file that holds it;
 //! * [`Poison`]: the first device failure (or a background thread's panic), after which
 //!   an engine refuses writes and flushes for good;
@@ -22,8 +24,10 @@ mod commit;
 mod conversions;
 pub mod device;
 mod durability;
+pub mod home;
 pub mod lock;
 mod media;
+pub mod nbd;
 mod poison;
 pub mod runtime;
 #[cfg(any(test, feature = "testing"))]

@@ -47,9 +47,9 @@ pub fn detect(path: &Path) -> Result<Kind> {
         path: path.to_path_buf(),
         source,
     };
-    let file = File::open(path).map_err(io)?;
+    let store = Store::open(path)?;
     let mut header = vec![0u8; hscm_volume::HEADER_LEN as usize];
-    let got = read_up_to(&file, &mut header, 0).map_err(io)?;
+    let got = store.read_up_to(&mut header, 0).map_err(io)?;
     let header = &header[..got];
     if header.starts_with(hscm_tier::MAGIC) {
         return Ok(Kind::Tiered);
@@ -66,7 +66,9 @@ pub fn detect(path: &Path) -> Result<Kind> {
     }
     let header = hscm_volume::Header::decode(header, &path.display().to_string())?;
     let mut superblocks = vec![0u8; 2 * hscm_fs::BLOCK as usize];
-    let got = read_up_to(&file, &mut superblocks, header.data_offset()).map_err(io)?;
+    let got = store
+        .read_up_to(&mut superblocks, header.data_offset())
+        .map_err(io)?;
     let formatted = superblocks[..got]
         .chunks(hscm_fs::BLOCK as usize)
         .any(hscm_fs::looks_formatted);
@@ -75,6 +77,44 @@ pub fn detect(path: &Path) -> Result<Kind> {
     } else {
         Kind::Flat
     })
+}
+
+/// What a volume's header is read from: a local file or device, or a home on an NBD
+/// export (read-only, no lock taken either way).
+enum Store {
+    Local(File),
+    Remote(Box<dyn hscm_durable::device::Backend>),
+}
+
+impl Store {
+    fn open(path: &Path) -> Result<Store> {
+        if hscm_durable::home::is_remote(path) {
+            let home =
+                hscm_durable::home::open_for_inspection(path).map_err(|e| Error::Invalid {
+                    path: path.to_path_buf(),
+                    why: e.to_string(),
+                })?;
+            return Ok(Store::Remote(home));
+        }
+        File::open(path)
+            .map(Store::Local)
+            .map_err(|source| Error::Io {
+                path: path.to_path_buf(),
+                source,
+            })
+    }
+
+    /// Reads into `buf` from `offset` until it is full or the store ends; the bytes read.
+    fn read_up_to(&self, buf: &mut [u8], offset: u64) -> std::io::Result<usize> {
+        match self {
+            Store::Local(file) => read_up_to(file, buf, offset),
+            Store::Remote(home) => {
+                let n = home.len().saturating_sub(offset).min(buf.len() as u64) as usize;
+                home.read_at(offset, &mut buf[..n])?;
+                Ok(n)
+            }
+        }
+    }
 }
 
 /// Reads into `buf` from `offset` until it is full or the file ends; the bytes read.

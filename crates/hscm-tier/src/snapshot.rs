@@ -187,10 +187,8 @@ pub(crate) fn load(home: &dyn hscm_durable::device::Backend, cfg: &TierConfig) -
 /// Reads the snapshot saved in the tiered volume at `path` without opening it (no lock:
 /// a server may hold it), or None when none was saved.
 pub fn read_saved(path: &std::path::Path, cfg: &TierConfig) -> std::io::Result<Option<Snapshot>> {
-    use std::os::unix::fs::FileExt;
-    let f = std::fs::File::open(path)?;
-    let mut page = vec![0u8; PAGE];
-    f.read_exact_at(&mut page, cfg.stats_offset())?;
+    let home = hscm_durable::home::open_for_inspection(path).map_err(std::io::Error::other)?;
+    let page = crate::header::read_region(home.as_ref(), cfg.stats_offset(), PAGE)?;
     Ok(decode(&page))
 }
 

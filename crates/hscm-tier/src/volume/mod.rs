@@ -25,8 +25,8 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use hscm_durable::device::{AlignedBuf, Backend, FileBackend};
-use hscm_durable::{GroupCommit, Poison};
+use hscm_durable::device::{AlignedBuf, Backend};
+use hscm_durable::{home, GroupCommit, Poison};
 use parking_lot::Mutex;
 
 use crate::device::Device;
@@ -220,13 +220,18 @@ fn read_header(home: &dyn Backend) -> Result<(TierConfig, String)> {
 }
 
 /// Where the fast device named `named` in home's header is: relative to home's
-/// directory unless absolute.
-fn resolve_fast_path(home: &Path, named: &str) -> PathBuf {
+/// directory unless absolute (and absolute beside a home on the network).
+fn resolve_fast_path(home: &Path, named: &str) -> Result<PathBuf> {
     let p = Path::new(named);
     if p.is_absolute() {
-        p.to_path_buf()
+        Ok(p.to_path_buf())
+    } else if home::is_remote(home) {
+        Err(Error::Config(format!(
+            "the fast tier's path {named} is relative; with a home on the network ({}) it must be absolute",
+            home.display()
+        )))
     } else {
-        home.parent().unwrap_or(Path::new(".")).join(p)
+        Ok(home.parent().unwrap_or(Path::new(".")).join(p))
     }
 }
 
@@ -241,8 +246,8 @@ impl TieredVolume {
             ));
         }
         cfg.validate()?;
-        let home = FileBackend::create(path, cfg.home_len(), overwrite)?;
-        Self::format(&home, cfg)
+        let home = home::create(path, cfg.home_len(), overwrite)?;
+        Self::format(home.as_ref(), cfg)
     }
 
     /// Formats `path` as home and `fast_path` (a file, created, or a device) as its
@@ -266,13 +271,10 @@ impl TieredVolume {
                 crate::header::MAX_FAST_PATH
             )));
         }
-        let home = FileBackend::create(path, cfg.home_len(), overwrite)?;
-        let fast = FileBackend::create(
-            &resolve_fast_path(path, &named),
-            fast_cfg.device_len(cfg.block),
-            overwrite,
-        )?;
-        Self::format_with(&home, Some(&fast), cfg, &named)
+        let fast_at = resolve_fast_path(path, &named)?;
+        let home = home::create(path, cfg.home_len(), overwrite)?;
+        let fast = home::create(&fast_at, fast_cfg.device_len(cfg.block), overwrite)?;
+        Self::format_with(home.as_ref(), Some(fast.as_ref()), cfg, &named)
     }
 
     /// Writes the header of a new volume without a fast tier onto `home` and syncs it.
@@ -332,14 +334,14 @@ impl TieredVolume {
     /// Opens the tiered volume at `path` (and its fast tier, where the header names
     /// it) for reading and writing.
     pub fn open(path: &Path) -> Result<TieredVolume> {
-        let home: Arc<dyn Backend> = Arc::new(FileBackend::open(path, true)?);
+        let home: Arc<dyn Backend> = Arc::from(home::open(path, true)?);
         let (cfg, named) = read_header(home.as_ref())?;
         let Some(fast_cfg) = cfg.fast else {
             return Self::open_with(home, None);
         };
-        let fast_path = resolve_fast_path(path, &named);
-        match FileBackend::open(&fast_path, true) {
-            Ok(f) => Self::open_with(home, Some(Arc::new(f))),
+        let fast_path = resolve_fast_path(path, &named)?;
+        match home::open(&fast_path, true) {
+            Ok(f) => Self::open_with(home, Some(Arc::from(f))),
             Err(e) if fast_cfg.mode == WriteMode::WriteThrough => {
                 // Home holds every acknowledged write: serve without the fast tier.
                 let mut vol = Self::open_with(home, None)?;
@@ -367,17 +369,17 @@ impl TieredVolume {
 
     /// [`TieredVolume::inspect`], with the fast device's path resolved (if any).
     pub fn inspect_with_fast_path(path: &Path) -> Result<(TierConfig, Option<PathBuf>)> {
-        use std::os::unix::fs::FileExt;
         let name = path.display().to_string();
-        let f =
-            std::fs::File::open(path).map_err(|e| Error::io(format!("cannot open {name}"), e))?;
-        let mut h = vec![0u8; HEADER_LEN as usize];
-        f.read_exact_at(&mut h, 0)
+        let home = home::open_for_inspection(path)?;
+        let mut h = AlignedBuf::zeroed(HEADER_LEN as usize);
+        home.read_at(0, &mut h)
             .map_err(|e| Error::io(format!("cannot read the header of {name}"), e))?;
         let cfg = TierConfig::decode(&h, &name)?;
+        let named = crate::header::read_fast_path(&h);
         let fast = cfg
             .fast
-            .map(|_| resolve_fast_path(path, &crate::header::read_fast_path(&h)));
+            .map(|_| resolve_fast_path(path, &named))
+            .transpose()?;
         Ok((cfg, fast))
     }
 

@@ -35,7 +35,7 @@ use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
 
 use std::collections::BTreeMap;
 
-use crate::backend::{AlignedBuf, Backend, FileBackend};
+use crate::backend::{AlignedBuf, Backend};
 use crate::device_counters::{CountingBackend, DeviceCounters, DeviceStats};
 use crate::error::{Error, Result};
 use crate::header::{
@@ -46,6 +46,7 @@ use crate::journal::MIN_JOURNAL;
 use crate::journal::{self, Checkpoint, JOURNAL_OFFSET};
 use crate::ram::{check_fits_in_memory, RamImage};
 use crate::Durability;
+use hscm_durable::home;
 use hscm_durable::{CommitError, GroupCommit, Poison};
 
 mod batch;
@@ -363,8 +364,8 @@ impl Volume {
     pub fn create(path: &Path, size: u64, opts: &CreateOptions) -> Result<Header> {
         // Refused before the file exists, so a bad request leaves nothing behind.
         opts.validate(size, &path.display().to_string())?;
-        let backend = FileBackend::create(path, opts.backing_len(size), opts.overwrite)?;
-        Self::format(&backend, size, opts)
+        let backend = home::create(path, opts.backing_len(size), opts.overwrite)?;
+        Self::format(backend.as_ref(), size, opts)
     }
 
     /// Writes a fresh header onto `backend` and makes it durable.
@@ -427,13 +428,13 @@ impl Volume {
     /// header, backing size and (with a journal) the newest checkpoint record and the
     /// chain after it.
     pub fn inspect(path: &Path) -> Result<Inspection> {
-        let backend = FileBackend::open_for_inspection(path)?;
-        let header = read_header(&backend)?;
-        check_backing_len(&backend, &header)?;
+        let backend = home::open_for_inspection(path)?;
+        let header = read_header(backend.as_ref())?;
+        check_backing_len(backend.as_ref(), &header)?;
         let pending_batches = if header.journal_len == 0 {
             0
         } else {
-            journal::scan(&backend, &header)?.batches
+            journal::scan(backend.as_ref(), &header)?.batches
         };
         Ok(Inspection {
             backing_len: backend.len(),
@@ -443,8 +444,8 @@ impl Volume {
     }
 
     pub fn open(path: &Path, opts: &OpenOptions) -> Result<Volume> {
-        let backend = FileBackend::open(path, !opts.read_only)?;
-        Self::open_backend(Box::new(backend), opts)
+        let backend = home::open(path, !opts.read_only)?;
+        Self::open_backend(backend, opts)
     }
 
     /// Opens a volume on any backend. Returns at once; the RAM copy warms in the background.

@@ -1,0 +1,327 @@
+//! Volumes whose home is an NBD export (issue 52), through the CLI as a user runs it:
+//! the flat volume, the tiered volume and the file system on nbdkit, qemu-nbd over
+//! qcow2 and another `hscm nbd`; libnbd's nbdcopy and nbdinfo as the clients; a home
+//! killed under a serving volume.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::util::*;
+
+/// A server process (nbdkit, qemu-nbd, hscm nbd), killed when dropped.
+struct Proc(Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn wait_for(socket: &Path, child: &mut Child) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !socket.exists() {
+        if let Some(s) = child.try_wait().unwrap() {
+            panic!("the server ended ({s}) before making {}", socket.display());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no socket at {}",
+            socket.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+fn nbdkit(socket: &Path, args: &[&str]) -> Proc {
+    let _ = std::fs::remove_file(socket);
+    let mut child = Command::new("nbdkit")
+        .args([
+            "-f",
+            "--exit-with-parent",
+            "--unix",
+            socket.to_str().unwrap(),
+        ])
+        .args(args)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("nbdkit (scripts/setup.sh installs it)");
+    wait_for(socket, &mut child);
+    Proc(child)
+}
+
+fn unix_uri(socket: &Path, query: &str) -> String {
+    format!("nbd+unix:///?socket={}{query}", socket.display())
+}
+
+/// `hscm nbd HOME --socket SOCKET` once it serves.
+fn hscm_nbd(home: &str, socket: &Path) -> Proc {
+    let _ = std::fs::remove_file(socket);
+    let mut cmd = hscm();
+    cmd.args(["nbd", home, "--socket", socket.to_str().unwrap()]);
+    Proc(spawn_until_line(&mut cmd, "nbd").0)
+}
+
+fn tool(program: &str, args: &[&str]) -> std::process::Output {
+    Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{program}: {e} (scripts/setup.sh installs libnbd-bin)"))
+}
+
+fn random_file(path: &Path, len: usize, seed: u8) -> Vec<u8> {
+    let mut x = (seed as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let bytes: Vec<u8> = (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    std::fs::write(path, &bytes).unwrap();
+    bytes
+}
+
+/// Copies `data` into the export at `socket` with nbdcopy, then (after `between`)
+/// reads it back with nbdcopy: the same bytes.
+fn nbdcopy_round_trip(dir: &Path, socket: &Path, len: usize, seed: u8) -> PathBuf {
+    let input = dir.join(format!("in-{seed}"));
+    random_file(&input, len, seed);
+    let uri = unix_uri(socket, "");
+    let o = tool("nbdcopy", &[input.to_str().unwrap(), &uri]);
+    assert!(o.status.success(), "nbdcopy in: {}", text(&o));
+    input
+}
+
+fn nbdcopy_equal(dir: &Path, socket: &Path, input: &Path) {
+    let out = dir.join("out");
+    let _ = std::fs::remove_file(&out);
+    let o = tool("nbdcopy", &[&unix_uri(socket, ""), out.to_str().unwrap()]);
+    assert!(o.status.success(), "nbdcopy out: {}", text(&o));
+    let want = std::fs::read(input).unwrap();
+    let got = std::fs::read(&out).unwrap();
+    assert!(got[..want.len()] == want[..], "the bytes read back differ");
+}
+
+#[test]
+fn flat_and_tiered_volumes_on_nbdkit_give_libnbd_the_same_bytes_after_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let _home = nbdkit(&dir.path().join("home"), &["memory", "96M"]);
+    let home = unix_uri(&dir.path().join("home"), "");
+    let served = dir.path().join("served");
+
+    let o = run(&["volume", "create", &home, "--size", "32M"]);
+    assert!(o.status.success(), "{}", text(&o));
+    // A home that holds a volume is not taken again without --force.
+    let o = run(&["volume", "create", &home, "--size", "32M"]);
+    assert_clean_failure(&o, "create on an export holding a volume");
+    assert!(stderr(&o).contains("already exists"), "{}", text(&o));
+    let info = ok_json(&["volume", "info", &home, "--json"]);
+    assert_eq!(info["volume_size"], 32 << 20, "{info}");
+
+    let input = {
+        let _nbd = hscm_nbd(&home, &served);
+        let o = tool("nbdinfo", &[&unix_uri(&served, "")]);
+        assert!(text(&o).contains("33554432"), "{}", text(&o));
+        nbdcopy_round_trip(dir.path(), &served, 32 << 20, 1)
+    };
+    {
+        let _nbd = hscm_nbd(&home, &served);
+        nbdcopy_equal(dir.path(), &served, &input);
+    }
+
+    let fast = dir.path().join("fast.img");
+    let o = run(&[
+        "volume",
+        "create",
+        &home,
+        "--size",
+        "64M",
+        "--ram",
+        "8M",
+        "--fast-tier",
+        fast.to_str().unwrap(),
+        "--fast-size",
+        "16M",
+        "--force",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let input = {
+        let _nbd = hscm_nbd(&home, &served);
+        nbdcopy_round_trip(dir.path(), &served, 64 << 20, 2)
+    };
+    let _nbd = hscm_nbd(&home, &served);
+    nbdcopy_equal(dir.path(), &served, &input);
+    // A relative fast-tier path means nothing beside a home on the network.
+    let o = run(&[
+        "volume",
+        "create",
+        &home,
+        "--size",
+        "64M",
+        "--ram",
+        "8M",
+        "--fast-tier",
+        "fast.img",
+        "--fast-size",
+        "16M",
+        "--force",
+    ]);
+    assert_clean_failure(&o, "relative fast tier");
+    assert!(stderr(&o).contains("must be absolute"), "{}", text(&o));
+}
+
+#[test]
+fn another_hscm_as_home_over_tcp() {
+    let dir = tempfile::tempdir().unwrap();
+    let lower = volume_with(dir.path(), "48M", "immediate", &[]);
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let listen = format!("127.0.0.1:{port}");
+    let mut cmd = hscm();
+    cmd.arg("nbd")
+        .arg(&lower)
+        .args(["--listen", &listen, "--export", "lower"]);
+    let _lower = Proc(spawn_until_line(&mut cmd, "nbd").0);
+    let home = format!("nbd://127.0.0.1:{port}/lower");
+    let o = run(&[
+        "volume",
+        "create",
+        &home,
+        "--size",
+        "32M",
+        "--durability",
+        "on-flush",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let served = dir.path().join("upper");
+    let input = {
+        let _upper = hscm_nbd(&home, &served);
+        nbdcopy_round_trip(dir.path(), &served, 32 << 20, 3)
+    };
+    let _upper = hscm_nbd(&home, &served);
+    nbdcopy_equal(dir.path(), &served, &input);
+}
+
+#[test]
+fn a_file_system_on_qemu_nbd_over_qcow2() {
+    if unsafe_to_mount() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("disk.qcow2");
+    let o = tool(
+        "qemu-img",
+        &[
+            "create",
+            "-q",
+            "-f",
+            "qcow2",
+            image.to_str().unwrap(),
+            "64M",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let sock = dir.path().join("q");
+    let mut child = Command::new("qemu-nbd")
+        .args([
+            "-f",
+            "qcow2",
+            "-t",
+            "-k",
+            sock.to_str().unwrap(),
+            "--shared=8",
+        ])
+        .arg(&image)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("qemu-nbd");
+    wait_for(&sock, &mut child);
+    let _q = Proc(child);
+    let home = unix_uri(&sock, "");
+    let o = run(&["volume", "create", &home, "--size", "48M", "--fs"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let at = dir.path().join("mnt");
+    std::fs::create_dir(&at).unwrap();
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    {
+        let _m = Proc(mount_foreground(Path::new(&home), &at, &[]));
+        let o = tool("cp", &["-r", src.to_str().unwrap(), at.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", text(&o));
+        let o = tool("sync", &["-f", at.join("src").to_str().unwrap()]);
+        assert!(o.status.success(), "{}", text(&o));
+        let o = tool("fusermount3", &["-u", at.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    let _m = Proc(mount_foreground(Path::new(&home), &at, &[]));
+    let o = tool(
+        "diff",
+        &[
+            "-r",
+            src.to_str().unwrap(),
+            at.join("src").to_str().unwrap(),
+        ],
+    );
+    assert!(
+        o.status.success(),
+        "the tree differs after a remount: {}",
+        text(&o)
+    );
+    let o = tool("fusermount3", &["-u", at.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+/// Mounting needs /dev/fuse and root (the mount tests' own rule).
+fn unsafe_to_mount() -> bool {
+    !Path::new("/dev/fuse").exists() || !rustix::process::geteuid().is_root()
+}
+
+#[test]
+fn a_home_killed_under_a_serving_volume_fails_writes_at_the_deadline_and_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("disk");
+    std::fs::write(&file, vec![0u8; 40 << 20]).unwrap();
+    let sock = dir.path().join("home");
+    let home_proc = nbdkit(&sock, &["file", file.to_str().unwrap()]);
+    let home = unix_uri(&sock, "&timeout=2");
+    let o = run(&["volume", "create", &home, "--size", "32M"]);
+    assert!(o.status.success(), "{}", text(&o));
+    let served = dir.path().join("served");
+    let nbd = hscm_nbd(&home, &served);
+    let input = nbdcopy_round_trip(dir.path(), &served, 32 << 20, 4);
+
+    drop(home_proc);
+    let started = Instant::now();
+    let o = tool(
+        "nbdsh",
+        &[
+            "-u",
+            &unix_uri(&served, ""),
+            "-c",
+            "h.pwrite(b'x' * 4096, 0)",
+        ],
+    );
+    let took = started.elapsed();
+    assert!(
+        !o.status.success(),
+        "a write acknowledged with the home gone"
+    );
+    assert!(
+        took < Duration::from_secs(20),
+        "the write hung for {took:?}"
+    );
+    // What the RAM copy holds is still served.
+    nbdcopy_equal(dir.path(), &served, &input);
+    drop(nbd);
+
+    // The home comes back: every acknowledged byte is there, the failed write is not.
+    let _home = nbdkit(&sock, &["file", file.to_str().unwrap()]);
+    let o = run(&["volume", "check", &home]);
+    assert!(o.status.success(), "{}", text(&o));
+    let _nbd = hscm_nbd(&home, &served);
+    nbdcopy_equal(dir.path(), &served, &input);
+}

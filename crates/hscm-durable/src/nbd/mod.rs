@@ -1,0 +1,686 @@
+//! A home on any NBD export: [`NbdBackend`] is a [`Backend`] that speaks NBD to a
+//! server (nbdkit, qemu-nbd, another `hscm nbd`, or any other), so every engine can
+//! keep its durable copy on storage another machine, or a distributed store, holds.
+//!
+//! What it promises, in the device layer's terms (see [`crate::device`]): `write_at`
+//! returns Ok once the server acknowledged the write; `sync` returns Ok once a FLUSH
+//! the server acknowledged covers every write that returned Ok before it. Between the
+//! two, the client keeps a copy of each acknowledged but unflushed block (at most
+//! [`REPLAY_MAX`] bytes; a write past it flushes first), and after a lost connection
+//! writes them again before anything else: a server killed and restarted, which may
+//! have lost what it had not flushed (qcow2's cached metadata, a plugin's cache), gets
+//! it back before the flush that has to cover it.
+//!
+//! Failures: every request has a deadline (the URI's `timeout`); a lost connection is
+//! made again with backoff until then, and the requests it held go out again (reads,
+//! and writes the server never acknowledged; a flush after them). Past the deadline the
+//! call fails with an error naming the export and what went wrong; nothing is
+//! reported as written that the server did not acknowledge.
+
+mod session;
+mod stream;
+pub mod uri;
+pub mod wire;
+
+use std::collections::BTreeMap;
+use std::io;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::{Mutex, RwLock};
+use rustls::ClientConfig;
+
+use crate::device::{Backend, DeviceError, IO_ALIGN};
+use session::{ConnectError, Data, Export, Op, Session};
+pub use uri::{is_nbd_uri, NbdUri};
+use wire::*;
+
+/// Acknowledged but unflushed bytes the client keeps to write again after a lost
+/// connection; a write that would keep more flushes first.
+pub const REPLAY_MAX: u64 = 64 << 20;
+/// The largest request sent: servers must accept 32 MiB (the spec's default maximum
+/// payload), and the export's own maximum where it says a smaller one.
+const MAX_REQUEST: u32 = 32 << 20;
+/// Requests and bytes in flight on one connection.
+const MAX_IN_FLIGHT: usize = 64;
+const MAX_BYTES_IN_FLIGHT: u64 = 64 << 20;
+/// The first pause before connecting again; it doubles up to the cap.
+const FIRST_BACKOFF: Duration = Duration::from_millis(20);
+const MAX_BACKOFF: Duration = Duration::from_secs(1);
+
+/// What a remote home has been through, for `hscm status` and the metrics.
+#[derive(Debug, Default)]
+pub struct RemoteHealth {
+    /// Connections lost and made again.
+    pub reconnects: AtomicU64,
+    /// Requests that failed (after their retries), server errors included.
+    pub failed_requests: AtomicU64,
+    /// Whether the last attempt to reach the server succeeded.
+    pub reachable: AtomicBool,
+    /// The last failure, for the operator.
+    pub last_error: Mutex<Option<String>>,
+}
+
+/// The copy of acknowledged, unflushed blocks, by block offset, and when each was
+/// acknowledged (a flush clears what was acknowledged before it was sent).
+#[derive(Default)]
+struct Replay {
+    blocks: BTreeMap<u64, (u64, Box<[u8]>)>,
+    bytes: u64,
+    seq: u64,
+}
+
+pub struct NbdBackend {
+    uri: NbdUri,
+    tls: Option<Arc<ClientConfig>>,
+    export: Export,
+    writable: bool,
+    conns: Vec<Mutex<Option<Session>>>,
+    next: AtomicUsize,
+    /// Normal requests hold it shared; writing the replay copy again holds it alone,
+    /// so no newer write is in flight while an older copy goes out.
+    gate: RwLock<()>,
+    replay: Mutex<Replay>,
+    needs_replay: AtomicBool,
+    max_request: u32,
+    health: Arc<RemoteHealth>,
+}
+
+impl NbdBackend {
+    /// Connects to the export `uri` names and checks it can hold a volume: writable
+    /// when asked, blocks no larger than [`IO_ALIGN`].
+    pub fn open(uri: &NbdUri, writable: bool) -> Result<NbdBackend, DeviceError> {
+        let tls = if uri.tls {
+            Some(stream::client_config(uri).map_err(DeviceError::Invalid)?)
+        } else {
+            None
+        };
+        let deadline = Instant::now() + uri.timeout;
+        let (first, export) =
+            connect_with_backoff(uri, tls.as_ref(), deadline).map_err(|e| DeviceError::Io {
+                what: format!("cannot reach {uri}"),
+                source: e,
+            })?;
+        if writable && export.has(TX_READ_ONLY) {
+            return Err(DeviceError::Invalid(format!(
+                "{uri}: the server exports it read-only"
+            )));
+        }
+        if export.min_block as u64 > IO_ALIGN || !export.min_block.is_power_of_two() {
+            return Err(DeviceError::Invalid(format!(
+                "{uri}: the export's smallest block is {} bytes; hscm writes {IO_ALIGN}-byte blocks",
+                export.min_block
+            )));
+        }
+        let multi = export.has(TX_CAN_MULTI_CONN);
+        let wanted = uri
+            .connections
+            .unwrap_or(if multi { uri::DEFAULT_CONNECTIONS } else { 1 });
+        let count = if multi { wanted } else { 1 };
+        if wanted > count {
+            tracing::warn!(
+                "{uri}: the server does not allow several connections to one export; using one"
+            );
+        }
+        let mut conns = vec![Mutex::new(Some(first))];
+        for _ in 1..count {
+            let (s, _) =
+                connect_with_backoff(uri, tls.as_ref(), deadline).map_err(|e| DeviceError::Io {
+                    what: format!("cannot open a second connection to {uri}"),
+                    source: e,
+                })?;
+            conns.push(Mutex::new(Some(s)));
+        }
+        let max_request = MAX_REQUEST.min(export.max_block.max(IO_ALIGN as u32)) / IO_ALIGN as u32
+            * IO_ALIGN as u32;
+        let health = Arc::new(RemoteHealth::default());
+        health.reachable.store(true, Ordering::Relaxed);
+        Ok(NbdBackend {
+            uri: uri.clone(),
+            tls,
+            export,
+            writable,
+            conns,
+            next: AtomicUsize::new(0),
+            gate: RwLock::new(()),
+            replay: Mutex::new(Replay::default()),
+            needs_replay: AtomicBool::new(false),
+            max_request,
+            health,
+        })
+    }
+
+    pub fn uri(&self) -> &NbdUri {
+        &self.uri
+    }
+
+    /// Connections open to the server (more than one where it allows multi-conn).
+    pub fn connections(&self) -> usize {
+        self.conns.len()
+    }
+
+    pub fn health(&self) -> Arc<RemoteHealth> {
+        self.health.clone()
+    }
+
+    /// Whether the export takes flushes (a server that does not has no cache to
+    /// flush: its acknowledged writes are as durable as it makes anything).
+    pub fn can_flush(&self) -> bool {
+        self.export.has(TX_SEND_FLUSH)
+    }
+
+    /// Writes `buf` with FUA where the server takes it (durable when it returns,
+    /// without flushing anything else), else writes and flushes.
+    pub fn write_durable_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        if self.export.has(TX_SEND_FUA) {
+            self.checked(offset, buf.len() as u64, "write")?;
+            let mut ops = self.split(CMD_WRITE, CMD_FLAG_FUA, offset, Data::Write(buf));
+            self.run(&mut ops)
+        } else {
+            self.write_at(offset, buf)?;
+            self.sync()
+        }
+    }
+
+    /// Zeroes a range on the server: NBD_CMD_WRITE_ZEROES where offered (no bytes
+    /// sent), made durable before returning, so nothing of it needs the replay copy.
+    pub fn write_zeroes_at(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.checked(offset, len, "write zeroes")?;
+        if !self.export.has(TX_SEND_WRITE_ZEROES) {
+            return zero_by_writing(self, offset, len);
+        }
+        let fua = self.export.has(TX_SEND_FUA);
+        let mut ops = Vec::new();
+        let mut at = offset;
+        while at < offset + len {
+            let n = (offset + len - at).min(self.max_request as u64);
+            let flags = if fua { CMD_FLAG_FUA } else { 0 };
+            ops.push(Op::new(CMD_WRITE_ZEROES, flags, at, n as u32, Data::None));
+            at += n;
+        }
+        self.run(&mut ops)?;
+        if fua {
+            Ok(())
+        } else {
+            self.flush()
+        }
+    }
+
+    /// Tells the server a range is no longer needed (NBD_CMD_TRIM, where offered; a
+    /// hint it may ignore, so without it nothing is done).
+    pub fn trim(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.checked(offset, len, "trim")?;
+        if !self.export.has(TX_SEND_TRIM) {
+            return Ok(());
+        }
+        let mut ops = Vec::new();
+        let mut at = offset;
+        while at < offset + len {
+            let n = (offset + len - at).min(self.max_request as u64);
+            ops.push(Op::new(CMD_TRIM, 0, at, n as u32, Data::None));
+            at += n;
+        }
+        self.run(&mut ops)
+    }
+
+    fn checked(&self, offset: u64, len: u64, what: &str) -> io::Result<()> {
+        if offset
+            .checked_add(len)
+            .is_none_or(|end| end > self.export.size)
+        {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "{}: {what} of {len} bytes at {offset} runs past the export's {} bytes",
+                    self.uri, self.export.size
+                ),
+            ));
+        }
+        if !self.writable && what != "read" {
+            return Err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                format!("{}: opened read-only", self.uri),
+            ));
+        }
+        Ok(())
+    }
+
+    /// One request per piece of at most `max_request` bytes.
+    fn split<'a>(&self, kind: u16, flags: u16, offset: u64, data: Data<'a>) -> Vec<Op<'a>> {
+        let step = self.max_request as usize;
+        match data {
+            Data::Read(buf) => buf
+                .chunks_mut(step)
+                .enumerate()
+                .map(|(i, c)| {
+                    let at = offset + (i * step) as u64;
+                    Op::new(kind, flags, at, c.len() as u32, Data::Read(c))
+                })
+                .collect(),
+            Data::Write(buf) => buf
+                .chunks(step)
+                .enumerate()
+                .map(|(i, c)| {
+                    let at = offset + (i * step) as u64;
+                    Op::new(kind, flags, at, c.len() as u32, Data::Write(c))
+                })
+                .collect(),
+            Data::None => vec![Op::new(kind, flags, offset, 0, Data::None)],
+        }
+    }
+
+    /// Runs a batch of requests on one connection, pipelined, until every one has its
+    /// answer: a lost connection is made again (and the replay copy written first)
+    /// until the deadline. The first error a server answered with fails the batch.
+    fn run(&self, ops: &mut [Op<'_>]) -> io::Result<()> {
+        let deadline = Instant::now() + self.uri.timeout;
+        let conn = self.pick();
+        let mut backoff = FIRST_BACKOFF;
+        loop {
+            let tried = self.try_once(conn, ops, deadline);
+            let Err(e) = tried else { break };
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || is_permanent(&e) {
+                return Err(self.failed(e));
+            }
+            std::thread::sleep(backoff.min(left));
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+        if let Some(op) = ops.iter().find(|o| o.error.is_some()) {
+            let (errno, msg) = op.error.clone().expect("found");
+            self.health.failed_requests.fetch_add(1, Ordering::Relaxed);
+            let base = io::Error::from_raw_os_error(errno as i32);
+            return Err(io::Error::new(
+                base.kind(),
+                format!(
+                    "{}: the server failed a {} of {} bytes at {}: {base}{}",
+                    self.uri,
+                    command(op.kind),
+                    op.len,
+                    op.offset,
+                    if msg.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({msg})")
+                    }
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// One pass of [`Self::run`]: the replay copy first where a connection was lost,
+    /// then the batch. A lost connection leaves the batch's unanswered requests to
+    /// be sent again.
+    fn try_once(&self, conn: usize, ops: &mut [Op<'_>], deadline: Instant) -> io::Result<()> {
+        if self.needs_replay.load(Ordering::Acquire) {
+            self.replay_all(conn, deadline)?;
+        }
+        let _shared = self.gate.read();
+        let mut slot = self.conns[conn].lock();
+        self.attempt(&mut slot, ops, deadline).inspect_err(|_| {
+            if let Some(s) = slot.take() {
+                s.disconnect();
+            }
+            ops.iter_mut().for_each(Op::resend);
+            // What was acknowledged on the lost connection may be lost with it (a
+            // server that died): it is written again before anything else.
+            self.needs_replay.store(true, Ordering::Release);
+            self.health.reachable.store(false, Ordering::Relaxed);
+        })
+    }
+
+    fn failed(&self, e: io::Error) -> io::Error {
+        self.health.failed_requests.fetch_add(1, Ordering::Relaxed);
+        let msg = format!(
+            "{}: no answer within {:.1} s ({e}); nothing unanswered is counted as written",
+            self.uri,
+            self.uri.timeout.as_secs_f64()
+        );
+        *self.health.last_error.lock() = Some(msg.clone());
+        io::Error::new(
+            if is_permanent(&e) {
+                io::ErrorKind::InvalidData
+            } else {
+                io::ErrorKind::TimedOut
+            },
+            msg,
+        )
+    }
+
+    /// A connection: the next free one, or the next in turn.
+    fn pick(&self) -> usize {
+        let n = self.conns.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed) % n;
+        (0..n)
+            .map(|i| (start + i) % n)
+            .find(|&i| !self.conns[i].is_locked())
+            .unwrap_or(start)
+    }
+
+    /// One try on one connection (made first if it is gone).
+    fn attempt(
+        &self,
+        slot: &mut Option<Session>,
+        ops: &mut [Op<'_>],
+        deadline: Instant,
+    ) -> io::Result<()> {
+        if slot.is_none() {
+            let (s, export) =
+                Session::connect(&self.uri, self.tls.as_ref(), deadline).map_err(mark)?;
+            if export.size != self.export.size {
+                return Err(mark(ConnectError::permanent(format!(
+                    "{}: the export came back with {} bytes, not {}: not the export the volume was opened on",
+                    self.uri, export.size, self.export.size
+                ))));
+            }
+            self.health.reconnects.fetch_add(1, Ordering::Relaxed);
+            *slot = Some(s);
+        }
+        let session = slot.as_mut().expect("made above");
+        session.deadline(deadline);
+        self.pipeline(session, ops)?;
+        self.health.reachable.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Sends every request not yet answered, a window at a time, and reads replies.
+    fn pipeline(&self, session: &mut Session, ops: &mut [Op<'_>]) -> io::Result<()> {
+        let base = 1u64;
+        let mut next = 0;
+        let mut in_flight = 0usize;
+        let mut bytes = 0u64;
+        let weight = |op: &Op<'_>| op.len as u64;
+        loop {
+            while next < ops.len()
+                && (ops[next].done
+                    || (in_flight < MAX_IN_FLIGHT
+                        && (in_flight == 0 || bytes + weight(&ops[next]) <= MAX_BYTES_IN_FLIGHT)))
+            {
+                if !ops[next].done {
+                    session.send(&ops[next], base + next as u64)?;
+                    ops[next].sent = true;
+                    in_flight += 1;
+                    bytes += weight(&ops[next]);
+                }
+                next += 1;
+            }
+            if in_flight == 0 {
+                return Ok(());
+            }
+            let i = session.receive(ops, base)?;
+            if ops[i].done {
+                in_flight -= 1;
+                bytes -= weight(&ops[i]);
+                if ops[i].kind == CMD_WRITE
+                    && ops[i].error.is_none()
+                    && ops[i].flags & CMD_FLAG_FUA == 0
+                {
+                    if let Data::Write(b) = &ops[i].data {
+                        self.keep_for_replay(ops[i].offset, b);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Keeps a copy of an acknowledged write until a flush covers it.
+    fn keep_for_replay(&self, offset: u64, bytes: &[u8]) {
+        if !self.can_flush() {
+            return;
+        }
+        let mut r = self.replay.lock();
+        r.seq += 1;
+        let seq = r.seq;
+        for (i, block) in bytes.chunks(IO_ALIGN as usize).enumerate() {
+            let at = offset + i as u64 * IO_ALIGN;
+            let added = block.len() as u64;
+            if let Some((_, old)) = r.blocks.insert(at, (seq, block.into())) {
+                r.bytes -= old.len() as u64;
+            }
+            r.bytes += added;
+        }
+    }
+
+    /// Writes every kept block again on connection `conn` (made anew), with no other
+    /// request in flight.
+    fn replay_all(&self, conn: usize, deadline: Instant) -> io::Result<()> {
+        let _alone = self.gate.write();
+        if !self.needs_replay.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let copy: Vec<(u64, Box<[u8]>)> = self
+            .replay
+            .lock()
+            .blocks
+            .iter()
+            .map(|(at, (_, b))| (*at, b.clone()))
+            .collect();
+        let mut ops: Vec<Op<'_>> = copy
+            .iter()
+            .map(|(at, b)| Op::new(CMD_WRITE, 0, *at, b.len() as u32, Data::Write(b)))
+            .collect();
+        let mut slot = self.conns[conn].lock();
+        let result = self.attempt(&mut slot, &mut ops, deadline).and_then(|()| {
+            match ops.iter().find(|o| o.error.is_some()) {
+                Some(o) => Err(io::Error::other(format!(
+                    "writing again what the server had acknowledged: {}",
+                    o.error.clone().expect("found").1
+                ))),
+                None => Ok(()),
+            }
+        });
+        match result {
+            Ok(()) => {
+                // The others may still hold connections to a server that is gone:
+                // they find out on their next request and make them again.
+                self.needs_replay.store(false, Ordering::Release);
+                Ok(())
+            }
+            Err(e) => {
+                if let Some(s) = slot.take() {
+                    s.disconnect();
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// NBD_CMD_FLUSH, then forgets the replay copy of what it covered.
+    fn flush(&self) -> io::Result<()> {
+        if !self.can_flush() {
+            return Ok(());
+        }
+        let covered = self.replay.lock().seq;
+        let mut ops = [Op::new(CMD_FLUSH, 0, 0, 0, Data::None)];
+        self.run(&mut ops)?;
+        let mut r = self.replay.lock();
+        let mut freed = 0;
+        r.blocks.retain(|_, (seq, b)| {
+            let keep = *seq > covered;
+            if !keep {
+                freed += b.len() as u64;
+            }
+            keep
+        });
+        r.bytes -= freed;
+        Ok(())
+    }
+}
+
+/// A connection error carries whether it is permanent in its kind (InvalidData) and
+/// a marker in the message, so [`NbdBackend::run`] stops retrying at once.
+fn mark(e: ConnectError) -> io::Error {
+    if e.permanent {
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            PermanentError(e.error.to_string()),
+        )
+    } else {
+        e.error
+    }
+}
+
+#[derive(Debug)]
+struct PermanentError(String);
+impl std::fmt::Display for PermanentError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+impl std::error::Error for PermanentError {}
+
+fn is_permanent(e: &io::Error) -> bool {
+    e.get_ref()
+        .is_some_and(|inner| inner.is::<PermanentError>())
+}
+
+fn connect_with_backoff(
+    uri: &NbdUri,
+    tls: Option<&Arc<ClientConfig>>,
+    deadline: Instant,
+) -> io::Result<(Session, Export)> {
+    let started = Instant::now();
+    let mut backoff = FIRST_BACKOFF;
+    loop {
+        let e = match Session::connect(uri, tls, deadline) {
+            Ok(done) => return Ok(done),
+            Err(e) if e.permanent => return Err(e.error),
+            Err(e) => e.error,
+        };
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            // The last real failure (refused, reset), not the deadline it ran into.
+            return Err(io::Error::new(
+                e.kind(),
+                format!("{e} (tried for {:.1} s)", started.elapsed().as_secs_f64()),
+            ));
+        }
+        std::thread::sleep(backoff.min(left));
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+        if Instant::now() >= deadline {
+            return Err(io::Error::new(
+                e.kind(),
+                format!("{e} (tried for {:.1} s)", started.elapsed().as_secs_f64()),
+            ));
+        }
+    }
+}
+
+fn command(kind: u16) -> &'static str {
+    match kind {
+        CMD_READ => "read",
+        CMD_WRITE => "write",
+        CMD_FLUSH => "flush",
+        CMD_TRIM => "trim",
+        CMD_WRITE_ZEROES => "write-zeroes",
+        _ => "request",
+    }
+}
+
+fn zero_by_writing(b: &dyn Backend, offset: u64, len: u64) -> io::Result<()> {
+    let zeros = vec![0u8; len.min(4 << 20) as usize];
+    let mut at = offset;
+    while at < offset + len {
+        let n = (offset + len - at).min(zeros.len() as u64) as usize;
+        b.write_at(at, &zeros[..n])?;
+        at += n as u64;
+    }
+    b.sync()
+}
+
+impl Backend for NbdBackend {
+    fn len(&self) -> u64 {
+        self.export.size
+    }
+
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        self.checked(offset, buf.len() as u64, "read")?;
+        let mut ops = self.split(CMD_READ, 0, offset, Data::Read(buf));
+        self.run(&mut ops)
+    }
+
+    fn read_vectored_at(&self, offset: u64, bufs: &mut [&mut [u8]]) -> io::Result<()> {
+        let total: u64 = bufs.iter().map(|b| b.len() as u64).sum();
+        self.checked(offset, total, "read")?;
+        let mut ops = Vec::new();
+        let mut at = offset;
+        for b in bufs.iter_mut() {
+            let n = b.len() as u64;
+            ops.extend(self.split(CMD_READ, 0, at, Data::Read(b)));
+            at += n;
+        }
+        self.run(&mut ops)
+    }
+
+    fn write_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        self.checked(offset, buf.len() as u64, "write")?;
+        if self.replay.lock().bytes + buf.len() as u64 > REPLAY_MAX {
+            self.flush()?;
+        }
+        let mut ops = self.split(CMD_WRITE, 0, offset, Data::Write(buf));
+        self.run(&mut ops)
+    }
+
+    fn write_many(&self, writes: &[(u64, &[u8])]) -> io::Result<()> {
+        let total: u64 = writes.iter().map(|(_, b)| b.len() as u64).sum();
+        for (at, b) in writes {
+            self.checked(*at, b.len() as u64, "write")?;
+        }
+        if self.replay.lock().bytes + total > REPLAY_MAX {
+            self.flush()?;
+        }
+        let n = self.conns.len().min(writes.len().max(1));
+        let groups: Vec<Vec<(u64, &[u8])>> = (0..n)
+            .map(|g| writes.iter().skip(g).step_by(n).copied().collect())
+            .collect();
+        let run_group = |group: &Vec<(u64, &[u8])>| -> io::Result<()> {
+            let mut ops = Vec::new();
+            for (at, b) in group {
+                ops.extend(self.split(CMD_WRITE, 0, *at, Data::Write(b)));
+            }
+            self.run(&mut ops)
+        };
+        if n == 1 {
+            return run_group(&groups[0]);
+        }
+        std::thread::scope(|s| {
+            let handles: Vec<_> = groups
+                .iter()
+                .map(|g| s.spawn(move || run_group(g)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .unwrap_or_else(|_| Err(io::Error::other("a write thread panicked")))
+                })
+                .collect::<Vec<_>>()
+                .into_iter()
+                .collect::<io::Result<()>>()
+        })
+    }
+
+    fn sync(&self) -> io::Result<()> {
+        self.flush()
+    }
+
+    fn describe(&self) -> String {
+        self.uri.to_string()
+    }
+
+    fn exact_len(&self) -> bool {
+        false
+    }
+}
+
+impl Drop for NbdBackend {
+    fn drop(&mut self) {
+        for c in &self.conns {
+            if let Some(s) = c.lock().take() {
+                s.disconnect();
+            }
+        }
+    }
+}

@@ -1,0 +1,255 @@
+//! One connection's byte stream: TCP or a Unix socket, in the clear or inside TLS,
+//! where every read and write is held to the deadline of the request it serves
+//! (a server that stops reading or answering fails the request when its time is up,
+//! however the bytes trickle in).
+
+use std::io::{self, Read, Write};
+use std::net::TcpStream;
+use std::os::unix::net::UnixStream;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
+use rustls::{ClientConfig, ClientConnection, RootCertStore, StreamOwned};
+
+use super::uri::{NbdUri, Transport};
+
+enum Socket {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+/// A socket whose reads and writes fail with `TimedOut` once the deadline passes.
+pub(crate) struct Timed {
+    socket: Socket,
+    pub(crate) deadline: Instant,
+}
+
+impl Timed {
+    pub(crate) fn connect(uri: &NbdUri, deadline: Instant) -> io::Result<Timed> {
+        let left = remaining(deadline)?;
+        let socket = match &uri.transport {
+            Transport::Unix { socket } => Socket::Unix(UnixStream::connect(socket)?),
+            Transport::Tcp { host, port } => {
+                use std::net::ToSocketAddrs;
+                let mut last =
+                    io::Error::new(io::ErrorKind::NotFound, format!("{host} has no address"));
+                let mut found = None;
+                for addr in (host.as_str(), *port).to_socket_addrs()? {
+                    match TcpStream::connect_timeout(&addr, left) {
+                        Ok(s) => {
+                            found = Some(s);
+                            break;
+                        }
+                        Err(e) => last = e,
+                    }
+                }
+                let s = found.ok_or(last)?;
+                // Requests are small and answered one by one: no Nagle delay.
+                s.set_nodelay(true)?;
+                Socket::Tcp(s)
+            }
+        };
+        Ok(Timed { socket, deadline })
+    }
+
+    fn set_timeouts(&self) -> io::Result<()> {
+        let left = Some(remaining(self.deadline)?);
+        match &self.socket {
+            Socket::Tcp(s) => {
+                s.set_read_timeout(left)?;
+                s.set_write_timeout(left)
+            }
+            Socket::Unix(s) => {
+                s.set_read_timeout(left)?;
+                s.set_write_timeout(left)
+            }
+        }
+    }
+
+    /// Closes both directions at once, so a thread blocked on the socket returns.
+    pub(crate) fn shutdown(&self) {
+        let _ = match &self.socket {
+            Socket::Tcp(s) => s.shutdown(std::net::Shutdown::Both),
+            Socket::Unix(s) => s.shutdown(std::net::Shutdown::Both),
+        };
+    }
+}
+
+/// Time left before `deadline`, or `TimedOut`.
+pub(crate) fn remaining(deadline: Instant) -> io::Result<Duration> {
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(io::Error::new(io::ErrorKind::TimedOut, "no answer in time"));
+    }
+    Ok(left)
+}
+
+/// A socket read or write that timed out says so as `TimedOut` (the socket layer
+/// reports `WouldBlock` for an expired timeout).
+fn timed_out(e: io::Error) -> io::Error {
+    if e.kind() == io::ErrorKind::WouldBlock {
+        io::Error::new(io::ErrorKind::TimedOut, "no answer in time")
+    } else {
+        e
+    }
+}
+
+impl Read for Timed {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.set_timeouts()?;
+        match &mut self.socket {
+            Socket::Tcp(s) => s.read(buf),
+            Socket::Unix(s) => s.read(buf),
+        }
+        .map_err(timed_out)
+    }
+}
+
+impl Write for Timed {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.set_timeouts()?;
+        match &mut self.socket {
+            Socket::Tcp(s) => s.write(buf),
+            Socket::Unix(s) => s.write(buf),
+        }
+        .map_err(timed_out)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A connection's stream, in the clear or inside TLS.
+pub(crate) enum Stream {
+    Plain(Timed),
+    Tls(Box<StreamOwned<ClientConnection, Timed>>),
+    /// Only for the moment TLS takes the plain stream over.
+    Taken,
+}
+
+fn taken() -> io::Error {
+    io::Error::new(io::ErrorKind::NotConnected, "the stream was handed to TLS")
+}
+
+impl Stream {
+    pub(crate) fn timed(&mut self) -> Option<&mut Timed> {
+        match self {
+            Stream::Plain(t) => Some(t),
+            Stream::Tls(s) => Some(&mut s.sock),
+            Stream::Taken => None,
+        }
+    }
+
+    /// Wraps the plain stream in TLS (after the server agreed to NBD_OPT_STARTTLS)
+    /// and completes the TLS handshake before the deadline.
+    pub(crate) fn start_tls(self, config: Arc<ClientConfig>, name: &str) -> io::Result<Stream> {
+        let Stream::Plain(timed) = self else {
+            return Err(io::Error::other("TLS is already on"));
+        };
+        let server = ServerName::try_from(name.to_string()).map_err(|_| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{name:?} is not a name a certificate can carry (set tls-hostname=)"),
+            )
+        })?;
+        let conn = ClientConnection::new(config, server).map_err(io::Error::other)?;
+        let mut s = StreamOwned::new(conn, timed);
+        while s.conn.is_handshaking() {
+            s.conn.complete_io(&mut s.sock)?;
+        }
+        Ok(Stream::Tls(Box::new(s)))
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(t) => t.read(buf),
+            Stream::Tls(s) => s.read(buf),
+            Stream::Taken => Err(taken()),
+        }
+    }
+}
+
+impl Write for Stream {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(t) => t.write(buf),
+            Stream::Tls(s) => s.write(buf),
+            Stream::Taken => Err(taken()),
+        }
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Stream::Plain(t) => t.flush(),
+            Stream::Tls(s) => s.flush(),
+            Stream::Taken => Err(taken()),
+        }
+    }
+}
+
+/// The TLS client configuration of a URI's `tls-certificates` directory: the server
+/// must present a certificate signed by `ca-cert.pem`; `client-cert.pem` and
+/// `client-key.pem`, where present, prove who we are to a server that asks.
+pub(crate) fn client_config(uri: &NbdUri) -> Result<Arc<ClientConfig>, String> {
+    let dir = uri.tls_certificates.as_deref().ok_or_else(|| {
+        format!(
+            "{uri}: TLS needs the directory of the CA's certificate: add ?tls-certificates=DIR (holding ca-cert.pem, and client-cert.pem and client-key.pem if the server checks its clients)"
+        )
+    })?;
+    let read = |name: &str| -> Result<Option<Vec<u8>>, String> {
+        let path = dir.join(name);
+        match std::fs::read(&path) {
+            Ok(b) => Ok(Some(b)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(format!("{}: {e}", path.display())),
+        }
+    };
+    let ca =
+        read("ca-cert.pem")?.ok_or_else(|| format!("{}: no ca-cert.pem there", dir.display()))?;
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&ca) {
+        let cert = cert.map_err(|e| pem_error(dir, "ca-cert.pem", e))?;
+        roots
+            .add(cert)
+            .map_err(|e| format!("{}: {e}", dir.join("ca-cert.pem").display()))?;
+    }
+    if roots.is_empty() {
+        return Err(format!(
+            "{}: holds no certificate",
+            dir.join("ca-cert.pem").display()
+        ));
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots);
+    let config = match (read("client-cert.pem")?, read("client-key.pem")?) {
+        (Some(cert), Some(key)) => {
+            let chain = CertificateDer::pem_slice_iter(&cert)
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|e| pem_error(dir, "client-cert.pem", e))?;
+            let key = PrivateKeyDer::from_pem_slice(&key)
+                .map_err(|e| pem_error(dir, "client-key.pem", e))?;
+            builder
+                .with_client_auth_cert(chain, key)
+                .map_err(|e| format!("{}: {e}", dir.display()))?
+        }
+        (None, None) => builder.with_no_client_auth(),
+        _ => {
+            return Err(format!(
+                "{}: client-cert.pem and client-key.pem come together (one is missing)",
+                dir.display()
+            ))
+        }
+    };
+    Ok(Arc::new(config))
+}
+
+fn pem_error(dir: &Path, file: &str, e: impl std::fmt::Display) -> String {
+    format!("{}: {e}", dir.join(file).display())
+}

@@ -1,0 +1,491 @@
+//! The NBD client home against real servers, started here: nbdkit's memory and file
+//! plugins, qemu-nbd over a qcow2 file, with and without TLS; and the faults a network
+//! home meets: a server killed mid-write and started again, a server that stops
+//! answering, a full export, a missing export. Every acknowledged write is checked
+//! against a model of the export's bytes.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use hscm_durable::device::{Backend, DeviceError};
+use hscm_durable::home;
+use hscm_durable::nbd::{NbdBackend, NbdUri};
+use rand::{Rng, SeedableRng};
+
+const SIZE: u64 = 16 << 20;
+const BLOCK: usize = 4096;
+
+/// A server process, killed when dropped.
+struct Server {
+    child: Child,
+    socket: PathBuf,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    fn start(socket: &Path, program: &str, args: &[&str]) -> Server {
+        let _ = std::fs::remove_file(socket);
+        let child = Command::new(program)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("{program}: {e} (scripts/setup.sh installs it)"));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let mut child = child;
+        while !socket.exists() {
+            if let Some(status) = child.try_wait().unwrap() {
+                panic!("{program} {args:?} ended ({status}) before making its socket");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{program} did not make {}",
+                socket.display()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        Server {
+            child,
+            socket: socket.to_path_buf(),
+        }
+    }
+
+    fn nbdkit(socket: &Path, args: &[&str]) -> Server {
+        let mut all = vec![
+            "-f",
+            "--exit-with-parent",
+            "--unix",
+            socket.to_str().unwrap(),
+        ];
+        all.extend_from_slice(args);
+        Server::start(socket, "nbdkit", &all)
+    }
+
+    fn uri(&self, query: &str) -> String {
+        format!("nbd+unix:///?socket={}{query}", self.socket.display())
+    }
+
+    fn kill(mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+}
+
+fn open(uri: &str) -> NbdBackend {
+    NbdBackend::open(&NbdUri::parse(uri).unwrap(), true).unwrap()
+}
+
+/// Random block-aligned writes, single and many at once, reads of every kind, flushes,
+/// zeroes and trims, each read checked against the model of what was acknowledged.
+fn conformance(b: &NbdBackend, seed: u64) {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let mut model = vec![0u8; b.len() as usize];
+    b.read_at(0, &mut model).unwrap();
+    let blocks = b.len() as usize / BLOCK;
+    for round in 0..60 {
+        match round % 6 {
+            0 | 1 => {
+                let at = rng.gen_range(0..blocks - 64) * BLOCK;
+                let n = rng.gen_range(1..64) * BLOCK;
+                let data: Vec<u8> = (0..n).map(|_| rng.gen()).collect();
+                b.write_at(at as u64, &data).unwrap();
+                model[at..at + n].copy_from_slice(&data);
+            }
+            2 => {
+                let pieces: Vec<(u64, Vec<u8>)> = (0..20)
+                    .map(|_| {
+                        let at = rng.gen_range(0..blocks - 4) * BLOCK;
+                        (at as u64, (0..BLOCK * 4).map(|_| rng.gen()).collect())
+                    })
+                    .collect();
+                // write_many pieces are independent: no two overlap.
+                let mut taken = std::collections::HashSet::new();
+                let pieces: Vec<_> = pieces
+                    .into_iter()
+                    .filter(|(at, _)| (0..4).all(|i| taken.insert(*at / BLOCK as u64 + i)))
+                    .collect();
+                let refs: Vec<(u64, &[u8])> = pieces.iter().map(|(a, d)| (*a, &d[..])).collect();
+                b.write_many(&refs).unwrap();
+                for (at, d) in &pieces {
+                    model[*at as usize..*at as usize + d.len()].copy_from_slice(d);
+                }
+            }
+            3 => {
+                let at = rng.gen_range(0..blocks - 8) * BLOCK;
+                b.write_zeroes_at(at as u64, 8 * BLOCK as u64).unwrap();
+                model[at..at + 8 * BLOCK].fill(0);
+                let at = rng.gen_range(0..blocks - 1) * BLOCK;
+                let data: Vec<u8> = (0..BLOCK).map(|_| rng.gen()).collect();
+                b.write_durable_at(at as u64, &data).unwrap();
+                model[at..at + BLOCK].copy_from_slice(&data);
+            }
+            4 => b.sync().unwrap(),
+            _ => {
+                let at = rng.gen_range(0..blocks - 16) * BLOCK;
+                let mut x = vec![0u8; 5 * BLOCK];
+                let mut y = vec![0u8; 11 * BLOCK];
+                b.read_vectored_at(at as u64, &mut [&mut x, &mut y])
+                    .unwrap();
+                assert!(
+                    x[..] == model[at..at + x.len()],
+                    "vectored read, round {round}"
+                );
+                assert!(
+                    y[..] == model[at + x.len()..at + 16 * BLOCK],
+                    "vectored read, round {round}"
+                );
+            }
+        }
+    }
+    b.sync().unwrap();
+    let mut all = vec![0u8; b.len() as usize];
+    b.read_at(0, &mut all).unwrap();
+    assert!(
+        all == model,
+        "the export's bytes differ from what was acknowledged"
+    );
+    // A trim is a hint: it must succeed, and what it covers may read as anything.
+    b.trim(0, BLOCK as u64).unwrap();
+}
+
+#[test]
+fn nbdkit_memory_plugin() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::nbdkit(&dir.path().join("s"), &["memory", "16M"]);
+    let b = open(&s.uri(""));
+    assert_eq!(b.len(), SIZE);
+    assert!(
+        b.connections() > 1,
+        "nbdkit's memory plugin allows multi-conn"
+    );
+    conformance(&b, 1);
+    let one = open(&s.uri("&connections=1"));
+    assert_eq!(one.connections(), 1);
+    conformance(&one, 2);
+}
+
+#[test]
+fn nbdkit_file_plugin() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("disk");
+    std::fs::write(&file, vec![7u8; SIZE as usize]).unwrap();
+    let s = Server::nbdkit(&dir.path().join("s"), &["file", file.to_str().unwrap()]);
+    let b = open(&s.uri(""));
+    conformance(&b, 3);
+    drop(b);
+    drop(s);
+    // What was flushed is in the file.
+    let mut b2 = vec![0u8; BLOCK];
+    let s = Server::nbdkit(&dir.path().join("s"), &["file", file.to_str().unwrap()]);
+    open(&s.uri(""))
+        .read_at(SIZE - BLOCK as u64, &mut b2)
+        .unwrap();
+    let on_disk = std::fs::read(&file).unwrap();
+    assert!(b2[..] == on_disk[SIZE as usize - BLOCK..]);
+}
+
+#[test]
+fn qemu_nbd_over_qcow2() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = dir.path().join("disk.qcow2");
+    let made = Command::new("qemu-img")
+        .args([
+            "create",
+            "-q",
+            "-f",
+            "qcow2",
+            image.to_str().unwrap(),
+            "16M",
+        ])
+        .status()
+        .expect("qemu-img (scripts/setup.sh installs qemu-utils)");
+    assert!(made.success());
+    let sock = dir.path().join("q");
+    let s = Server::start(
+        &sock,
+        "qemu-nbd",
+        &[
+            "-t",
+            "-f",
+            "qcow2",
+            "-x",
+            "disk",
+            "-k",
+            sock.to_str().unwrap(),
+            "--shared=4",
+            image.to_str().unwrap(),
+        ],
+    );
+    let named = format!("nbd+unix:///nope?socket={}", s.socket.display());
+    let e = NbdBackend::open(&NbdUri::parse(&named).unwrap(), true)
+        .err()
+        .unwrap();
+    assert!(
+        matches!(&e, DeviceError::Io { .. }) && e.to_string().contains("no export named \"nope\""),
+        "{e}"
+    );
+    let b = open(&format!("nbd+unix:///disk?socket={}", s.socket.display()));
+    conformance(&b, 4);
+}
+
+/// Certificates as nbdkit and qemu lay them out: the server's in one directory, the
+/// CA's (and a client's) in another.
+fn certificates(dir: &Path) -> (PathBuf, PathBuf) {
+    let sh = |cmd: &str| {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(cmd)
+            .current_dir(dir)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{cmd}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    std::fs::create_dir_all(dir.join("server")).unwrap();
+    std::fs::create_dir_all(dir.join("client")).unwrap();
+    sh("openssl req -x509 -newkey rsa:2048 -nodes -keyout ca-key.pem -out client/ca-cert.pem -days 2 \
+        -subj /CN=hscm-test-ca -addext basicConstraints=critical,CA:TRUE \
+        -addext keyUsage=critical,keyCertSign,cRLSign 2>/dev/null");
+    sh("cp client/ca-cert.pem server/ca-cert.pem");
+    std::fs::write(
+        dir.join("server.ext"),
+        "subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\n\
+         keyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("client.ext"),
+        "basicConstraints=CA:FALSE\nkeyUsage=digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n",
+    )
+    .unwrap();
+    sh("openssl req -newkey rsa:2048 -nodes -keyout server/server-key.pem -out server.csr -subj /CN=localhost 2>/dev/null \
+        && openssl x509 -req -in server.csr -CA client/ca-cert.pem -CAkey ca-key.pem -CAcreateserial \
+        -out server/server-cert.pem -days 2 -extfile server.ext 2>/dev/null");
+    sh("openssl req -newkey rsa:2048 -nodes -keyout client/client-key.pem -out client.csr -subj /CN=hscm-test-client 2>/dev/null \
+        && openssl x509 -req -in client.csr -CA client/ca-cert.pem -CAkey ca-key.pem -CAcreateserial \
+        -out client/client-cert.pem -days 2 -extfile client.ext 2>/dev/null");
+    sh("chmod 600 server/server-key.pem client/client-key.pem");
+    (dir.join("server"), dir.join("client"))
+}
+
+#[test]
+fn nbdkit_over_tls_with_client_certificates() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, client) = certificates(dir.path());
+    let creds = format!("--tls-certificates={}", server.display());
+    let s = Server::nbdkit(
+        &dir.path().join("s"),
+        &[
+            "--tls=require",
+            &creds,
+            "--tls-verify-peer",
+            "memory",
+            "16M",
+        ],
+    );
+    let plain = format!("nbd+unix:///?socket={}", s.socket.display());
+    let e = NbdBackend::open(&NbdUri::parse(&plain).unwrap(), true)
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("requires TLS"), "{e}");
+    let tls = format!(
+        "nbds+unix:///?socket={}&tls-certificates={}",
+        s.socket.display(),
+        client.display()
+    );
+    let b = open(&tls);
+    conformance(&b, 5);
+    // Without the client's certificate the server turns us away.
+    let ca_only = dir.path().join("ca-only");
+    std::fs::create_dir_all(&ca_only).unwrap();
+    std::fs::copy(client.join("ca-cert.pem"), ca_only.join("ca-cert.pem")).unwrap();
+    let uri = format!(
+        "nbds+unix:///?socket={}&tls-certificates={}&timeout=3",
+        s.socket.display(),
+        ca_only.display()
+    );
+    assert!(NbdBackend::open(&NbdUri::parse(&uri).unwrap(), true).is_err());
+}
+
+#[test]
+fn qemu_nbd_over_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server, client) = certificates(dir.path());
+    let image = dir.path().join("disk.qcow2");
+    assert!(Command::new("qemu-img")
+        .args([
+            "create",
+            "-q",
+            "-f",
+            "qcow2",
+            image.to_str().unwrap(),
+            "16M"
+        ])
+        .status()
+        .unwrap()
+        .success());
+    let sock = dir.path().join("q");
+    let object = format!(
+        "tls-creds-x509,id=tls0,endpoint=server,dir={},verify-peer=off",
+        server.display()
+    );
+    let s = Server::start(
+        &sock,
+        "qemu-nbd",
+        &[
+            "-t",
+            "-f",
+            "qcow2",
+            "-k",
+            sock.to_str().unwrap(),
+            "--object",
+            &object,
+            "--tls-creds=tls0",
+            image.to_str().unwrap(),
+        ],
+    );
+    let uri = format!(
+        "nbds+unix:///?socket={}&tls-certificates={}",
+        s.socket.display(),
+        client.display()
+    );
+    conformance(&open(&uri), 6);
+}
+
+#[test]
+fn a_server_killed_mid_write_and_started_again_loses_nothing_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("disk");
+    std::fs::write(&file, vec![0u8; SIZE as usize]).unwrap();
+    let sock = dir.path().join("s");
+    let args = ["file", file.to_str().unwrap()];
+    let mut server = Some(Server::nbdkit(&sock, &args));
+    let b = std::sync::Arc::new(open(&server.as_ref().unwrap().uri("&timeout=20")));
+    let mut model = vec![0u8; SIZE as usize];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(9);
+    for round in 0..6 {
+        // A writer runs while the server is killed and, a moment later, started again.
+        let writes: Vec<(u64, Vec<u8>)> = (0..200)
+            .map(|_| {
+                let at = rng.gen_range(0..SIZE as usize / BLOCK) * BLOCK;
+                (at as u64, vec![rng.gen::<u8>(); BLOCK])
+            })
+            .collect();
+        let writer = {
+            let b = b.clone();
+            let writes = writes.clone();
+            std::thread::spawn(move || {
+                for (i, (at, d)) in writes.iter().enumerate() {
+                    b.write_at(*at, d).unwrap();
+                    if i % 50 == 49 {
+                        b.sync().unwrap();
+                    }
+                }
+                b.sync().unwrap();
+            })
+        };
+        std::thread::sleep(Duration::from_millis(5 + round * 7));
+        server.take().unwrap().kill();
+        std::thread::sleep(Duration::from_millis(100));
+        server = Some(Server::nbdkit(&sock, &args));
+        writer
+            .join()
+            .expect("every write is acknowledged once the server is back");
+        for (at, d) in &writes {
+            model[*at as usize..*at as usize + BLOCK].copy_from_slice(d);
+        }
+    }
+    let mut all = vec![0u8; SIZE as usize];
+    b.read_at(0, &mut all).unwrap();
+    assert!(
+        all == model,
+        "an acknowledged write is missing after the server's restarts"
+    );
+    assert!(
+        b.health()
+            .reconnects
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 6
+    );
+    drop(server);
+    let on_disk = std::fs::read(&file).unwrap();
+    assert!(on_disk == model, "the file differs from what was flushed");
+}
+
+#[test]
+fn a_server_that_stops_answering_fails_the_request_at_the_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::nbdkit(
+        &dir.path().join("s"),
+        &["--filter=delay", "memory", "16M", "delay-write=60"],
+    );
+    let b = open(&s.uri("&timeout=1.5"));
+    let started = Instant::now();
+    let e = b.write_at(0, &[1u8; BLOCK]).unwrap_err();
+    let took = started.elapsed();
+    assert_eq!(e.kind(), std::io::ErrorKind::TimedOut, "{e}");
+    assert!(e.to_string().contains("no answer within 1.5 s"), "{e}");
+    assert!(
+        took < Duration::from_secs(10),
+        "the request hung for {took:?}"
+    );
+    // Reads the server still answers keep working.
+    let mut buf = [0u8; BLOCK];
+    b.read_at(BLOCK as u64, &mut buf).unwrap();
+}
+
+#[test]
+fn a_full_export_says_so_and_a_missing_one_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::nbdkit(
+        &dir.path().join("s"),
+        &[
+            "--filter=error",
+            "memory",
+            "16M",
+            "error-pwrite=ENOSPC",
+            "error-pwrite-rate=100%",
+        ],
+    );
+    let b = open(&s.uri(""));
+    let e = b.write_at(0, &[1u8; BLOCK]).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::StorageFull, "{e}");
+    assert!(
+        e.to_string().contains("failed a write of 4096 bytes at 0"),
+        "{e}"
+    );
+    let gone = format!(
+        "nbd+unix:///?socket={}&timeout=0.5",
+        dir.path().join("nobody").display()
+    );
+    let started = Instant::now();
+    let e = home::open(Path::new(&gone), true).err().unwrap();
+    assert!(e.to_string().contains("cannot reach"), "{e}");
+    assert!(started.elapsed() < Duration::from_secs(5));
+}
+
+#[test]
+fn create_takes_only_an_empty_export_unless_told_to_overwrite() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::nbdkit(&dir.path().join("s"), &["memory", "16M"]);
+    let uri = s.uri("");
+    let home = home::create(Path::new(&uri), SIZE, false).unwrap();
+    home.write_at(0, &[9u8; BLOCK]).unwrap();
+    home.sync().unwrap();
+    drop(home);
+    let e = home::create(Path::new(&uri), SIZE, false).err().unwrap();
+    assert!(matches!(e, DeviceError::AlreadyExists { .. }), "{e}");
+    home::create(Path::new(&uri), SIZE, true).unwrap();
+    let e = home::create(Path::new(&uri), SIZE + 1, true).err().unwrap();
+    assert!(e.to_string().contains("this volume needs"), "{e}");
+}
