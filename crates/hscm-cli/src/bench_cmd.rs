@@ -5,7 +5,7 @@ use anyhow::Result;
 use clap::Subcommand;
 
 use hscm_lab::experiments::{RestartArgs, TierBenchArgs, VolumeBenchArgs};
-use hscm_lab::{fs, nbd, nbd_strangers, ring};
+use hscm_lab::{fs, nbd, nbd_strangers, remote, ring};
 use hscm_sweep::commands::{CacheBenchArgs, MemsimBenchArgs, MemsimValidateArgs};
 use hscm_sweep::experiment::run_and_print;
 
@@ -21,6 +21,7 @@ pub enum BenchCmd {
     NbdStrangers(nbd_strangers::StrangersArgs),
     Fs(fs::FsBenchArgs),
     FsWork(fs::FsWorkArgs),
+    Remote(remote::RemoteBenchArgs),
     Restart(RestartArgs),
 }
 
@@ -37,6 +38,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::NbdStrangers(a) => run_and_print(&a),
         BenchCmd::Fs(a) => run_and_print(&a),
         BenchCmd::FsWork(a) => run_and_print(&a),
+        BenchCmd::Remote(a) => run_and_print(&a),
         BenchCmd::Restart(a) => run_and_print(&a),
     }
 }

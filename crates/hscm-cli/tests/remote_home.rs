@@ -325,3 +325,52 @@ fn a_home_killed_under_a_serving_volume_fails_writes_at_the_deadline_and_loses_n
     let _nbd = hscm_nbd(&home, &served);
     nbdcopy_equal(dir.path(), &served, &input);
 }
+
+/// `hscm bench remote`, short: every target at every point and added RTT, in the JSON
+/// contract, with the ratios the targets are read against.
+#[test]
+fn bench_remote_json_measures_every_target_at_every_rtt() {
+    let o = run(&[
+        "bench",
+        "remote",
+        "--seconds",
+        "0.2",
+        "--size",
+        "16M",
+        "--rtt-ms",
+        "0,1",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = v["rows"].as_array().unwrap();
+    for rtt in [0.0, 1.0] {
+        for target in ["direct", "flat-local", "flat-remote", "tier-remote"] {
+            for workload in ["randread", "randwrite", "read", "write"] {
+                let r = rows
+                    .iter()
+                    .find(|r| {
+                        r["target"] == target
+                            && r["workload"] == workload
+                            && r["rtt_ms"].as_f64() == Some(rtt)
+                    })
+                    .unwrap_or_else(|| panic!("no {workload} row for {target} at {rtt} ms"));
+                assert!(r["iops"].as_f64().unwrap() > 0.0, "{r}");
+                for field in ["bs", "qd", "jobs", "mbps", "p50_us", "p99_us"] {
+                    assert!(!r[field].is_null(), "{field} missing: {r}");
+                }
+            }
+        }
+        let hot = rows
+            .iter()
+            .find(|r| r["workload"] == "randread-hot" && r["rtt_ms"].as_f64() == Some(rtt))
+            .expect("the tier's DRAM-hit point");
+        assert!(hot["hit_ratio"].as_f64().unwrap() > 0.9, "{hot}");
+    }
+    let ratios = v["ratios"].as_object().unwrap();
+    assert!(ratios.contains_key("randread 4096 qd1x1 rtt1 flat-remote/flat-local"));
+    assert!(ratios.contains_key("randwrite 4096 qd16x4 rtt1 flat-remote/direct"));
+    assert!(ratios.contains_key("randread 4096 qd1x1 rtt1 tier-remote/direct p50"));
+    let o = run(&["bench", "remote", "--rtt-ms", "-3"]);
+    assert!(!o.status.success());
+}

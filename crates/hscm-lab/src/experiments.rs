@@ -228,6 +228,20 @@ impl Experiment for fs::FsWorkArgs {
     }
 }
 
+impl Experiment for crate::remote::RemoteBenchArgs {
+    type Output = crate::remote::RemoteBench;
+    fn json(&self) -> bool {
+        self.json
+    }
+    fn run(&self) -> Result<Self::Output> {
+        crate::remote::bench(self)
+    }
+    fn print(&self, out: &Self::Output) -> Result<()> {
+        print!("{}", out.render());
+        Ok(())
+    }
+}
+
 impl Experiment for kv::KvBenchArgs {
     type Output = kv::KvRuns;
     fn json(&self) -> bool {

@@ -32,6 +32,7 @@ pub mod fs;
 pub mod kv;
 pub mod nbd;
 pub mod nbd_strangers;
+pub mod remote;
 pub mod ring;
 pub mod tier;
 pub mod volume;

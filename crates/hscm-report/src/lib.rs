@@ -19,6 +19,7 @@ pub mod memsim;
 pub mod nbd;
 pub mod plot;
 pub mod python;
+mod remote;
 pub mod ring;
 pub mod targets;
 pub mod tier;

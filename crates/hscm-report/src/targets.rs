@@ -181,6 +181,16 @@ target!(FS_WORK_LS_VS_TMPFS, "ls -l of the largest directory, page cache dropped
 target!(FS_WORK_IMMEDIATE_VS_EXT4_SYNC, "real work, immediate: the slowest step, hscm / ext4 mounted sync,dirsync (seconds)", <= 1.0, "x",
     ThisProject, "", "every operation durable at return, no slower than ext4 with the same promise");
 
+// Homes on the network (issue 52's own bars).
+target!(REMOTE_READ_VS_LOCAL, "4 KiB random reads of a flat volume on an NBD home / on a local home (IOPS)", >= 0.9, "x",
+    ThisProject, "", "reads of a volume whose home is on the network at RAM speed");
+target!(REMOTE_DURABLE_WRITE_VS_DIRECT, "durable 4 KiB random writes QD16x4, volume on an NBD home / fio straight at the export (IOPS)", >= 0.8, "x",
+    ThisProject, "", "durable writes through the volume near what the export itself takes");
+target!(REMOTE_TIER_MISS_VS_RTT, "tier miss p50 / a direct read's p50 at QD1 with 1 ms added round trip", <= 1.2, "x",
+    ThisProject, "", "a miss costs one round trip");
+target!(REMOTE_TIER_HIT_VS_LOCAL, "tier DRAM hits on an NBD home / flat volume reads on a local home, 4 KiB QD16x4 (IOPS)", >= 0.9, "x",
+    ThisProject, "", "hits do not notice the network");
+
 // The tiered volume (the project's own goals, set by its issue; Baek & Park 2020 §4 and
 // Park & Bahn 2020 motivate it).
 target!(TIER_REPLAY_DIFFERENCES, "policies whose replayed DRAM hits or misses differ from the simulator's", <= 0.0, "",
@@ -285,6 +295,10 @@ pub static ALL: &[&Target] = &[
     &FS_WORK_BUILD_VS_TMPFS,
     &FS_WORK_LS_VS_TMPFS,
     &FS_WORK_IMMEDIATE_VS_EXT4_SYNC,
+    &REMOTE_READ_VS_LOCAL,
+    &REMOTE_DURABLE_WRITE_VS_DIRECT,
+    &REMOTE_TIER_MISS_VS_RTT,
+    &REMOTE_TIER_HIT_VS_LOCAL,
     &TIER_REPLAY_DIFFERENCES,
     &TIER_HIT_VS_FLAT,
     &TIER_HIT_SCALING,

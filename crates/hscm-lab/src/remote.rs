@@ -1,0 +1,486 @@
+//! `hscm bench remote`: volumes whose home is an NBD export on the network, against the
+//! same workload run straight at that export, in the same run (issue 52).
+//!
+//! The export is nbdkit's memory plugin over TCP on 127.0.0.1 (a server that acknowledges
+//! a write once it holds it, so a plain write costs what a FUA write costs there: one
+//! round trip). Added round-trip time is delay on the path, not a server's sleep: a relay
+//! in front of the export holds every byte for half the RTT in each direction, with any
+//! number of requests in flight (so a pipelined client pays the RTT once, as on a real
+//! link). `tc netem` would be the kernel's way; this machine's kernel has no sch_netem,
+//! so the relay stands in for it, and at 0 ms there is no relay at all. Every target
+//! is driven by fio's nbd engine:
+//!
+//! * `direct`: fio straight at the export (its bound: one round trip per request);
+//! * `flat-local`: a flat volume on a local file, served by hscm's NBD server over a
+//!   Unix socket (the baseline of reads at RAM speed);
+//! * `flat-remote`: the same volume with its home on the export, served the same way;
+//! * `tier-remote`: a tiered volume with an eighth of its size in DRAM on the export;
+//!   `randread-hot` reads a region that fits in DRAM (hits), `randread` all of it.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use hscm_block::BlockTarget;
+use hscm_nbd::{Endpoint, ExportOptions, Listener, Server};
+use hscm_tier::{TierConfig, TieredVolume};
+use hscm_volume::{CreateOptions, Durability, OpenOptions, Volume};
+use serde::{Deserialize, Serialize};
+
+use crate::units::{parse_size, size_arg};
+
+/// Volumes on an NBD home against fio straight at the export, with 0 and 1 ms of added
+/// round trip (a relay that delays each direction by half of it): 4 KiB random reads and
+/// durable writes at QD1 and QD16, 1 MiB sequential reads and writes, for the flat
+/// volume (local home beside it) and the tiered volume (DRAM hits and misses, and its
+/// hit ratio). Needs fio and nbdkit (scripts/setup.sh).
+///
+/// Example: hscm bench remote --seconds 2 --json
+#[derive(clap::Args, Clone, Debug)]
+pub struct RemoteBenchArgs {
+    /// Seconds per measured point.
+    #[arg(long, default_value_t = 2.0)]
+    pub seconds: f64,
+    /// Volume size (the working set of every target).
+    #[arg(long, default_value = size_arg(128 << 20), value_parser = parse_size)]
+    pub size: u64,
+    /// Added round-trip times, in milliseconds, comma-separated.
+    #[arg(long, value_delimiter = ',', default_values_t = [0.0, 1.0])]
+    pub rtt_ms: Vec<f64>,
+    /// Directory for the local volume (default: the system temporary directory).
+    #[arg(long)]
+    pub dir: Option<PathBuf>,
+    /// Print JSON (a stable contract) instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// One measured point. Field names are the `--json` contract.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RemoteRow {
+    /// randread, randwrite, randread-hot (a DRAM-sized region), read or write (1 MiB
+    /// sequential).
+    pub workload: String,
+    pub bs: u64,
+    pub qd: u32,
+    pub jobs: u32,
+    /// direct, flat-local, flat-remote or tier-remote.
+    pub target: String,
+    /// Added round trip (the delay relay), ms.
+    pub rtt_ms: f64,
+    pub iops: f64,
+    pub mbps: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    /// tier-remote: the DRAM's read hit ratio over the point.
+    pub hit_ratio: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RemoteBench {
+    pub rows: Vec<RemoteRow>,
+    /// "WORKLOAD BS qdQDxJOBS rttR TARGET/BASELINE" → IOPS ratio (or, for "… p50",
+    /// the median latency ratio), from this run.
+    pub ratios: BTreeMap<String, f64>,
+    pub seconds: f64,
+    pub size: u64,
+    /// What was left out, and why.
+    pub skipped: Vec<String>,
+}
+
+/// (workload, block size, QD per job, jobs).
+const POINTS: [(&str, u64, u32, u32); 6] = [
+    ("randread", 4096, 1, 1),
+    ("randread", 4096, 16, 4),
+    ("randwrite", 4096, 1, 1),
+    ("randwrite", 4096, 16, 4),
+    ("read", 1 << 20, 1, 1),
+    ("write", 1 << 20, 1, 1),
+];
+
+pub fn bench(a: &RemoteBenchArgs) -> Result<RemoteBench> {
+    if a.seconds <= 0.0 || a.size < (16 << 20) {
+        bail!("--seconds must be positive and --size at least 16M");
+    }
+    if a.rtt_ms.iter().any(|r| !(0.0..=1000.0).contains(r)) {
+        bail!("--rtt-ms takes milliseconds from 0 to 1000");
+    }
+    let mut out = RemoteBench {
+        rows: Vec::new(),
+        ratios: BTreeMap::new(),
+        seconds: a.seconds,
+        size: a.size,
+        skipped: Vec::new(),
+    };
+    for &rtt in &a.rtt_ms {
+        out.rows.extend(run_at(a, rtt)?);
+    }
+    out.ratios = ratios(&out.rows);
+    Ok(out)
+}
+
+/// A TCP relay in front of `upstream` that holds every byte for `one_way` in each
+/// direction: the added round trip is twice that, whatever is in flight.
+struct DelayRelay {
+    port: u16,
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for DelayRelay {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        // Wake the accept loop.
+        let _ = std::net::TcpStream::connect(("127.0.0.1", self.port));
+    }
+}
+
+impl DelayRelay {
+    fn start(upstream: u16, one_way: Duration) -> Result<DelayRelay> {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        let port = listener.local_addr()?.port();
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                if s.load(std::sync::atomic::Ordering::Relaxed) {
+                    break;
+                }
+                let Ok(client) = client else { continue };
+                let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", upstream)) else {
+                    continue;
+                };
+                let _ = client.set_nodelay(true);
+                let _ = server.set_nodelay(true);
+                for (from, to) in [
+                    (client.try_clone(), server.try_clone()),
+                    (server.try_clone(), client.try_clone()),
+                ] {
+                    if let (Ok(from), Ok(to)) = (from, to) {
+                        delayed_pipe(from, to, one_way);
+                    }
+                }
+            }
+        });
+        Ok(DelayRelay { port, stop })
+    }
+}
+
+/// Copies `from` to `to`, each chunk sent `delay` after it arrived.
+fn delayed_pipe(mut from: std::net::TcpStream, mut to: std::net::TcpStream, delay: Duration) {
+    use std::io::{Read, Write};
+    let (tx, rx) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
+    std::thread::spawn(move || {
+        let mut buf = vec![0u8; 1 << 20];
+        loop {
+            match from.read(&mut buf) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => {
+                    if tx
+                        .send((Instant::now() + delay, buf[..n].to_vec()))
+                        .is_err()
+                    {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+    std::thread::spawn(move || {
+        for (due, bytes) in rx {
+            std::thread::sleep(due.saturating_duration_since(Instant::now()));
+            if to.write_all(&bytes).is_err() {
+                break;
+            }
+        }
+        let _ = to.shutdown(std::net::Shutdown::Write);
+    });
+}
+
+/// nbdkit's memory plugin over TCP on 127.0.0.1, killed when dropped.
+struct Export {
+    child: Child,
+    uri: String,
+    _relay: Option<DelayRelay>,
+}
+
+impl Drop for Export {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The export, reached through a [`DelayRelay`] when `rtt` adds any delay.
+fn start_export(size: u64, rtt: f64) -> Result<Export> {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port();
+    let child = Command::new("nbdkit")
+        .args([
+            "--foreground",
+            "--exit-with-parent",
+            "-i",
+            "127.0.0.1",
+            "-p",
+        ])
+        .arg(port.to_string())
+        .args(["memory", &size.to_string(), "allocator=malloc"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("starting nbdkit (Debian package nbdkit; scripts/setup.sh installs it)")?;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if Instant::now() > deadline {
+            bail!("nbdkit did not listen on 127.0.0.1:{port}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let relay = (rtt > 0.0)
+        .then(|| DelayRelay::start(port, Duration::from_secs_f64(rtt / 2000.0)))
+        .transpose()?;
+    let reached = relay.as_ref().map_or(port, |r| r.port);
+    Ok(Export {
+        child,
+        uri: format!("nbd://127.0.0.1:{reached}/"),
+        _relay: relay,
+    })
+}
+
+/// A block target served by hscm's NBD server on a Unix socket, stopped when dropped.
+struct Served {
+    uri: String,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn serve(target: Arc<dyn BlockTarget>, socket: PathBuf) -> Result<Served> {
+    let _ = std::fs::remove_file(&socket);
+    let listener = Listener::bind(&Endpoint::Unix(socket))?;
+    let uri = listener.uri("");
+    let server = Arc::new(Server::new(target, ExportOptions::default()));
+    let stop = Arc::new(AtomicBool::new(false));
+    let s = stop.clone();
+    let thread = std::thread::spawn(move || {
+        let _ = listener.serve(server, s);
+    });
+    Ok(Served {
+        uri,
+        stop,
+        thread: Some(thread),
+    })
+}
+
+fn fio_point(
+    uri: &str,
+    rw: &str,
+    bs: u64,
+    qd: u32,
+    jobs: u32,
+    size: u64,
+    seconds: Option<f64>,
+) -> Result<crate::fio::FioResult> {
+    let args = vec![
+        "--ioengine=nbd".to_string(),
+        format!("--uri={uri}"),
+        format!("--rw={rw}"),
+        format!("--bs={bs}"),
+        format!("--iodepth={qd}"),
+        format!("--numjobs={jobs}"),
+        format!("--size={size}"),
+    ];
+    crate::fio::run(&args, uri, seconds)
+}
+
+/// Every point of one RTT.
+fn run_at(a: &RemoteBenchArgs, rtt: f64) -> Result<Vec<RemoteRow>> {
+    let scratch = crate::scratch::Scratch::new("remote", a.dir.as_deref())?;
+    let dir = scratch.path();
+    let home_len = a.size + (64 << 20);
+    let mut rows = Vec::new();
+    let row = |target: &str,
+               (rw, bs, qd, jobs): (&str, u64, u32, u32),
+               r: crate::fio::FioResult,
+               hit: Option<f64>| RemoteRow {
+        workload: rw.into(),
+        bs,
+        qd,
+        jobs,
+        target: target.into(),
+        rtt_ms: rtt,
+        iops: r.iops,
+        mbps: r.mbps,
+        p50_us: r.p50_us,
+        p99_us: r.p99_us,
+        hit_ratio: hit,
+    };
+
+    // fio straight at the export: one round trip per request.
+    let direct = start_export(home_len, rtt)?;
+    fio_point(&direct.uri, "write", 1 << 20, 1, 1, a.size, None)?;
+    for p in POINTS {
+        let r = fio_point(&direct.uri, p.0, p.1, p.2, p.3, a.size, Some(a.seconds))?;
+        rows.push(row("direct", p, r, None));
+    }
+    drop(direct);
+
+    let opts = CreateOptions {
+        durability: Durability::Immediate,
+        ..CreateOptions::default()
+    };
+    let flat = |home: &Path| -> Result<Arc<dyn BlockTarget>> {
+        Volume::create(
+            home,
+            a.size,
+            &CreateOptions {
+                overwrite: true,
+                ..opts.clone()
+            },
+        )?;
+        let v = Volume::open(home, &OpenOptions::default())?;
+        v.wait_loaded(None)?;
+        Ok(Arc::new(v))
+    };
+    // The flat volume, on a local file and on the export, served alike.
+    let local = dir.join("flat.hscm");
+    let export = start_export(home_len, rtt)?;
+    for (target, home) in [
+        ("flat-local", local.clone()),
+        ("flat-remote", PathBuf::from(&export.uri)),
+    ] {
+        let served = serve(flat(&home)?, dir.join(format!("{target}.sock")))?;
+        fio_point(&served.uri, "write", 1 << 20, 1, 1, a.size, None)?;
+        for p in POINTS {
+            let r = fio_point(&served.uri, p.0, p.1, p.2, p.3, a.size, Some(a.seconds))?;
+            rows.push(row(target, p, r, None));
+        }
+    }
+    drop(export);
+
+    // The tiered volume on the export: an eighth of it in DRAM.
+    let export = start_export(home_len, rtt)?;
+    let ram = (a.size / 8).max(4 << 20);
+    let home = PathBuf::from(&export.uri);
+    TieredVolume::create(&home, &TierConfig::new(a.size, ram), true)?;
+    let tier = Arc::new(TieredVolume::open(&home)?);
+    let served = serve(tier.clone(), dir.join("tier.sock"))?;
+    fio_point(&served.uri, "write", 1 << 20, 1, 1, a.size, None)?;
+    let hot = ram / 2;
+    let mut points: Vec<(&str, u64, u32, u32, u64)> = vec![
+        ("randread-hot", 4096, 1, 1, hot),
+        ("randread-hot", 4096, 16, 4, hot),
+    ];
+    points.extend(POINTS.iter().map(|p| (p.0, p.1, p.2, p.3, a.size)));
+    for (rw, bs, qd, jobs, span) in points {
+        if rw == "randread-hot" {
+            // Warm: read the region once, so it is in DRAM.
+            fio_point(&served.uri, "read", 1 << 20, 1, 1, span, None)?;
+        }
+        let before = tier.stats().tiers[0].clone();
+        let fio_rw = if rw == "randread-hot" { "randread" } else { rw };
+        let r = fio_point(&served.uri, fio_rw, bs, qd, jobs, span, Some(a.seconds))?;
+        let after = tier.stats().tiers[0].clone();
+        let hits = after.read_hits.saturating_sub(before.read_hits) as f64;
+        let misses = after.read_misses.saturating_sub(before.read_misses) as f64;
+        let hit = (hits + misses > 0.0).then(|| hits / (hits + misses));
+        rows.push(row("tier-remote", (rw, bs, qd, jobs), r, hit));
+    }
+    drop(served);
+    Ok(rows)
+}
+
+/// The ratios the issue's targets are read against.
+fn ratios(rows: &[RemoteRow]) -> BTreeMap<String, f64> {
+    let find = |target: &str, rw: &str, bs: u64, qd: u32, rtt: f64| {
+        rows.iter().find(|r| {
+            r.target == target && r.workload == rw && r.bs == bs && r.qd == qd && r.rtt_ms == rtt
+        })
+    };
+    let mut out = BTreeMap::new();
+    for r in rows.iter().filter(|r| r.target == "flat-remote") {
+        let key = |base: &str| {
+            format!(
+                "{} {} qd{}x{} rtt{} flat-remote/{base}",
+                r.workload, r.bs, r.qd, r.jobs, r.rtt_ms
+            )
+        };
+        if let Some(l) = find("flat-local", &r.workload, r.bs, r.qd, r.rtt_ms) {
+            out.insert(key("flat-local"), r.iops / l.iops);
+        }
+        if let Some(d) = find("direct", &r.workload, r.bs, r.qd, r.rtt_ms) {
+            out.insert(key("direct"), r.iops / d.iops);
+        }
+    }
+    for r in rows.iter().filter(|r| r.target == "tier-remote") {
+        let key = |what: &str| {
+            format!(
+                "{} {} qd{}x{} rtt{} tier-remote/{what}",
+                r.workload, r.bs, r.qd, r.jobs, r.rtt_ms
+            )
+        };
+        if r.workload == "randread-hot" {
+            if let Some(l) = find("flat-local", "randread", r.bs, r.qd, r.rtt_ms)
+                .or_else(|| find("flat-local", "randread", r.bs, r.qd, 0.0))
+            {
+                out.insert(key("flat-local"), r.iops / l.iops);
+            }
+        } else if let Some(d) = find("direct", &r.workload, r.bs, r.qd, r.rtt_ms) {
+            out.insert(key("direct"), r.iops / d.iops);
+            if r.workload == "randread" && r.qd == 1 {
+                out.insert(key("direct p50"), r.p50_us / d.p50_us);
+            }
+        }
+    }
+    out
+}
+
+impl RemoteBench {
+    pub fn render(&self) -> String {
+        let mut s = format!(
+            "volumes on an NBD home (nbdkit memory over TCP, RTT added by a delay relay) against fio straight at the export; {:.1} s points, {} MiB\n\n",
+            self.seconds,
+            self.size >> 20
+        );
+        s += &format!(
+            "{:<13} {:>8} {:>8} {:<12} {:>6} {:>10} {:>9} {:>9} {:>9} {:>6}\n",
+            "workload", "bs", "qd x j", "target", "rtt", "IOPS", "MB/s", "p50 µs", "p99 µs", "hits"
+        );
+        for r in &self.rows {
+            s += &format!(
+                "{:<13} {:>8} {:>8} {:<12} {:>6} {:>10.0} {:>9.1} {:>9.1} {:>9.1} {:>6}\n",
+                r.workload,
+                r.bs,
+                format!("{}x{}", r.qd, r.jobs),
+                r.target,
+                format!("{}ms", r.rtt_ms),
+                r.iops,
+                r.mbps,
+                r.p50_us,
+                r.p99_us,
+                r.hit_ratio
+                    .map_or("-".into(), |h| format!("{:.0}%", h * 100.0))
+            );
+        }
+        s += "\nratios (same run):\n";
+        for (k, v) in &self.ratios {
+            s += &format!("  {k:<58} {v:.2}x\n");
+        }
+        for why in &self.skipped {
+            s += &format!("skipped: {why}\n");
+        }
+        s
+    }
+}

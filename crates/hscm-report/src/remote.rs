@@ -1,0 +1,103 @@
+//! The NBD section's part on homes over the network (`hscm bench remote`, issue 52):
+//! volumes whose home is an NBD export, against fio straight at that export.
+
+use std::fmt::Write as _;
+
+use anyhow::Result;
+
+use crate::{targets, Check};
+use hscm_lab::remote::{self, RemoteBench, RemoteBenchArgs};
+
+fn ratio(b: &RemoteBench, key: &str) -> f64 {
+    b.ratios.get(key).copied().unwrap_or(f64::NAN)
+}
+
+/// Runs the bench, writes its table and returns its checks and output.
+pub fn subsection(md: &mut String, quick: bool) -> Result<(Vec<(String, Check)>, RemoteBench)> {
+    let args = RemoteBenchArgs {
+        seconds: if quick { 0.3 } else { 2.0 },
+        size: if quick { 16 << 20 } else { 128 << 20 },
+        ..hscm_lab::flag_defaults()
+    };
+    note!("[nbd] volumes on a home over the network, against the export itself");
+    let b = remote::bench(&args)?;
+    writeln!(md, "### A home on the network: volumes on an NBD export\n")?;
+    writeln!(md, "`hscm bench remote`: the export is nbdkit's memory plugin over TCP (a write costs one round trip, as \
+        a FUA write would there); `direct` is fio's nbd engine straight at it, `flat-local` a flat immediate volume on \
+        a local file, `flat-remote` the same volume with its home on the export, `tier-remote` a tiered volume on the \
+        export with an eighth of it in DRAM (`randread-hot` reads a region that fits there). The volumes are served by \
+        hscm's NBD server over a Unix socket and driven by the same fio. Added round trip: a relay that holds every byte \
+        for half of it in each direction (this kernel has no `sch_netem`). {:.1} s per point, {}.\n",
+        b.seconds, hscm_lab::units::human_bytes(b.size))?;
+    writeln!(
+        md,
+        "| workload | bs | QD x jobs | target | added RTT | IOPS | p50 µs | p99 µs | DRAM hits |"
+    )?;
+    writeln!(md, "|---|---:|---:|---|---:|---:|---:|---:|---:|")?;
+    for r in &b.rows {
+        writeln!(
+            md,
+            "| {} | {} | {}x{} | {} | {} ms | {:.0} | {:.1} | {:.1} | {} |",
+            r.workload,
+            hscm_lab::units::human_bytes(r.bs),
+            r.qd,
+            r.jobs,
+            r.target,
+            r.rtt_ms,
+            r.iops,
+            r.p50_us,
+            r.p99_us,
+            r.hit_ratio
+                .map_or("".into(), |h| format!("{:.0}%", h * 100.0))
+        )?;
+    }
+    writeln!(md)?;
+    writeln!(md, "Durable writes pay a WRITE and a covering FLUSH (two round trips), and a connection carries one \
+        caller's requests at a time (at most four in flight); a tier miss is fetched block by block under the tier's \
+        lock (docs/remote.md).\n")?;
+    let rtt = args.rtt_ms.iter().copied().fold(0.0, f64::max);
+    let mut checks = Vec::new();
+    for qd in ["qd1x1", "qd16x4"] {
+        checks.push((
+            format!("4 KiB, {qd}, {rtt} ms"),
+            Check::new(
+                &targets::REMOTE_READ_VS_LOCAL,
+                ratio(
+                    &b,
+                    &format!("randread 4096 {qd} rtt{rtt} flat-remote/flat-local"),
+                ),
+            ),
+        ));
+    }
+    checks.push((
+        format!("{rtt} ms"),
+        Check::new(
+            &targets::REMOTE_DURABLE_WRITE_VS_DIRECT,
+            ratio(
+                &b,
+                &format!("randwrite 4096 qd16x4 rtt{rtt} flat-remote/direct"),
+            ),
+        ),
+    ));
+    checks.push((
+        format!("{rtt} ms"),
+        Check::new(
+            &targets::REMOTE_TIER_MISS_VS_RTT,
+            ratio(
+                &b,
+                &format!("randread 4096 qd1x1 rtt{rtt} tier-remote/direct p50"),
+            ),
+        ),
+    ));
+    checks.push((
+        format!("QD16x4, {rtt} ms"),
+        Check::new(
+            &targets::REMOTE_TIER_HIT_VS_LOCAL,
+            ratio(
+                &b,
+                &format!("randread-hot 4096 qd16x4 rtt{rtt} tier-remote/flat-local"),
+            ),
+        ),
+    ));
+    Ok((checks, b))
+}
