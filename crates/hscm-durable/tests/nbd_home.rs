@@ -489,3 +489,57 @@ fn create_takes_only_an_empty_export_unless_told_to_overwrite() {
     let e = home::create(Path::new(&uri), SIZE + 1, true).err().unwrap();
     assert!(e.to_string().contains("this volume needs"), "{e}");
 }
+
+/// A server that sends anything (a good greeting cut short or corrupted, replies with
+/// wrong magic, cookies, lengths or chunk types) gets errors from the client, never a
+/// panic or a hang: the fuzz target `nbd_client`'s driver, seeded.
+#[test]
+fn a_hostile_server_gets_errors_not_panics() {
+    use hscm_durable::nbd::testing::{handshake, run_client};
+    use hscm_durable::nbd::wire::*;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(52);
+    let good = handshake(1 << 20, TX_SEND_FLUSH | TX_SEND_TRIM | TX_SEND_WRITE_ZEROES);
+    // A reply to each request the driver makes, and some that answer nothing asked.
+    let mut replies = Vec::new();
+    for cookie in 1..6u64 {
+        replies.extend_from_slice(&STRUCTURED_REPLY_MAGIC.to_be_bytes());
+        replies.extend_from_slice(&REPLY_FLAG_DONE.to_be_bytes());
+        replies.extend_from_slice(&REPLY_TYPE_OFFSET_DATA.to_be_bytes());
+        replies.extend_from_slice(&cookie.to_be_bytes());
+        replies.extend_from_slice(&(8u32 + 8192 * 3).to_be_bytes());
+        replies.extend_from_slice(&0u64.to_be_bytes());
+    }
+    assert!(run_client(&good), "the well-formed greeting is accepted");
+    assert!(
+        !run_client(&good[..good.len() - 1]),
+        "a greeting cut short is not"
+    );
+    for round in 0..60 {
+        let mut bytes = good.clone();
+        if round % 3 == 0 {
+            bytes.extend_from_slice(&replies);
+        }
+        match round % 5 {
+            0 => bytes.truncate(rng.gen_range(0..bytes.len())),
+            1 => {
+                for _ in 0..rng.gen_range(1..4) {
+                    let i = rng.gen_range(0..bytes.len());
+                    bytes[i] = rng.gen();
+                }
+            }
+            2 => bytes.extend((0..rng.gen_range(1..200)).map(|_| rng.gen::<u8>())),
+            3 => {
+                let i = rng.gen_range(0..bytes.len());
+                bytes.insert(i, rng.gen());
+            }
+            _ => {
+                // A reply claiming a huge length.
+                bytes.extend_from_slice(&STRUCTURED_REPLY_MAGIC.to_be_bytes());
+                bytes.extend_from_slice(&[0, 0, 0x80, 0x01]);
+                bytes.extend_from_slice(&1u64.to_be_bytes());
+                bytes.extend_from_slice(&u32::MAX.to_be_bytes());
+            }
+        }
+        run_client(&bytes);
+    }
+}

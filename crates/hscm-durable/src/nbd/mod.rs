@@ -19,6 +19,8 @@
 
 mod session;
 mod stream;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod uri;
 pub mod wire;
 
