@@ -543,3 +543,106 @@ fn a_hostile_server_gets_errors_not_panics() {
         run_client(&bytes);
     }
 }
+
+/// A TCP relay in front of a server whose connections the test can cut at any moment
+/// (a dropped link), while new connections still get through.
+struct CuttableRelay {
+    port: u16,
+    live: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl CuttableRelay {
+    fn start(upstream: &Path) -> CuttableRelay {
+        use std::os::unix::net::UnixStream;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let live = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let keep = live.clone();
+        let upstream = upstream.to_path_buf();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let Ok(server) = UnixStream::connect(&upstream) else {
+                    continue;
+                };
+                keep.lock().unwrap().push(client.try_clone().unwrap());
+                let (mut c1, mut c2) = (client.try_clone().unwrap(), client);
+                let (mut s1, mut s2) = (server.try_clone().unwrap(), server);
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut c1, &mut s1);
+                    let _ = s1.shutdown(std::net::Shutdown::Both);
+                });
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut s2, &mut c2);
+                    let _ = c2.shutdown(std::net::Shutdown::Both);
+                });
+            }
+        });
+        CuttableRelay { port, live }
+    }
+
+    /// Drops every connection through the relay, as a failed link does.
+    fn cut(&self) -> usize {
+        let mut live = self.live.lock().unwrap();
+        for c in live.iter() {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+        std::mem::take(&mut *live).len()
+    }
+}
+
+#[test]
+fn dropped_connections_under_several_writers_lose_nothing_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::nbdkit(&dir.path().join("s"), &["memory", "16M"]);
+    let relay = CuttableRelay::start(&s.socket);
+    let uri = format!("nbd://127.0.0.1:{}/?timeout=20", relay.port);
+    let b = std::sync::Arc::new(open(&uri));
+    assert!(b.connections() > 1);
+    // Four writers, each on its own blocks, flushing now and then, while the relay
+    // drops every connection again and again.
+    let writers: Vec<_> = (0..4u64)
+        .map(|w| {
+            let b = b.clone();
+            std::thread::spawn(move || {
+                let mut acked = Vec::new();
+                for i in 0..300u64 {
+                    let block = w * 1000 + i;
+                    let data = vec![(w * 31 + i) as u8 | 1; BLOCK];
+                    b.write_at(block * BLOCK as u64, &data).unwrap();
+                    acked.push((block, data[0]));
+                    if i % 40 == 39 {
+                        b.sync().unwrap();
+                    }
+                }
+                b.sync().unwrap();
+                acked
+            })
+        })
+        .collect();
+    let mut cuts = 0;
+    for _ in 0..25 {
+        if writers.iter().all(|w| w.is_finished()) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(40));
+        cuts += relay.cut();
+    }
+    assert!(cuts > 0, "no connection was cut while the writers ran");
+    for w in writers {
+        for (block, byte) in w.join().expect("every write is acknowledged in the end") {
+            let mut got = vec![0u8; BLOCK];
+            b.read_at(block * BLOCK as u64, &mut got).unwrap();
+            assert!(
+                got.iter().all(|&x| x == byte),
+                "block {block} lost its acknowledged write"
+            );
+        }
+    }
+    assert!(
+        b.health()
+            .reconnects
+            .load(std::sync::atomic::Ordering::Relaxed)
+            > 0
+    );
+}

@@ -463,18 +463,32 @@ impl NbdBackend {
             .iter()
             .map(|(at, b)| Op::new(CMD_WRITE, 0, *at, b.len() as u32, Data::Write(b)))
             .collect();
+        let covered = self.replay.lock().seq;
         let mut slot = self.conns[conn].lock();
         let result = self.attempt(&mut slot, &mut ops, deadline).and_then(|()| {
-            match ops.iter().find(|o| o.error.is_some()) {
-                Some(o) => Err(io::Error::other(format!(
+            if let Some(o) = ops.iter().find(|o| o.error.is_some()) {
+                return Err(io::Error::other(format!(
                     "writing again what the server had acknowledged: {}",
                     o.error.clone().expect("found").1
+                )));
+            }
+            if !self.can_flush() {
+                return Ok(());
+            }
+            // Flushed at once, what was written again need not be written a third time
+            // if the connection drops once more.
+            let mut flush = [Op::new(CMD_FLUSH, 0, 0, 0, Data::None)];
+            self.attempt(&mut slot, &mut flush, deadline)?;
+            match flush[0].error.take() {
+                Some((_, msg)) => Err(io::Error::other(format!(
+                    "flushing what was written again: {msg}"
                 ))),
                 None => Ok(()),
             }
         });
         match result {
             Ok(()) => {
+                self.forget_flushed(covered);
                 // The others may still hold connections to a server that is gone:
                 // they find out on their next request and make them again.
                 self.needs_replay.store(false, Ordering::Release);
@@ -497,6 +511,13 @@ impl NbdBackend {
         let covered = self.replay.lock().seq;
         let mut ops = [Op::new(CMD_FLUSH, 0, 0, 0, Data::None)];
         self.run(&mut ops)?;
+        self.forget_flushed(covered);
+        Ok(())
+    }
+
+    /// Drops the replay copy of every write acknowledged up to `covered`, which a
+    /// flush the server acknowledged now covers.
+    fn forget_flushed(&self, covered: u64) {
         let mut r = self.replay.lock();
         let mut freed = 0;
         r.blocks.retain(|_, (seq, b)| {
@@ -507,7 +528,6 @@ impl NbdBackend {
             keep
         });
         r.bytes -= freed;
-        Ok(())
     }
 }
 
