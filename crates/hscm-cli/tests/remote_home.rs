@@ -296,23 +296,42 @@ fn a_home_killed_under_a_serving_volume_fails_writes_at_the_deadline_and_loses_n
 
     drop(home_proc);
     let started = Instant::now();
-    let o = tool(
-        "nbdsh",
-        &[
-            "-u",
-            &unix_uri(&served, ""),
-            "-c",
-            "h.pwrite(b'x' * 4096, 0)",
-        ],
-    );
+    let one = dir.path().join("one-block");
+    std::fs::write(&one, vec![b'x'; 4096]).unwrap();
+    let o = tool("nbdcopy", &[one.to_str().unwrap(), &unix_uri(&served, "")]);
     let took = started.elapsed();
     assert!(
         !o.status.success(),
         "a write acknowledged with the home gone"
     );
     assert!(
+        stderr(&o).contains("write at offset 0 failed"),
+        "{}",
+        text(&o)
+    );
+    assert!(
         took < Duration::from_secs(20),
         "the write hung for {took:?}"
+    );
+    let status = ok_json(&["status", "--json"]);
+    let me = status
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| {
+            s["address"]
+                .as_str()
+                .is_some_and(|a| a.contains(served.to_str().unwrap()))
+        })
+        .unwrap_or_else(|| panic!("hscm status does not list the server: {status}"));
+    assert_eq!(me["health"]["ok"], false, "{me}");
+    assert_eq!(me["home"]["reachable"], false, "{me}");
+    assert!(
+        me["home"]["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("no answer within 2.0 s"),
+        "{me}"
     );
     // What the RAM copy holds is still served.
     nbdcopy_equal(dir.path(), &served, &input);

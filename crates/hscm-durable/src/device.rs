@@ -16,7 +16,7 @@ use std::ops::{Deref, DerefMut};
 use std::os::unix::fs::{FileExt, FileTypeExt};
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use rustix::fs::OFlags;
 
@@ -98,6 +98,24 @@ pub trait Backend: Send + Sync {
     fn exact_len(&self) -> bool {
         true
     }
+    /// How a store on the network is doing; None for a local one.
+    fn remote_health(&self) -> Option<std::sync::Arc<RemoteHealth>> {
+        None
+    }
+}
+
+/// What a home on the network has been through (`crate::nbd`), for `hscm status` and
+/// the metrics.
+#[derive(Debug, Default)]
+pub struct RemoteHealth {
+    /// Connections lost and made again.
+    pub reconnects: AtomicU64,
+    /// Requests that failed (after their retries), server errors included.
+    pub failed_requests: AtomicU64,
+    /// Whether the last attempt to reach the server succeeded.
+    pub reachable: AtomicBool,
+    /// The last failure, for the operator.
+    pub last_error: parking_lot::Mutex<Option<String>>,
 }
 
 /// Threads used by the portable [`Backend::write_many`].

@@ -17,6 +17,9 @@ pub const FAMILIES: &[(&str, &str)] = &[
     ("hscm_info", "gauge"),
     ("hscm_start_time_seconds", "gauge"),
     ("hscm_healthy", "gauge"),
+    ("hscm_home_reachable", "gauge"),
+    ("hscm_home_reconnects_total", "counter"),
+    ("hscm_home_failed_requests_total", "counter"),
     ("hscm_volume_size_bytes", "gauge"),
     ("hscm_volume_used_bytes", "gauge"),
     ("hscm_load_loaded_bytes", "gauge"),
@@ -163,6 +166,23 @@ pub fn render(s: &Status) -> String {
         "1 while it accepts writes; 0 once a failed write or sync made it refuse them (hscm status says why).",
         if s.health.ok { 1.0 } else { 0.0 },
     );
+    if let Some(h) = &s.home {
+        w.one(
+            "hscm_home_reachable",
+            "1 while the home on the network (an NBD export) answers; 0 after a request to it failed.",
+            if h.reachable { 1.0 } else { 0.0 },
+        );
+        w.one(
+            "hscm_home_reconnects_total",
+            "Connections to the home on the network lost and made again.",
+            h.reconnects as f64,
+        );
+        w.one(
+            "hscm_home_failed_requests_total",
+            "Requests to the home on the network that failed after their retries.",
+            h.failed_requests as f64,
+        );
+    }
     w.one(
         "hscm_volume_size_bytes",
         "The volume's size (a file system's data area).",

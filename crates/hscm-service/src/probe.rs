@@ -6,7 +6,7 @@ use hscm_fs::FileSystem;
 use hscm_tier::TieredVolume;
 use hscm_volume::{LoadState, Volume};
 
-use crate::status::{Device, FsSpace, Health, Journal, Load, Status, Tier};
+use crate::status::{Device, FsSpace, Health, Journal, Load, RemoteHome, Status, Tier};
 
 fn load_state_name(s: &LoadState) -> &'static str {
     match s {
@@ -65,6 +65,7 @@ pub fn flat(status: &mut Status, v: &Volume) {
     }
     status.device = device(v);
     status.health = Health::from_failure(v.failure().map(str::to_string));
+    status.home = v.home_health().map(|h| RemoteHome::from_health(&h));
 }
 
 /// A tiered volume: DRAM over an optional fast tier over home.
@@ -109,6 +110,7 @@ pub fn tiered(status: &mut Status, v: &TieredVolume) {
             .map(|f| format!("fast tier out of service: {f}"))
     });
     status.health = Health::from_failure(failure);
+    status.home = v.home_health().map(|h| RemoteHome::from_health(&h));
 }
 
 /// A mounted file system on its volume (opened home-only: the file system keeps each
@@ -146,6 +148,7 @@ pub fn fs(status: &mut Status, fs: &FileSystem, v: &Volume) {
     // A mount read-only by request is healthy; one that failed a write is not.
     let failure = fs.failure().or_else(|| v.failure().map(str::to_string));
     status.health = Health::from_failure(failure);
+    status.home = v.home_health().map(|h| RemoteHome::from_health(&h));
 }
 
 /// A served target's requests, for a snapshot.

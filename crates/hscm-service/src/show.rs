@@ -135,6 +135,22 @@ impl Status {
             (false, Some(why)) => write!(f, "  health: FAILED, refusing writes: {why}")?,
             (false, None) => write!(f, "  health: FAILED")?,
         }
+        if let Some(h) = &s.home {
+            write!(
+                f,
+                "\n  home: {}, {} reconnections, {} failed requests",
+                if h.reachable {
+                    "reachable"
+                } else {
+                    "NOT ANSWERING"
+                },
+                h.reconnects,
+                h.failed_requests
+            )?;
+            if let Some(e) = &h.last_error {
+                write!(f, "; last: {e}")?;
+            }
+        }
         if let Some(m) = &s.metrics_address {
             write!(f, "\n  metrics: {m}")?;
         }

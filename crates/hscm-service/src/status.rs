@@ -50,6 +50,34 @@ pub struct Status {
     /// Errors by kind (`request`, `protocol`, …), since start.
     pub errors: BTreeMap<String, u64>,
     pub health: Health,
+    /// The home on the network (an NBD export), where the volume has one.
+    pub home: Option<RemoteHome>,
+}
+
+/// How a home on an NBD export is doing (docs/remote.md).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct RemoteHome {
+    /// Whether the last attempt to reach it succeeded.
+    pub reachable: bool,
+    /// Connections lost and made again.
+    pub reconnects: u64,
+    /// Requests that failed after their retries (server errors included).
+    pub failed_requests: u64,
+    /// The last failure, for the operator.
+    pub last_error: Option<String>,
+}
+
+impl RemoteHome {
+    pub fn from_health(h: &hscm_durable::device::RemoteHealth) -> RemoteHome {
+        use std::sync::atomic::Ordering::Relaxed;
+        RemoteHome {
+            reachable: h.reachable.load(Relaxed),
+            reconnects: h.reconnects.load(Relaxed),
+            failed_requests: h.failed_requests.load(Relaxed),
+            last_error: h.last_error.lock().clone(),
+        }
+    }
 }
 
 /// How far the RAM copy has loaded.

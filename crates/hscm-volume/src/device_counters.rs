@@ -104,4 +104,8 @@ impl Backend for CountingBackend {
     fn exact_len(&self) -> bool {
         self.inner.exact_len()
     }
+
+    fn remote_health(&self) -> Option<Arc<hscm_durable::device::RemoteHealth>> {
+        self.inner.remote_health()
+    }
 }

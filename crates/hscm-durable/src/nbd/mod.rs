@@ -26,14 +26,14 @@ pub mod wire;
 
 use std::collections::BTreeMap;
 use std::io;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
 use rustls::ClientConfig;
 
-use crate::device::{Backend, DeviceError, IO_ALIGN};
+use crate::device::{Backend, DeviceError, RemoteHealth, IO_ALIGN};
 use session::{ConnectError, Data, Export, Op, Session};
 pub use uri::{is_nbd_uri, NbdUri};
 use wire::*;
@@ -50,19 +50,6 @@ const MAX_BYTES_IN_FLIGHT: u64 = 64 << 20;
 /// The first pause before connecting again; it doubles up to the cap.
 const FIRST_BACKOFF: Duration = Duration::from_millis(20);
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
-
-/// What a remote home has been through, for `hscm status` and the metrics.
-#[derive(Debug, Default)]
-pub struct RemoteHealth {
-    /// Connections lost and made again.
-    pub reconnects: AtomicU64,
-    /// Requests that failed (after their retries), server errors included.
-    pub failed_requests: AtomicU64,
-    /// Whether the last attempt to reach the server succeeded.
-    pub reachable: AtomicBool,
-    /// The last failure, for the operator.
-    pub last_error: Mutex<Option<String>>,
-}
 
 /// The copy of acknowledged, unflushed blocks, by block offset, and when each was
 /// acknowledged (a flush clears what was acknowledged before it was sent).
@@ -383,6 +370,25 @@ impl NbdBackend {
         let session = slot.as_mut().expect("made above");
         session.deadline(deadline);
         self.pipeline(session, ops)?;
+        // A server shutting down answers ESHUTDOWN without doing the request: as a
+        // lost connection, it goes out again once one is made.
+        let mut shutting_down = false;
+        for op in ops.iter_mut() {
+            if op
+                .error
+                .as_ref()
+                .is_some_and(|(errno, _)| *errno == ESHUTDOWN)
+            {
+                op.done = false;
+                shutting_down = true;
+            }
+        }
+        if shutting_down {
+            return Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "the server is shutting down",
+            ));
+        }
         self.health.reachable.store(true, Ordering::Relaxed);
         Ok(())
     }
@@ -694,6 +700,10 @@ impl Backend for NbdBackend {
 
     fn exact_len(&self) -> bool {
         false
+    }
+
+    fn remote_health(&self) -> Option<Arc<RemoteHealth>> {
+        Some(self.health.clone())
     }
 }
 

@@ -86,6 +86,11 @@ fn count_fast_request(lower: &mut Lower, before: Option<(u64, u64)>) {
 }
 
 impl TieredVolume {
+    /// How its home on the network is doing; None for a local home.
+    pub fn home_health(&self) -> Option<std::sync::Arc<hscm_durable::device::RemoteHealth>> {
+        self.shared.home.dev.remote_health()
+    }
+
     fn check(&self, offset: u64, len: u64) -> Result<()> {
         let size = self.shared.cfg.size;
         hscm_block::check_range(size, offset, len).map_err(|_| Error::OutOfRange {

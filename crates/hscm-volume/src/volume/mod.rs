@@ -622,6 +622,11 @@ impl Volume {
         self.shared.backend.is_direct()
     }
 
+    /// How its home on the network is doing; None for a local home.
+    pub fn home_health(&self) -> Option<Arc<hscm_durable::device::RemoteHealth>> {
+        self.shared.backend.remote_health()
+    }
+
     /// Why the volume refuses writes, if it does.
     pub fn failure(&self) -> Option<&str> {
         self.shared.failure.get().map(|f| f.reason.as_str())
