@@ -26,7 +26,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use hscm_block::BlockTarget;
-use hscm_nbd::{Endpoint, ExportOptions, Listener, Server};
+use hscm_nbd::{ExportOptions, Server};
+
+use crate::nbd::metrics::Served;
 use hscm_tier::{TierConfig, TieredVolume};
 use hscm_volume::{CreateOptions, Durability, OpenOptions, Volume};
 use serde::{Deserialize, Serialize};
@@ -251,37 +253,13 @@ fn start_export(size: u64, rtt: f64) -> Result<Export> {
     })
 }
 
-/// A block target served by hscm's NBD server on a Unix socket, stopped when dropped.
-struct Served {
-    uri: String,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-fn serve(target: Arc<dyn BlockTarget>, socket: PathBuf) -> Result<Served> {
-    let _ = std::fs::remove_file(&socket);
-    let listener = Listener::bind(&Endpoint::Unix(socket))?;
-    let uri = listener.uri("");
-    let server = Arc::new(Server::new(target, ExportOptions::default()));
-    let stop = Arc::new(AtomicBool::new(false));
-    let s = stop.clone();
-    let thread = std::thread::spawn(move || {
-        let _ = listener.serve(server, s);
-    });
-    Ok(Served {
-        uri,
-        stop,
-        thread: Some(thread),
-    })
+/// `target` served by hscm's NBD server on `dir/NAME.sock`.
+fn serve(target: Arc<dyn BlockTarget>, dir: &Path, name: &str) -> Result<Served> {
+    crate::nbd::metrics::serve(
+        dir,
+        name,
+        Arc::new(Server::new(target, ExportOptions::default())),
+    )
 }
 
 fn fio_point(
@@ -361,7 +339,7 @@ fn run_at(a: &RemoteBenchArgs, rtt: f64) -> Result<Vec<RemoteRow>> {
         ("flat-local", local.clone()),
         ("flat-remote", PathBuf::from(&export.uri)),
     ] {
-        let served = serve(flat(&home)?, dir.join(format!("{target}.sock")))?;
+        let served = serve(flat(&home)?, dir, target)?;
         fio_point(&served.uri, "write", 1 << 20, 1, 1, a.size, None)?;
         for p in POINTS {
             let r = fio_point(&served.uri, p.0, p.1, p.2, p.3, a.size, Some(a.seconds))?;
@@ -376,7 +354,7 @@ fn run_at(a: &RemoteBenchArgs, rtt: f64) -> Result<Vec<RemoteRow>> {
     let home = PathBuf::from(&export.uri);
     TieredVolume::create(&home, &TierConfig::new(a.size, ram), true)?;
     let tier = Arc::new(TieredVolume::open(&home)?);
-    let served = serve(tier.clone(), dir.join("tier.sock"))?;
+    let served = serve(tier.clone(), dir, "tier")?;
     fio_point(&served.uri, "write", 1 << 20, 1, 1, a.size, None)?;
     let hot = ram / 2;
     let mut points: Vec<(&str, u64, u32, u32, u64)> = vec![

@@ -60,8 +60,9 @@ const ROUNDS: u32 = 12;
 /// most.
 const POINTS: [(&str, u32, u32); 2] = [("randread", 16, 4), ("randwrite", 16, 4)];
 
-struct Served {
-    uri: String,
+/// An NBD server of ours on a Unix socket, stopped when dropped.
+pub(crate) struct Served {
+    pub(crate) uri: String,
     stop: Arc<AtomicBool>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
@@ -75,7 +76,8 @@ impl Drop for Served {
     }
 }
 
-fn serve(dir: &Path, name: &str, server: Arc<Server>) -> Result<Served> {
+/// Serves `server` on `dir/NAME.sock`.
+pub(crate) fn serve(dir: &Path, name: &str, server: Arc<Server>) -> Result<Served> {
     let listener = Listener::bind(&Endpoint::Unix(dir.join(format!("{name}.sock"))))?;
     let uri = listener.uri("");
     let stop = Arc::new(AtomicBool::new(false));
