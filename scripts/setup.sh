@@ -14,6 +14,10 @@ command -v qemu-io >/dev/null || need_apt+=(qemu-utils)
 command -v fio >/dev/null || need_apt+=(fio)
 command -v bindfs >/dev/null || need_apt+=(bindfs)   # FUSE passthrough baseline of hscm bench fs
 command -v nbdkit >/dev/null || need_apt+=(nbdkit)
+# nbdkit's S3 plugin (Python, on the system's boto3) for the S3 home test; moto's local
+# S3 server comes from PyPI (scripts/moto-env.sh).
+dpkg -s nbdkit-plugin-python >/dev/null 2>&1 || need_apt+=(nbdkit-plugin-python)
+/usr/bin/python3 -c "import boto3" 2>/dev/null || need_apt+=(python3-boto3)
 # nbdkit's cc plugin compiles the write-through bound of `hscm bench nbd` against this.
 [ -f /usr/include/nbdkit-plugin.h ] || need_apt+=(nbdkit-plugin-dev)
 command -v fusermount3 >/dev/null || need_apt+=(fuse3)

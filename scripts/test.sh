@@ -16,6 +16,8 @@ cargo build --workspace --locked
 echo "== the C library where the documented build line finds it (scripts/build-c.sh)"
 bash scripts/build-c.sh --debug target/c-debug
 cc -O2 -Wall -Werror -Itarget/c-debug/include crates/hscm-ring/c/example.c -Ltarget/c-debug/lib -lhscm_ring -o target/c-debug/ring-example
+echo "== moto, a local S3 server, for the NBD home's S3 test (scripts/moto-env.sh)"
+bash scripts/moto-env.sh >/dev/null
 echo "== cargo test"
 cargo test --workspace --locked
 echo "== Python package: build the abi3 wheel (scripts/python-env.sh) and run its tests"

@@ -182,12 +182,32 @@ fn another_hscm_as_home_over_tcp() {
         l.local_addr().unwrap().port()
     };
     let listen = format!("127.0.0.1:{port}");
+    // Over TCP the home authenticates its client: TLS with a pre-shared key, the
+    // client on the same OpenSSL PSK suites as the server.
+    let keys = dir.path().join("keys.psk");
+    std::fs::write(
+        &keys,
+        "alice:8e1f0c9d2a3b4c5d6e7f8091a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c4d5\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&keys, std::fs::Permissions::from_mode(0o600)).unwrap();
     let mut cmd = hscm();
-    cmd.arg("nbd")
-        .arg(&lower)
-        .args(["--listen", &listen, "--export", "lower"]);
+    cmd.arg("nbd").arg(&lower).args([
+        "--listen",
+        &listen,
+        "--export",
+        "lower",
+        "--tls",
+        "require",
+        "--tls-psk",
+        keys.to_str().unwrap(),
+    ]);
     let _lower = Proc(spawn_until_line(&mut cmd, "nbd").0);
-    let home = format!("nbd://127.0.0.1:{port}/lower");
+    let home = format!(
+        "nbds://alice@127.0.0.1:{port}/lower?tls-psk-file={}",
+        keys.display()
+    );
     let o = run(&[
         "volume",
         "create",

@@ -87,6 +87,16 @@ pub trait Backend: Send + Sync {
         write_many_threaded(self, writes)
     }
     fn sync(&self) -> io::Result<()>;
+    /// Whether [`Self::write_through_at`] beats a write plus a share of a group sync:
+    /// a network home with FUA (one round trip), not a local device.
+    fn prefers_write_through(&self) -> bool {
+        false
+    }
+    /// Writes `buf` durably, without a sync of anything else where it can (FUA).
+    fn write_through_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        self.write_at(offset, buf)?;
+        self.sync()
+    }
     /// Names the store in messages (a path, or what a test backend stands for).
     fn describe(&self) -> String;
     /// True when reads and writes bypass the OS page cache.

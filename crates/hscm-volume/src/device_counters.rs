@@ -93,6 +93,18 @@ impl Backend for CountingBackend {
         Ok(())
     }
 
+    fn prefers_write_through(&self) -> bool {
+        self.inner.prefers_write_through()
+    }
+
+    fn write_through_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        self.inner.write_through_at(offset, buf)?;
+        DeviceCounters::add(&self.counters.writes, 1);
+        DeviceCounters::add(&self.counters.written_bytes, buf.len() as u64);
+        DeviceCounters::add(&self.counters.syncs, 1);
+        Ok(())
+    }
+
     fn describe(&self) -> String {
         self.inner.describe()
     }

@@ -18,11 +18,20 @@ const BLOCKS_PER_WRITER: u64 = 40;
 const WRITERS: u64 = 4;
 
 fn round(durability: Durability, seed: u64, opts: &OpenOptions) {
+    round_on(durability, seed, opts, false)
+}
+
+/// `write_through`: the device prefers durable writes of their own (FUA, as an NBD
+/// home does), so immediate writes take them instead of sharing a sync.
+fn round_on(durability: Durability, seed: u64, opts: &OpenOptions, write_through: bool) {
     let size = (WRITERS * BLOCKS_PER_WRITER * BLOCK as u64).next_multiple_of(4096);
     let dev = FaultyBackend::new(
         CreateOptions::default().backing_len(size) as usize,
         "cut-dev",
     );
+    if write_through {
+        dev.prefer_write_through();
+    }
     Volume::format(
         &dev,
         size,
@@ -70,6 +79,13 @@ fn round(durability: Durability, seed: u64, opts: &OpenOptions) {
 fn acknowledged_writes_survive_power_cuts_immediate() {
     for seed in 1..=60 {
         round(Durability::Immediate, seed, &OpenOptions::default());
+    }
+}
+
+#[test]
+fn acknowledged_writes_survive_power_cuts_immediate_through_fua() {
+    for seed in 1..=60 {
+        round_on(Durability::Immediate, seed, &OpenOptions::default(), true);
     }
 }
 

@@ -17,6 +17,8 @@
 //! call fails with an error naming the export and what went wrong; nothing is
 //! reported as written that the server did not acknowledge.
 
+mod mux;
+pub mod psk;
 mod session;
 mod stream;
 #[cfg(any(test, feature = "testing"))]
@@ -31,10 +33,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
-use rustls::ClientConfig;
 
 use crate::device::{Backend, DeviceError, RemoteHealth, IO_ALIGN};
+use mux::Conn;
 use session::{ConnectError, Data, Export, Op, Session};
+use stream::TlsClient;
 pub use uri::{is_nbd_uri, NbdUri};
 use wire::*;
 
@@ -62,10 +65,11 @@ struct Replay {
 
 pub struct NbdBackend {
     uri: NbdUri,
-    tls: Option<Arc<ClientConfig>>,
+    tls: Option<TlsClient>,
     export: Export,
     writable: bool,
-    conns: Vec<Mutex<Option<Session>>>,
+    /// Each shared by every caller at once (see [`mux`]).
+    conns: Vec<Conn>,
     next: AtomicUsize,
     /// Normal requests hold it shared; writing the replay copy again holds it alone,
     /// so no newer write is in flight while an older copy goes out.
@@ -81,7 +85,7 @@ impl NbdBackend {
     /// when asked, blocks no larger than [`IO_ALIGN`].
     pub fn open(uri: &NbdUri, writable: bool) -> Result<NbdBackend, DeviceError> {
         let tls = if uri.tls {
-            Some(stream::client_config(uri).map_err(DeviceError::Invalid)?)
+            Some(TlsClient::for_uri(uri).map_err(DeviceError::Invalid)?)
         } else {
             None
         };
@@ -98,7 +102,8 @@ impl NbdBackend {
         }
         if export.min_block as u64 > IO_ALIGN || !export.min_block.is_power_of_two() {
             return Err(DeviceError::Invalid(format!(
-                "{uri}: the export's smallest block is {} bytes; hscm writes {IO_ALIGN}-byte blocks",
+                "{uri}: the export's smallest block is {} bytes; hscm writes {IO_ALIGN}-byte blocks \
+                 (for nbdkit, `--filter=blocksize` makes any export take them: docs/remote.md)",
                 export.min_block
             )));
         }
@@ -112,14 +117,14 @@ impl NbdBackend {
                 "{uri}: the server does not allow several connections to one export; using one"
             );
         }
-        let mut conns = vec![Mutex::new(Some(first))];
+        let mut conns = vec![Conn::new(first)];
         for _ in 1..count {
             let (s, _) =
                 connect_with_backoff(uri, tls.as_ref(), deadline).map_err(|e| DeviceError::Io {
                     what: format!("cannot open a second connection to {uri}"),
                     source: e,
                 })?;
-            conns.push(Mutex::new(Some(s)));
+            conns.push(Conn::new(s));
         }
         let max_request = MAX_REQUEST.min(export.max_block.max(IO_ALIGN as u32)) / IO_ALIGN as u32
             * IO_ALIGN as u32;
@@ -256,6 +261,8 @@ impl NbdBackend {
                 })
                 .collect(),
             Data::None => vec![Op::new(kind, flags, offset, 0, Data::None)],
+            // Not made by callers of `split`; sent whole if it ever is.
+            Data::Owned(v) => vec![Op::new(kind, flags, offset, v.len() as u32, Data::Owned(v))],
         }
     }
 
@@ -307,17 +314,10 @@ impl NbdBackend {
             self.replay_all(conn, deadline)?;
         }
         let _shared = self.gate.read();
-        let mut slot = self.conns[conn].lock();
-        self.attempt(&mut slot, ops, deadline).inspect_err(|_| {
-            if let Some(s) = slot.take() {
-                s.disconnect();
-            }
-            ops.iter_mut().for_each(Op::resend);
-            // What was acknowledged on the lost connection may be lost with it (a
-            // server that died): it is written again before anything else.
-            self.needs_replay.store(true, Ordering::Release);
-            self.health.reachable.store(false, Ordering::Relaxed);
-        })
+        self.submit(&self.conns[conn], ops, deadline)?;
+        // A server that failed a request is still there: only a lost connection
+        // (handled in `mux`) calls for a replay.
+        Ok(())
     }
 
     fn failed(&self, e: io::Error) -> io::Error {
@@ -338,99 +338,14 @@ impl NbdBackend {
         )
     }
 
-    /// A connection: the next free one, or the next in turn.
+    /// A connection: the least loaded, starting from the next in turn.
     fn pick(&self) -> usize {
         let n = self.conns.len();
         let start = self.next.fetch_add(1, Ordering::Relaxed) % n;
         (0..n)
             .map(|i| (start + i) % n)
-            .find(|&i| !self.conns[i].is_locked())
+            .min_by_key(|&i| self.conns[i].load())
             .unwrap_or(start)
-    }
-
-    /// One try on one connection (made first if it is gone).
-    fn attempt(
-        &self,
-        slot: &mut Option<Session>,
-        ops: &mut [Op<'_>],
-        deadline: Instant,
-    ) -> io::Result<()> {
-        if slot.is_none() {
-            let (s, export) =
-                Session::connect(&self.uri, self.tls.as_ref(), deadline).map_err(mark)?;
-            if export.size != self.export.size {
-                return Err(mark(ConnectError::permanent(format!(
-                    "{}: the export came back with {} bytes, not {}: not the export the volume was opened on",
-                    self.uri, export.size, self.export.size
-                ))));
-            }
-            self.health.reconnects.fetch_add(1, Ordering::Relaxed);
-            *slot = Some(s);
-        }
-        let session = slot.as_mut().expect("made above");
-        session.deadline(deadline);
-        self.pipeline(session, ops)?;
-        // A server shutting down answers ESHUTDOWN without doing the request: as a
-        // lost connection, it goes out again once one is made.
-        let mut shutting_down = false;
-        for op in ops.iter_mut() {
-            if op
-                .error
-                .as_ref()
-                .is_some_and(|(errno, _)| *errno == ESHUTDOWN)
-            {
-                op.done = false;
-                shutting_down = true;
-            }
-        }
-        if shutting_down {
-            return Err(io::Error::new(
-                io::ErrorKind::ConnectionAborted,
-                "the server is shutting down",
-            ));
-        }
-        self.health.reachable.store(true, Ordering::Relaxed);
-        Ok(())
-    }
-
-    /// Sends every request not yet answered, a window at a time, and reads replies.
-    fn pipeline(&self, session: &mut Session, ops: &mut [Op<'_>]) -> io::Result<()> {
-        let base = 1u64;
-        let mut next = 0;
-        let mut in_flight = 0usize;
-        let mut bytes = 0u64;
-        let weight = |op: &Op<'_>| op.len as u64;
-        loop {
-            while next < ops.len()
-                && (ops[next].done
-                    || (in_flight < MAX_IN_FLIGHT
-                        && (in_flight == 0 || bytes + weight(&ops[next]) <= MAX_BYTES_IN_FLIGHT)))
-            {
-                if !ops[next].done {
-                    session.send(&ops[next], base + next as u64)?;
-                    ops[next].sent = true;
-                    in_flight += 1;
-                    bytes += weight(&ops[next]);
-                }
-                next += 1;
-            }
-            if in_flight == 0 {
-                return Ok(());
-            }
-            let i = session.receive(ops, base)?;
-            if ops[i].done {
-                in_flight -= 1;
-                bytes -= weight(&ops[i]);
-                if ops[i].kind == CMD_WRITE
-                    && ops[i].error.is_none()
-                    && ops[i].flags & CMD_FLAG_FUA == 0
-                {
-                    if let Data::Write(b) = &ops[i].data {
-                        self.keep_for_replay(ops[i].offset, b);
-                    }
-                }
-            }
-        }
     }
 
     /// Keeps a copy of an acknowledged write until a flush covers it.
@@ -470,8 +385,8 @@ impl NbdBackend {
             .map(|(at, b)| Op::new(CMD_WRITE, 0, *at, b.len() as u32, Data::Write(b)))
             .collect();
         let covered = self.replay.lock().seq;
-        let mut slot = self.conns[conn].lock();
-        let result = self.attempt(&mut slot, &mut ops, deadline).and_then(|()| {
+        let conn = &self.conns[conn];
+        let result = self.submit(conn, &mut ops, deadline).and_then(|()| {
             if let Some(o) = ops.iter().find(|o| o.error.is_some()) {
                 return Err(io::Error::other(format!(
                     "writing again what the server had acknowledged: {}",
@@ -484,7 +399,7 @@ impl NbdBackend {
             // Flushed at once, what was written again need not be written a third time
             // if the connection drops once more.
             let mut flush = [Op::new(CMD_FLUSH, 0, 0, 0, Data::None)];
-            self.attempt(&mut slot, &mut flush, deadline)?;
+            self.submit(conn, &mut flush, deadline)?;
             match flush[0].error.take() {
                 Some((_, msg)) => Err(io::Error::other(format!(
                     "flushing what was written again: {msg}"
@@ -501,9 +416,7 @@ impl NbdBackend {
                 Ok(())
             }
             Err(e) => {
-                if let Some(s) = slot.take() {
-                    s.disconnect();
-                }
+                conn.close();
                 Err(e)
             }
         }
@@ -566,7 +479,7 @@ fn is_permanent(e: &io::Error) -> bool {
 
 fn connect_with_backoff(
     uri: &NbdUri,
-    tls: Option<&Arc<ClientConfig>>,
+    tls: Option<&TlsClient>,
     deadline: Instant,
 ) -> io::Result<(Session, Export)> {
     let started = Instant::now();
@@ -694,6 +607,14 @@ impl Backend for NbdBackend {
         self.flush()
     }
 
+    fn prefers_write_through(&self) -> bool {
+        self.export.has(TX_SEND_FUA)
+    }
+
+    fn write_through_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        self.write_durable_at(offset, buf)
+    }
+
     fn describe(&self) -> String {
         self.uri.to_string()
     }
@@ -710,9 +631,7 @@ impl Backend for NbdBackend {
 impl Drop for NbdBackend {
     fn drop(&mut self) {
         for c in &self.conns {
-            if let Some(s) = c.lock().take() {
-                s.disconnect();
-            }
+            c.close();
         }
     }
 }

@@ -4,12 +4,9 @@
 //! structured replies matched to their requests by cookie.
 
 use std::io::{self, Read, Write};
-use std::sync::Arc;
 use std::time::Instant;
 
-use rustls::ClientConfig;
-
-use super::stream::{Stream, Timed};
+use super::stream::{Stream, Timed, TlsClient};
 use super::uri::NbdUri;
 use super::wire::*;
 
@@ -85,7 +82,7 @@ impl Session {
     /// Connects and negotiates up to the transmission phase.
     pub fn connect(
         uri: &NbdUri,
-        tls: Option<&Arc<ClientConfig>>,
+        tls: Option<&TlsClient>,
         deadline: Instant,
     ) -> Result<(Session, Export), ConnectError> {
         let mut stream = Stream::Plain(Timed::connect(uri, deadline)?);
@@ -131,17 +128,15 @@ impl Session {
                 )));
             }
             let plain = std::mem::replace(&mut s.stream, Stream::Taken);
-            s.stream = plain
-                .start_tls(config.clone(), &uri.server_name())
-                .map_err(|e| {
-                    let permanent = e.kind() != io::ErrorKind::TimedOut
-                        && e.kind() != io::ErrorKind::ConnectionReset
-                        && e.kind() != io::ErrorKind::UnexpectedEof;
-                    ConnectError {
-                        permanent,
-                        error: io::Error::new(e.kind(), format!("{uri}: TLS handshake: {e}")),
-                    }
-                })?;
+            s.stream = plain.start_tls(config, &uri.server_name()).map_err(|e| {
+                let permanent = e.kind() != io::ErrorKind::TimedOut
+                    && e.kind() != io::ErrorKind::ConnectionReset
+                    && e.kind() != io::ErrorKind::UnexpectedEof;
+                ConnectError {
+                    permanent,
+                    error: io::Error::new(e.kind(), format!("{uri}: TLS handshake: {e}")),
+                }
+            })?;
         }
         let (kind, _) = s.option(OPT_STRUCTURED_REPLY, &[])?;
         s.structured = kind == REP_ACK;
@@ -298,38 +293,57 @@ impl Session {
         head[8..16].copy_from_slice(&cookie.to_be_bytes());
         head[16..24].copy_from_slice(&op.offset.to_be_bytes());
         head[24..28].copy_from_slice(&op.len.to_be_bytes());
-        match &op.data {
-            Data::Write(bytes) if bytes.len() <= 64 << 10 => {
+        match op.data.write_bytes(op.kind) {
+            Some(bytes) if bytes.len() <= 64 << 10 => {
                 // One write, so small requests leave in one packet.
                 let mut msg = Vec::with_capacity(REQUEST_LEN + bytes.len());
                 msg.extend_from_slice(&head);
                 msg.extend_from_slice(bytes);
                 self.stream.write_all(&msg)?;
             }
-            Data::Write(bytes) => {
+            Some(bytes) => {
                 self.stream.write_all(&head)?;
                 self.stream.write_all(bytes)?;
             }
-            _ => self.stream.write_all(&head)?,
+            None => self.stream.write_all(&head)?,
         }
         self.stream.flush()
     }
 
-    /// Reads one reply (or one structured chunk) and applies it to the request it
-    /// answers (`ops[cookie - base]`); the index of that request.
-    pub fn receive(&mut self, ops: &mut [Op<'_>], base: u64) -> io::Result<usize> {
+    /// Reads the head of one reply or structured chunk: whose it is, and what follows.
+    pub fn receive_head(&mut self) -> io::Result<Head> {
         let mut magic = [0u8; 4];
         self.stream.read_exact(&mut magic)?;
         match be32(&magic) {
             SIMPLE_REPLY_MAGIC => {
                 let mut rest = [0u8; 12];
                 self.stream.read_exact(&mut rest)?;
-                let i = find(ops, base, be64(&rest[4..]))?;
-                let error = be32(&rest);
-                let op = &mut ops[i];
+                Ok(Head::Simple {
+                    error: be32(&rest),
+                    cookie: be64(&rest[4..]),
+                })
+            }
+            STRUCTURED_REPLY_MAGIC if self.structured => {
+                let mut head = [0u8; 16];
+                self.stream.read_exact(&mut head)?;
+                Ok(Head::Chunk {
+                    flags: be16(&head),
+                    kind: be16(&head[2..]),
+                    cookie: be64(&head[4..]),
+                    len: be32(&head[12..]),
+                })
+            }
+            other => Err(protocol(format!("bad reply magic {other:#010x}"))),
+        }
+    }
+
+    /// Reads the rest of the reply `head` began into `op`, the request it answers.
+    pub fn apply(&mut self, head: Head, op: &mut Op<'_>) -> io::Result<()> {
+        let (flags, kind, len) = match head {
+            Head::Simple { error, .. } => {
                 if error != 0 {
                     op.error.get_or_insert((error, String::new()));
-                } else if let Data::Read(buf) = &mut op.data {
+                } else if let Some(buf) = op.data.read_buf(op.kind) {
                     if self.structured {
                         return Err(protocol(
                             "a simple reply to a read after structured replies were agreed",
@@ -338,25 +352,17 @@ impl Session {
                     self.stream.read_exact(buf)?;
                 }
                 op.done = true;
-                Ok(i)
+                return Ok(());
             }
-            STRUCTURED_REPLY_MAGIC if self.structured => self.chunk(ops, base),
-            other => Err(protocol(format!("bad reply magic {other:#010x}"))),
-        }
-    }
-
-    fn chunk(&mut self, ops: &mut [Op<'_>], base: u64) -> io::Result<usize> {
-        let mut head = [0u8; 16];
-        self.stream.read_exact(&mut head)?;
-        let flags = be16(&head);
-        let kind = be16(&head[2..]);
-        let i = find(ops, base, be64(&head[4..]))?;
-        let len = be32(&head[12..]);
-        let op = &mut ops[i];
+            Head::Chunk {
+                flags, kind, len, ..
+            } => (flags, kind, len),
+        };
         match kind {
             REPLY_TYPE_NONE if len == 0 => {}
             REPLY_TYPE_OFFSET_DATA | REPLY_TYPE_OFFSET_HOLE if len >= 8 => {
-                let Data::Read(buf) = &mut op.data else {
+                let (op_offset, op_kind) = (op.offset, op.kind);
+                let Some(buf) = op.data.read_buf(op_kind) else {
                     return Err(protocol("a data chunk for a request that is not a read"));
                 };
                 let mut at = [0u8; 8];
@@ -372,7 +378,7 @@ impl Session {
                     be32(&hole) as u64
                 };
                 let start = be64(&at)
-                    .checked_sub(op.offset)
+                    .checked_sub(op_offset)
                     .filter(|s| s.checked_add(n).is_some_and(|e| e <= buf.len() as u64))
                     .ok_or_else(|| protocol("a read chunk outside the range asked for"))?
                     as usize;
@@ -409,7 +415,8 @@ impl Session {
         }
         if flags & REPLY_FLAG_DONE != 0 {
             if op.error.is_none() {
-                if let Data::Read(buf) = &op.data {
+                let kind = op.kind;
+                if let Some(buf) = op.data.read_buf(kind) {
                     if op.covered != buf.len() as u64 {
                         return Err(protocol(format!(
                             "a read of {} bytes answered with {}",
@@ -421,7 +428,7 @@ impl Session {
             }
             op.done = true;
         }
-        Ok(i)
+        Ok(())
     }
 
     /// Tells the server we are leaving (best effort: the connection may be gone).
@@ -432,18 +439,6 @@ impl Session {
             t.shutdown();
         }
     }
-}
-
-fn find(ops: &[Op<'_>], base: u64, cookie: u64) -> io::Result<usize> {
-    cookie
-        .checked_sub(base)
-        .map(|i| i as usize)
-        .filter(|&i| i < ops.len() && ops[i].sent && !ops[i].done)
-        .ok_or_else(|| {
-            protocol(format!(
-                "a reply for cookie {cookie}, which no request in flight has"
-            ))
-        })
 }
 
 fn server_says(data: &[u8]) -> String {
@@ -469,11 +464,57 @@ fn reply_name(kind: u32, data: &[u8]) -> String {
     name + &server_says(data)
 }
 
-/// What a request carries or receives.
+/// The head of a reply: a simple reply whole, or a structured chunk's header.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Head {
+    Simple {
+        error: u32,
+        cookie: u64,
+    },
+    Chunk {
+        flags: u16,
+        kind: u16,
+        cookie: u64,
+        len: u32,
+    },
+}
+
+impl Head {
+    pub fn cookie(&self) -> u64 {
+        match *self {
+            Head::Simple { cookie, .. } | Head::Chunk { cookie, .. } => cookie,
+        }
+    }
+}
+
+/// What a request carries or receives: the caller's buffers, or (for a request
+/// handed to a connection another thread drives) a copy of its own.
 pub(crate) enum Data<'a> {
     None,
     Read(&'a mut [u8]),
     Write(&'a [u8]),
+    /// A read's buffer or a write's bytes, by the request's kind.
+    Owned(Vec<u8>),
+}
+
+impl Data<'_> {
+    /// Where a read's bytes go (None for a request that is not a read).
+    pub fn read_buf(&mut self, kind: u16) -> Option<&mut [u8]> {
+        match self {
+            Data::Read(buf) => Some(buf),
+            Data::Owned(v) if kind == CMD_READ => Some(v),
+            _ => None,
+        }
+    }
+
+    /// A write's bytes (None for a request that sends none).
+    pub fn write_bytes(&self, kind: u16) -> Option<&[u8]> {
+        match self {
+            Data::Write(bytes) => Some(bytes),
+            Data::Owned(v) if kind != CMD_READ => Some(v),
+            _ => None,
+        }
+    }
 }
 
 /// One request of a batch and what its reply said.
@@ -504,6 +545,43 @@ impl<'a> Op<'a> {
             covered: 0,
             error: None,
         }
+    }
+
+    /// A copy that owns its bytes (a write's) or its buffer (a read's), for a
+    /// connection another thread may drive.
+    pub fn detached(&self) -> Op<'static> {
+        let data = match &self.data {
+            Data::None => Data::None,
+            Data::Read(buf) => Data::Owned(vec![0; buf.len()]),
+            Data::Write(bytes) => Data::Owned(bytes.to_vec()),
+            Data::Owned(v) => Data::Owned(v.clone()),
+        };
+        Op {
+            kind: self.kind,
+            flags: self.flags,
+            offset: self.offset,
+            len: self.len,
+            data,
+            sent: self.sent,
+            done: self.done,
+            covered: self.covered,
+            error: self.error.clone(),
+        }
+    }
+
+    /// Takes the outcome of `copy`, a [`Self::detached`] copy: a read's bytes into
+    /// this request's buffer, and whether and how it was answered.
+    pub fn settle(&mut self, mut copy: Op<'static>) {
+        let kind = self.kind;
+        if copy.done && copy.error.is_none() {
+            if let (Some(to), Some(from)) = (self.data.read_buf(kind), copy.data.read_buf(kind)) {
+                to.copy_from_slice(from);
+            }
+        }
+        self.sent = copy.sent;
+        self.done = copy.done;
+        self.covered = copy.covered;
+        self.error = copy.error;
     }
 
     /// Forgets a send whose reply never came (the connection was lost), so the

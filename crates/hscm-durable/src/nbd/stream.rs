@@ -122,10 +122,37 @@ impl Write for Timed {
     }
 }
 
+/// How a client starts TLS: X.509 certificates (rustls), or pre-shared keys
+/// (OpenSSL, with the `psk` feature).
+#[derive(Clone)]
+pub(crate) enum TlsClient {
+    X509(Arc<ClientConfig>),
+    #[cfg(feature = "psk")]
+    Psk(Arc<super::psk::PskClient>),
+}
+
+impl TlsClient {
+    /// What the URI's TLS parameters ask for.
+    pub(crate) fn for_uri(uri: &NbdUri) -> Result<TlsClient, String> {
+        match &uri.tls_psk_file {
+            #[cfg(feature = "psk")]
+            Some(file) => super::psk::PskClient::from_file(file, uri.tls_username.as_deref())
+                .map(|c| TlsClient::Psk(Arc::new(c))),
+            #[cfg(not(feature = "psk"))]
+            Some(_) => Err(format!(
+                "{uri}: this build has no pre-shared-key TLS (hscm-durable's `psk` feature; the hscm binary has it)"
+            )),
+            None => client_config(uri).map(TlsClient::X509),
+        }
+    }
+}
+
 /// A connection's stream, in the clear or inside TLS.
 pub(crate) enum Stream {
     Plain(Timed),
     Tls(Box<StreamOwned<ClientConnection, Timed>>),
+    #[cfg(feature = "psk")]
+    Psk(Box<openssl::ssl::SslStream<Timed>>),
     /// Only for the moment TLS takes the plain stream over.
     Taken,
 }
@@ -139,15 +166,22 @@ impl Stream {
         match self {
             Stream::Plain(t) => Some(t),
             Stream::Tls(s) => Some(&mut s.sock),
+            #[cfg(feature = "psk")]
+            Stream::Psk(s) => Some(s.get_mut()),
             Stream::Taken => None,
         }
     }
 
     /// Wraps the plain stream in TLS (after the server agreed to NBD_OPT_STARTTLS)
     /// and completes the TLS handshake before the deadline.
-    pub(crate) fn start_tls(self, config: Arc<ClientConfig>, name: &str) -> io::Result<Stream> {
+    pub(crate) fn start_tls(self, tls: &TlsClient, name: &str) -> io::Result<Stream> {
         let Stream::Plain(timed) = self else {
             return Err(io::Error::other("TLS is already on"));
+        };
+        let config = match tls {
+            TlsClient::X509(config) => config.clone(),
+            #[cfg(feature = "psk")]
+            TlsClient::Psk(client) => return Ok(Stream::Psk(Box::new(client.connect(timed)?))),
         };
         let server = ServerName::try_from(name.to_string()).map_err(|_| {
             io::Error::new(
@@ -169,6 +203,8 @@ impl Read for Stream {
         match self {
             Stream::Plain(t) => t.read(buf),
             Stream::Tls(s) => s.read(buf),
+            #[cfg(feature = "psk")]
+            Stream::Psk(s) => s.read(buf),
             Stream::Taken => Err(taken()),
         }
     }
@@ -179,6 +215,8 @@ impl Write for Stream {
         match self {
             Stream::Plain(t) => t.write(buf),
             Stream::Tls(s) => s.write(buf),
+            #[cfg(feature = "psk")]
+            Stream::Psk(s) => s.write(buf),
             Stream::Taken => Err(taken()),
         }
     }
@@ -186,6 +224,8 @@ impl Write for Stream {
         match self {
             Stream::Plain(t) => t.flush(),
             Stream::Tls(s) => s.flush(),
+            #[cfg(feature = "psk")]
+            Stream::Psk(s) => s.flush(),
             Stream::Taken => Err(taken()),
         }
     }
@@ -230,6 +270,7 @@ pub(crate) fn client_config(uri: &NbdUri) -> Result<Arc<ClientConfig>, String> {
         .with_root_certificates(roots);
     let config = match (read("client-cert.pem")?, read("client-key.pem")?) {
         (Some(cert), Some(key)) => {
+            super::psk::check_private(&dir.join("client-key.pem")).map_err(|e| e.to_string())?;
             let chain = CertificateDer::pem_slice_iter(&cert)
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(|e| pem_error(dir, "client-cert.pem", e))?;

@@ -6,7 +6,9 @@
 //! directory holding `ca-cert.pem` and, for a server that checks its clients,
 //! `client-cert.pem` and `client-key.pem`, the layout libnbd, qemu and nbdkit use),
 //! `tls-hostname` (the name the server's certificate must carry; the host by default),
-//! and two of hscm's own: `connections` (how many to open when the server allows
+//! `tls-psk-file` (pre-shared keys in psktool's `USERNAME:HEXKEY` format, instead of
+//! certificates; the key of the URI's user, `nbds://alice@host/`, or `tls-username`,
+//! else the file's only one), `tls-username`, and two of hscm's own: `connections` (how many to open when the server allows
 //! several) and `timeout` (seconds any one request may take, reconnections included).
 //! Anything else is refused by name rather than silently ignored.
 
@@ -41,6 +43,10 @@ pub struct NbdUri {
     pub tls: bool,
     pub tls_certificates: Option<PathBuf>,
     pub tls_hostname: Option<String>,
+    /// Pre-shared keys (psktool's format) instead of certificates.
+    pub tls_psk_file: Option<PathBuf>,
+    /// Whose key in `tls_psk_file`: the URI's `user@`, or `tls-username=`.
+    pub tls_username: Option<String>,
     /// None: [`DEFAULT_CONNECTIONS`] where the server allows several, else one.
     pub connections: Option<usize>,
     pub timeout: Duration,
@@ -84,6 +90,8 @@ impl NbdUri {
             tls,
             tls_certificates: None,
             tls_hostname: None,
+            tls_psk_file: None,
+            tls_username: None,
             connections: None,
             timeout: DEFAULT_TIMEOUT,
             text: text.to_string(),
@@ -95,6 +103,8 @@ impl NbdUri {
                 "socket" => socket = Some(PathBuf::from(value)),
                 "tls-certificates" => uri.tls_certificates = Some(PathBuf::from(value)),
                 "tls-hostname" => uri.tls_hostname = Some(value),
+                "tls-psk-file" => uri.tls_psk_file = Some(PathBuf::from(value)),
+                "tls-username" => uri.tls_username = Some(value),
                 "connections" => {
                     let n: usize = value
                         .parse()
@@ -115,11 +125,23 @@ impl NbdUri {
                 }
                 other => {
                     return Err(bad(&format!(
-                        "the query parameter {other:?} is not one hscm reads (socket, tls-certificates, tls-hostname, connections, timeout)"
+                        "the query parameter {other:?} is not one hscm reads (socket, tls-certificates, tls-hostname, tls-psk-file, tls-username, connections, timeout)"
                     )))
                 }
             }
         }
+        // `user@` names whose pre-shared key to use (as libnbd reads it).
+        let authority = match authority.rsplit_once('@') {
+            Some((user, host)) => {
+                let user = percent_decode(user).map_err(|e| bad(&e))?;
+                if uri.tls_username.as_ref().is_some_and(|u| *u != user) {
+                    return Err(bad("the user before @ and tls-username= differ"));
+                }
+                uri.tls_username = Some(user);
+                host
+            }
+            None => authority,
+        };
         if unix {
             if !authority.is_empty() {
                 return Err(bad(
@@ -134,6 +156,21 @@ impl NbdUri {
             }
             let (host, port) = split_host_port(authority).map_err(|e| bad(&e))?;
             uri.transport = Transport::Tcp { host, port };
+        }
+        if uri.tls_psk_file.is_some() && !uri.tls {
+            return Err(bad(
+                "tls-psk-file= without TLS: use nbds:// (or nbds+unix://)",
+            ));
+        }
+        if uri.tls_psk_file.is_some() && uri.tls_certificates.is_some() {
+            return Err(bad(
+                "tls-psk-file= and tls-certificates= together: TLS takes one or the other",
+            ));
+        }
+        if uri.tls_username.is_some() && uri.tls_psk_file.is_none() {
+            return Err(bad(
+                "a user name belongs to pre-shared-key TLS: add ?tls-psk-file=FILE",
+            ));
         }
         if uri.tls_certificates.is_some() && !uri.tls {
             return Err(bad(
@@ -250,6 +287,18 @@ mod tests {
             u.to_string(),
             "nbd+unix:///?socket=/run/x.sock&timeout=2.5&connections=2"
         );
+        let u = NbdUri::parse("nbds://alice@h:99/x?tls-psk-file=/k.psk").unwrap();
+        assert_eq!(u.tls_username.as_deref(), Some("alice"));
+        assert_eq!(u.tls_psk_file, Some(PathBuf::from("/k.psk")));
+        assert_eq!(
+            u.transport,
+            Transport::Tcp {
+                host: "h".into(),
+                port: 99
+            }
+        );
+        let u = NbdUri::parse("nbds+unix://bob@/x?socket=/s&tls-psk-file=/k").unwrap();
+        assert_eq!(u.tls_username.as_deref(), Some("bob"));
     }
 
     #[test]
@@ -263,6 +312,13 @@ mod tests {
             ("nbd+unix://h/x?socket=/s", "no host"),
             ("nbd://h/x?socket=/s", "belongs to nbd+unix"),
             ("nbd://h/x?tls-certificates=/d", "without TLS"),
+            ("nbd://h/x?tls-psk-file=/k", "without TLS"),
+            (
+                "nbds://h/x?tls-psk-file=/k&tls-certificates=/d",
+                "one or the other",
+            ),
+            ("nbds://a@h/x", "add ?tls-psk-file"),
+            ("nbds://a@h/x?tls-psk-file=/k&tls-username=b", "differ"),
             ("nbd://h/x?colour=red", "\"colour\""),
             ("nbd://h/x?connections=99", "connections=99"),
             ("nbd://h/x?timeout=-1", "timeout=-1"),

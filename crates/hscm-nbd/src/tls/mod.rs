@@ -90,28 +90,13 @@ pub struct Tls {
     client_names: Vec<String>,
 }
 
-/// Refuses a secret file others may read, as ssh refuses such keys: whoever can
-/// read it can be the server (a key) or any client (a PSK file).
+/// Refuses a secret file others may read (`hscm_durable::nbd::psk::check_private`,
+/// which the client side shares).
 fn private_to_owner(path: &Path) -> Result<(), Error> {
-    use std::os::unix::fs::PermissionsExt;
-    let mode = std::fs::metadata(path)
-        .map_err(|source| Error::Setup {
-            what: format!("reading {}", path.display()),
-            source,
-        })?
-        .permissions()
-        .mode();
-    if mode & 0o077 != 0 {
-        return Err(Error::Setup {
-            what: format!(
-                "{} is mode {:04o}: others may read this secret (chmod 600 it)",
-                path.display(),
-                mode & 0o7777
-            ),
-            source: io::Error::from(io::ErrorKind::PermissionDenied),
-        });
-    }
-    Ok(())
+    hscm_durable::nbd::psk::check_private(path).map_err(|source| Error::Setup {
+        what: source.to_string(),
+        source: io::Error::from(source.kind()),
+    })
 }
 
 /// What the server proves itself with.

@@ -1,6 +1,7 @@
 //! TLS with pre-shared keys, on OpenSSL: rustls, which carries the X.509 mode, has
 //! no external PSKs (its issue 174). The keys come from a file in psktool's format,
-//! as nbdkit's and qemu-nbd's `--tls-psk` read it: one `USERNAME:HEXKEY` a line.
+//! as nbdkit's and qemu-nbd's `--tls-psk` read it: one `USERNAME:HEXKEY` a line
+//! (parsed by `hscm_durable::nbd::psk`, which the client side shares).
 //! OpenSSL's PSK server callback serves TLS 1.2's PSK suites and, with a SHA-256
 //! suite, TLS 1.3's external PSKs, which is what GnuTLS clients (libnbd, qemu) offer.
 //!
@@ -8,7 +9,6 @@
 //! the server's plaintext end, as for X.509 (see `tls.rs`), never blocking on either
 //! side.
 
-use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::os::fd::AsFd;
 use std::os::unix::net::UnixStream;
@@ -17,6 +17,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use openssl::ssl::{ErrorCode, Ssl, SslContext, SslMethod, SslStream, SslVersion};
+
+use hscm_durable::nbd::psk::parse_psk_file;
 
 use crate::{Error, Stream};
 
@@ -90,47 +92,6 @@ impl PskServer {
             })?;
         Ok(Stream::Unix(plain))
     }
-}
-
-/// psktool's format: `USERNAME:HEXKEY` a line; blank lines and `#` comments skipped.
-pub(crate) fn parse_psk_file(text: &str) -> Result<HashMap<String, Vec<u8>>, String> {
-    let mut keys = HashMap::new();
-    for (i, line) in text.lines().enumerate() {
-        let line = line.trim();
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let (user, hex) = line
-            .split_once(':')
-            .ok_or_else(|| format!("line {}: not USERNAME:HEXKEY", i + 1))?;
-        if user.is_empty() {
-            return Err(format!("line {}: an empty username", i + 1));
-        }
-        let key =
-            decode_hex(hex.trim()).ok_or_else(|| format!("line {}: the key is not hex", i + 1))?;
-        if key.is_empty() || key.len() > 256 {
-            return Err(format!(
-                "line {}: a key of {} bytes (1 to 256)",
-                i + 1,
-                key.len()
-            ));
-        }
-        keys.insert(user.to_string(), key);
-    }
-    if keys.is_empty() {
-        return Err("no keys".into());
-    }
-    Ok(keys)
-}
-
-fn decode_hex(s: &str) -> Option<Vec<u8>> {
-    if s.len() % 2 != 0 {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 const BACKLOG: usize = 1 << 20;
@@ -248,27 +209,6 @@ fn pump(
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
                 Err(e) => return Err(e),
             }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn psk_files_parse_as_psktool_writes_them_and_bad_ones_say_where() {
-        let keys = parse_psk_file("# comment\nalice:0011ff\n\nbob:AABB\n").unwrap();
-        assert_eq!(keys["alice"], [0x00, 0x11, 0xff]);
-        assert_eq!(keys["bob"], [0xaa, 0xbb]);
-        for (text, says) in [
-            ("alice", "line 1: not USERNAME:HEXKEY"),
-            ("x:zz", "line 1: the key is not hex"),
-            ("x:abc", "line 1: the key is not hex"),
-            (":00", "line 1: an empty username"),
-            ("", "no keys"),
-        ] {
-            assert_eq!(parse_psk_file(text).unwrap_err(), says, "{text:?}");
         }
     }
 }

@@ -31,6 +31,8 @@ struct Device {
     /// The next sync panics (a bug in a background thread, simulated).
     panic_on_sync: bool,
     powered: bool,
+    /// Says it prefers durable writes of their own (FUA), as a network home does.
+    write_through: bool,
 }
 
 impl FaultyBackend {
@@ -47,6 +49,7 @@ impl FaultyBackend {
                 read_latency: std::time::Duration::ZERO,
                 panic_on_sync: false,
                 powered: true,
+                write_through: false,
             })),
             name: name.into(),
         }
@@ -67,6 +70,12 @@ impl FaultyBackend {
     /// writers waiting.
     pub fn panic_on_next_sync(&self) {
         self.inner.lock().panic_on_sync = true;
+    }
+
+    /// From now on the device says it prefers durable writes of their own (FUA,
+    /// as an NBD home does), which a power cut keeps whatever else it drops.
+    pub fn prefer_write_through(&self) {
+        self.inner.lock().write_through = true;
     }
 
     /// Every sync takes this long (outside the device lock), as a real flush does.
@@ -169,6 +178,21 @@ impl Backend for FaultyBackend {
         // retry cannot be trusted. It stays unsynced, so a power cut may drop it.
         d.faults.sync()?;
         d.image.sync();
+        Ok(())
+    }
+
+    fn prefers_write_through(&self) -> bool {
+        self.inner.lock().write_through
+    }
+
+    fn write_through_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        let mut d = self.inner.lock();
+        if !d.powered {
+            return Err(powered_off());
+        }
+        d.faults.write()?;
+        let off = check_bounds(d.image.live().len(), offset, buf.len())?;
+        d.image.write_durable(off, buf);
         Ok(())
     }
 

@@ -119,7 +119,7 @@ impl Shared {
         let ticket = match (&self.writeback, &self.journal) {
             (Some(wb), _) => self.write_back_locked(wb, offset, data, start, &sectors)?,
             (None, Some(j)) => self.write_journaled(j, start, &sectors, durability)?,
-            (None, None) => self.write_in_place(offset, data, start, &sectors)?,
+            (None, None) => self.write_in_place(offset, data, start, &sectors, durability)?,
         };
         drop(_io);
         match (durability, &self.writeback) {
@@ -185,17 +185,43 @@ impl Shared {
         Ok(self.completed.fetch_add(1, Ordering::SeqCst) + 1)
     }
 
+    /// One durable device write of whole sectors at their home location (FUA on a
+    /// network home); fails the volume on error.
+    fn write_sectors_through(&self, start: u64, sectors: &[u8]) -> Result<()> {
+        self.backend
+            .write_through_at(self.header.data_offset() + start, sectors)
+            .map_err(|e| {
+                let why = format!(
+                    "durable write of {} bytes at volume offset {start} to {} failed: {e}",
+                    sectors.len(),
+                    self.name
+                );
+                self.fail(why.clone(), e.raw_os_error());
+                Error::io(why, e)
+            })
+    }
+
     /// Volumes without a journal: the write goes home, then to RAM of Loaded chunks.
+    /// An immediate write to a home that prefers it (a network home with FUA) goes
+    /// through durably on its own, one round trip, and needs no share of a sync:
+    /// its ticket is 0, durable already.
     pub(super) fn write_in_place(
         &self,
         offset: u64,
         data: &[u8],
         start: u64,
         sectors: &AlignedBuf,
+        durability: Durability,
     ) -> Result<u64> {
         let end = offset + data.len() as u64;
         let (first, last) = (self.chunk_of(offset), self.chunk_of(end - 1));
-        let ticket = self.write_sectors_home(start, sectors)?;
+        let ticket = if durability == Durability::Immediate && self.backend.prefers_write_through()
+        {
+            self.write_sectors_through(start, sectors)?;
+            0
+        } else {
+            self.write_sectors_home(start, sectors)?
+        };
 
         // Paper §3.3.1 case 2 for loaded chunks; unloaded ones (case 3) got the backend
         // write only, and the loader — which waits for the caller's io lock — picks it up.

@@ -1,0 +1,349 @@
+//! Connections many callers share at once. A caller queues its requests on a
+//! connection and waits; whoever finds nobody driving the connection drives it: sends
+//! what is queued (up to the in-flight window), reads replies, matches each to its
+//! request by cookie and hands it back to its caller, and leaves once its own requests
+//! are answered, waking a caller whose requests are still out to take over. So one
+//! connection carries the requests of every caller at once, as a kernel or libnbd
+//! client would, with no thread of its own, and TLS streams need no splitting.
+//!
+//! Requests travel as copies that own their bytes ([`Op::detached`]), so a caller that
+//! gives up at its deadline leaves nothing borrowed behind. A lost connection hands
+//! every request it held or had queued back unanswered, to be sent again by its caller
+//! (after the replay copy: see the parent module).
+
+use std::collections::{HashMap, VecDeque};
+use std::io;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::thread::Thread;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use super::session::{ConnectError, Op, Session};
+use super::wire::*;
+use super::{mark, NbdBackend, MAX_BYTES_IN_FLIGHT, MAX_IN_FLIGHT};
+
+/// How long a waiting caller sleeps before looking again whether the connection needs
+/// a driver (a wake-up is normally what ends the wait).
+const LOOK_AGAIN: Duration = Duration::from_millis(5);
+/// A caller whose requests are still out this long past their deadline gives up
+/// waiting (the driver fails them at the deadline; this only bounds a bug).
+const GIVE_UP_AFTER: Duration = Duration::from_secs(2);
+
+/// One connection to the server and the requests on it.
+pub(crate) struct Conn {
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    /// None while a driver holds it, or while it is lost and not yet made again.
+    session: Option<Session>,
+    driving: bool,
+    queue: VecDeque<Entry>,
+    pending: HashMap<u64, Entry>,
+    bytes_in_flight: u64,
+    next_cookie: u64,
+}
+
+/// A request on its way, and whose it is.
+struct Entry {
+    op: Op<'static>,
+    group: Arc<Group>,
+    index: usize,
+    deadline: Instant,
+}
+
+/// One caller's requests: handed back one by one as they are answered or lost.
+struct Group {
+    state: Mutex<GroupState>,
+    owner: Thread,
+}
+
+struct GroupState {
+    ops: Vec<Option<Op<'static>>>,
+    waiting: usize,
+    /// Why the connection was lost under some of them.
+    lost: Option<(io::ErrorKind, String)>,
+}
+
+impl Group {
+    fn complete(&self) -> bool {
+        self.state.lock().waiting == 0
+    }
+
+    fn hand_back(&self, index: usize, op: Op<'static>, lost: Option<&(io::ErrorKind, String)>) {
+        let mut st = self.state.lock();
+        st.ops[index] = Some(op);
+        st.waiting -= 1;
+        if let (None, Some(why)) = (&st.lost, lost) {
+            st.lost = Some(why.clone());
+        }
+        let done = st.waiting == 0;
+        drop(st);
+        if done {
+            self.owner.unpark();
+        }
+    }
+}
+
+impl Conn {
+    pub fn new(session: Session) -> Conn {
+        Conn {
+            inner: Mutex::new(Inner {
+                session: Some(session),
+                ..Inner::default()
+            }),
+        }
+    }
+
+    /// Requests queued or out on this connection (to spread callers over several).
+    pub fn load(&self) -> usize {
+        let inner = self.inner.lock();
+        inner.queue.len() + inner.pending.len()
+    }
+
+    /// Ends the connection, if nobody is driving it (a driver notices on its own).
+    pub fn close(&self) {
+        let mut inner = self.inner.lock();
+        if !inner.driving {
+            if let Some(s) = inner.session.take() {
+                s.disconnect();
+            }
+        }
+    }
+}
+
+impl Inner {
+    /// The earliest deadline of what is out or queued.
+    fn earliest(&self) -> Option<Instant> {
+        self.pending
+            .values()
+            .chain(self.queue.iter())
+            .map(|e| e.deadline)
+            .min()
+    }
+
+    /// Wakes the caller of some request still out or queued, to drive in our place.
+    fn wake_a_successor(&self) {
+        if let Some(e) = self.pending.values().next().or(self.queue.front()) {
+            e.group.owner.unpark();
+        }
+    }
+}
+
+impl NbdBackend {
+    /// Sends the requests of `ops` not yet answered on `conn` and waits until each is
+    /// answered (Ok, each with what the server said) or the connection is lost under
+    /// them (Err; the unanswered ones are left to be sent again).
+    pub(crate) fn submit(
+        &self,
+        conn: &Conn,
+        ops: &mut [Op<'_>],
+        deadline: Instant,
+    ) -> io::Result<()> {
+        let open: Vec<usize> = (0..ops.len()).filter(|&i| !ops[i].done).collect();
+        if open.is_empty() {
+            return Ok(());
+        }
+        let group = Arc::new(Group {
+            state: Mutex::new(GroupState {
+                ops: (0..ops.len()).map(|_| None).collect(),
+                waiting: open.len(),
+                lost: None,
+            }),
+            owner: std::thread::current(),
+        });
+        {
+            let mut inner = conn.inner.lock();
+            for &i in &open {
+                let mut op = ops[i].detached();
+                op.resend();
+                inner.queue.push_back(Entry {
+                    op,
+                    group: group.clone(),
+                    index: i,
+                    deadline,
+                });
+            }
+        }
+        while !group.complete() {
+            let session = {
+                let mut inner = conn.inner.lock();
+                if inner.driving {
+                    None
+                } else {
+                    inner.driving = true;
+                    Some(inner.session.take())
+                }
+            };
+            match session {
+                Some(session) => self.drive(conn, session, &group),
+                None => {
+                    if Instant::now() > deadline + GIVE_UP_AFTER {
+                        return Err(io::Error::new(
+                            io::ErrorKind::TimedOut,
+                            "no answer, and the connection's driver is stuck",
+                        ));
+                    }
+                    std::thread::park_timeout(LOOK_AGAIN);
+                }
+            }
+        }
+        let mut st = group.state.lock();
+        for &i in &open {
+            if let Some(op) = st.ops[i].take() {
+                ops[i].settle(op);
+            }
+        }
+        match st.lost.take() {
+            Some((kind, msg)) => Err(io::Error::new(kind, msg)),
+            None => Ok(()),
+        }
+    }
+
+    /// Drives `conn` until `mine` is answered (or the connection is lost), holding
+    /// its session; leaves it to the next caller.
+    fn drive(&self, conn: &Conn, mut session: Option<Session>, mine: &Group) {
+        loop {
+            if session.is_none() {
+                let deadline = conn.inner.lock().earliest();
+                let Some(deadline) = deadline else {
+                    let mut inner = conn.inner.lock();
+                    inner.driving = false;
+                    return;
+                };
+                match self.reconnect(deadline) {
+                    Ok(s) => session = Some(s),
+                    Err(e) => return self.lose(conn, None, Vec::new(), e),
+                }
+            }
+            let s = session.as_mut().expect("made above");
+            // What fits in the window goes out.
+            let batch: Vec<(u64, Entry)> = {
+                let mut inner = conn.inner.lock();
+                let mut batch = Vec::new();
+                while let Some(e) = inner.queue.front() {
+                    let len = e.op.len as u64;
+                    let out = inner.pending.len() + batch.len();
+                    if out >= MAX_IN_FLIGHT
+                        || (out > 0 && inner.bytes_in_flight + len > MAX_BYTES_IN_FLIGHT)
+                    {
+                        break;
+                    }
+                    let e = inner.queue.pop_front().expect("looked at");
+                    inner.bytes_in_flight += len;
+                    inner.next_cookie += 1;
+                    batch.push((inner.next_cookie, e));
+                }
+                batch
+            };
+            for i in 0..batch.len() {
+                let (cookie, e) = &batch[i];
+                s.deadline(e.deadline);
+                if let Err(e) = s.send(&e.op, *cookie) {
+                    let batch = batch.into_iter().map(|(_, e)| e).collect();
+                    return self.lose(conn, session, batch, e);
+                }
+            }
+            let deadline = {
+                let mut inner = conn.inner.lock();
+                for (cookie, mut e) in batch {
+                    e.op.sent = true;
+                    inner.pending.insert(cookie, e);
+                }
+                let idle = inner.pending.is_empty() && inner.queue.is_empty();
+                if idle || mine.complete() {
+                    inner.session = session;
+                    inner.driving = false;
+                    inner.wake_a_successor();
+                    return;
+                }
+                match inner.pending.values().map(|e| e.deadline).min() {
+                    Some(d) => d,
+                    None => continue,
+                }
+            };
+            s.deadline(deadline);
+            let head = match s.receive_head() {
+                Ok(h) => h,
+                Err(e) => return self.lose(conn, session, Vec::new(), e),
+            };
+            let Some(mut e) = conn.inner.lock().pending.remove(&head.cookie()) else {
+                let why = io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!(
+                        "a reply for cookie {}, which no request in flight has",
+                        head.cookie()
+                    ),
+                );
+                return self.lose(conn, session, Vec::new(), why);
+            };
+            if let Err(why) = s.apply(head, &mut e.op) {
+                return self.lose(conn, session, vec![e], why);
+            }
+            if !e.op.done {
+                conn.inner.lock().pending.insert(head.cookie(), e);
+                continue;
+            }
+            conn.inner.lock().bytes_in_flight -= e.op.len as u64;
+            if e.op
+                .error
+                .as_ref()
+                .is_some_and(|(errno, _)| *errno == ESHUTDOWN)
+            {
+                // A server shutting down answers ESHUTDOWN without doing the request:
+                // as a lost connection, it goes out again once one is made.
+                e.op.done = false;
+                let why = io::Error::new(
+                    io::ErrorKind::ConnectionAborted,
+                    "the server is shutting down",
+                );
+                return self.lose(conn, session, vec![e], why);
+            }
+            if e.op.kind == CMD_WRITE && e.op.error.is_none() && e.op.flags & CMD_FLAG_FUA == 0 {
+                if let Some(bytes) = e.op.data.write_bytes(CMD_WRITE) {
+                    self.keep_for_replay(e.op.offset, bytes);
+                }
+            }
+            self.health.reachable.store(true, Ordering::Relaxed);
+            e.group.hand_back(e.index, e.op, None);
+        }
+    }
+
+    /// The connection is gone: every request it held or had queued goes back to its
+    /// caller unanswered, and what it had acknowledged is written again before
+    /// anything else (the server may have lost it).
+    fn lose(&self, conn: &Conn, session: Option<Session>, mut held: Vec<Entry>, why: io::Error) {
+        if let Some(s) = session {
+            s.disconnect();
+        }
+        let why = (why.kind(), why.to_string());
+        let mut inner = conn.inner.lock();
+        inner.driving = false;
+        inner.bytes_in_flight = 0;
+        held.extend(inner.pending.drain().map(|(_, e)| e));
+        held.extend(inner.queue.drain(..));
+        drop(inner);
+        self.needs_replay.store(true, Ordering::Release);
+        self.health.reachable.store(false, Ordering::Relaxed);
+        for mut e in held {
+            e.op.resend();
+            e.group.hand_back(e.index, e.op, Some(&why));
+        }
+    }
+
+    /// A new connection in place of a lost one, to the same export.
+    fn reconnect(&self, deadline: Instant) -> io::Result<Session> {
+        let (s, export) = Session::connect(&self.uri, self.tls.as_ref(), deadline).map_err(mark)?;
+        if export.size != self.export.size {
+            return Err(mark(ConnectError::permanent(format!(
+                "{}: the export came back with {} bytes, not {}: not the export the volume was opened on",
+                self.uri, export.size, self.export.size
+            ))));
+        }
+        self.health.reconnects.fetch_add(1, Ordering::Relaxed);
+        Ok(s)
+    }
+}
