@@ -52,9 +52,14 @@ pub fn subsection(md: &mut String, quick: bool) -> Result<(Vec<(String, Check)>,
         )?;
     }
     writeln!(md)?;
-    writeln!(md, "Durable writes pay a WRITE and a covering FLUSH (two round trips), and a connection carries one \
-        caller's requests at a time (at most four in flight); a tier miss is fetched block by block under the tier's \
-        lock (docs/remote.md).\n")?;
+    writeln!(md, "An immediate write of the flat volume goes out with FUA (one round trip), and every caller shares \
+        the client's connections (64 writers keep 64 requests in flight on 4 connections). What stands between it and \
+        the export's own rate: with no added round trip, the machine's two cores (the same volume on a local file, \
+        `flat-local`, is the bound of the volume and server path; `flat-remote` runs near it); with 1 ms, the volume's \
+        chunk locks (a write holds its 1 MiB chunk's lock for its round trip, so random writers that meet in a chunk \
+        wait in turn) and the server and relay sharing those cores. The tiered volume sends each run of consecutive \
+        blocks home as one request and reads a miss's run ahead in one, but serves requests one at a time under its \
+        lock, so its random writes and misses at QD16 get one round trip's worth each (docs/remote.md).\n")?;
     let rtt = args.rtt_ms.iter().copied().fold(0.0, f64::max);
     let mut checks = Vec::new();
     for qd in ["qd1x1", "qd16x4"] {

@@ -77,6 +77,19 @@ impl Shared {
     }
 }
 
+/// Consecutive blocks on their way home, written as one request.
+#[derive(Default)]
+struct HomeRun {
+    first: u64,
+    blocks: u64,
+    bytes: Vec<u8>,
+}
+
+impl HomeRun {
+    /// A run is written once it would pass this (a request servers all take).
+    const MAX_BYTES: usize = 8 << 20;
+}
+
 /// Counts a request in the fast tier's request counters, from its lookups before
 /// it (DRAM's are the volume's own, `Counters::count_request`).
 fn count_fast_request(lower: &mut Lower, before: Option<(u64, u64)>) {
@@ -138,14 +151,20 @@ impl TieredVolume {
         // (first block, blocks, first byte of the request they cover).
         let mut run: Option<(u64, u64, u64)> = None;
         let max_run = bulk.len() as u64 / bs;
-        let mut flush_run = |run: &mut Option<(u64, u64, u64)>,
-                             counters: &mut Counters,
-                             to: u64,
-                             sink: &mut dyn FnMut(usize, &[u8])|
+        // Blocks read from home ahead for DRAM misses (first, count), held in `bulk`
+        // until a bypassing run needs it: a miss of many blocks costs one request.
+        let mut ahead: Option<(u64, u64)> = None;
+        let flush_run = |run: &mut Option<(u64, u64, u64)>,
+                         counters: &mut Counters,
+                         to: u64,
+                         sink: &mut dyn FnMut(usize, &[u8]),
+                         bulk: &mut [u8],
+                         ahead: &mut Option<(u64, u64)>|
          -> Result<()> {
             let Some((first, count, from)) = run.take() else {
                 return Ok(());
             };
+            *ahead = None;
             let bytes = (count * bs) as usize;
             counters.home_reads += 1;
             shared
@@ -169,12 +188,49 @@ impl TieredVolume {
             blocks += 1;
             match dram.place_reading(block, false, sequential, Some((within, n))) {
                 crate::dram::Place::Slot { slot, fresh } => {
-                    flush_run(&mut run, counters, at, sink)?;
+                    let extends = matches!(run, Some((first, count, _)) if first + count == block
+                        && count < max_run);
+                    if !fresh && extends && lower.fast.is_none() {
+                        // A DRAM hit inside a scan that bypasses DRAM: with no fast tier
+                        // home holds the same bytes, so the scan's one request reads it
+                        // too rather than being cut in two at every hit.
+                        hits += 1;
+                        run = run.map(|(first, count, from)| (first, count + 1, from));
+                        at += n as u64;
+                        continue;
+                    }
+                    flush_run(&mut run, counters, at, sink, bulk, &mut ahead)?;
                     if fresh {
                         let buf = dram
                             .unfilled_mut(block)
                             .expect("a fresh slot is not filled");
-                        shared.fetch(lower, counters, block, buf, sequential)?;
+                        let last = (end - 1) / bs;
+                        let held = ahead.filter(|(f, c)| (*f..f + c).contains(&block));
+                        if held.is_some() || (lower.fast.is_none() && last > block) {
+                            // With no fast tier home holds every block's last version
+                            // (writes go through under this lock): read the rest of
+                            // the request ahead, once.
+                            let (first, _) = match held {
+                                Some(h) => h,
+                                None => {
+                                    let count = (last - block + 1).min(max_run);
+                                    counters.home_reads += 1;
+                                    shared
+                                        .home
+                                        .read_at(
+                                            shared.cfg.home_offset(block),
+                                            &mut bulk[..(count * bs) as usize],
+                                        )
+                                        .map_err(|e| shared.read_error(block, e))?;
+                                    ahead = Some((block, count));
+                                    (block, count)
+                                }
+                            };
+                            let at = ((block - first) * bs) as usize;
+                            buf.copy_from_slice(&bulk[at..at + bs as usize]);
+                        } else {
+                            shared.fetch(lower, counters, block, buf, sequential)?;
+                        }
                         dram.set_filled(block);
                     } else {
                         hits += 1;
@@ -193,7 +249,7 @@ impl TieredVolume {
                         None => false,
                     };
                     if via_fast {
-                        flush_run(&mut run, counters, at, sink)?;
+                        flush_run(&mut run, counters, at, sink, bulk, &mut ahead)?;
                         shared.fetch(lower, counters, block, scratch, sequential)?;
                         sink(pos, &scratch[within..within + n]);
                     } else {
@@ -203,7 +259,7 @@ impl TieredVolume {
                             }
                             Some(r) => {
                                 let mut full = Some(r);
-                                flush_run(&mut full, counters, at, sink)?;
+                                flush_run(&mut full, counters, at, sink, bulk, &mut ahead)?;
                                 Some((block, 1, at))
                             }
                             None => Some((block, 1, at)),
@@ -213,7 +269,7 @@ impl TieredVolume {
             }
             at += n as u64;
         }
-        flush_run(&mut run, counters, end, sink)?;
+        flush_run(&mut run, counters, end, sink, bulk, &mut ahead)?;
         counters.count_request(hits, blocks);
         count_fast_request(lower, before);
         Ok(())
@@ -270,6 +326,7 @@ impl TieredVolume {
             let sequential = dram.sequential(offset, len);
             let (mut hits, mut blocks) = (0, 0);
             let before = lower.fast.as_ref().map(|f| f.stats.lookups());
+            let mut home_run = HomeRun::default();
             let mut at = offset;
             let end = offset + len;
             while at < end {
@@ -292,18 +349,19 @@ impl TieredVolume {
                         }
                         dram.write_slot(block, |buf| fill(pos, &mut buf[within..within + n]));
                         dram.set_filled(block);
-                        self.store(lower, counters, block, dram.slot(slot))?;
+                        self.store(lower, counters, block, dram.slot(slot), &mut home_run)?;
                     }
                     crate::dram::Place::Bypassed => {
                         if !whole {
                             shared.peek(lower, counters, block, scratch)?;
                         }
                         fill(pos, &mut scratch[within..within + n]);
-                        self.store(lower, counters, block, scratch)?;
+                        self.store(lower, counters, block, scratch, &mut home_run)?;
                     }
                 }
                 at += n as u64;
             }
+            self.write_home_run(lower, counters, &mut home_run)?;
             counters.count_request(hits, blocks);
             count_fast_request(lower, before);
             ticket = self.issued.fetch_add(1, Ordering::SeqCst) + 1;
@@ -315,13 +373,17 @@ impl TieredVolume {
     }
 
     /// Puts a block's new bytes where the write mode says: a fresh fast-tier slot
-    /// (write-back), or home and the fast tier's clean copy (write-through).
+    /// (write-back), or home and the fast tier's clean copy (write-through). Blocks
+    /// bound for home join `run` and go out together, one request for each run of
+    /// consecutive blocks ([`Self::write_home_run`]): on a network home a 1 MiB write
+    /// costs one round trip, not one for each block.
     fn store(
         &self,
         lower: &mut Lower,
         counters: &mut Counters,
         block: u64,
         bytes: &[u8],
+        run: &mut HomeRun,
     ) -> Result<()> {
         let shared = &*self.shared;
         if let Some(fast) = lower
@@ -338,29 +400,74 @@ impl TieredVolume {
                 Err(f) => shared.fail(lower, f)?,
             }
         }
+        let follows = run.first + run.blocks == block;
+        if run.blocks > 0 && (!follows || run.bytes.len() + bytes.len() > HomeRun::MAX_BYTES) {
+            self.write_home_run(lower, counters, run)?;
+        }
+        if run.blocks == 0 {
+            run.first = block;
+        }
+        run.bytes.extend_from_slice(bytes);
+        run.blocks += 1;
+        Ok(())
+    }
+
+    /// Writes the blocks `run` gathered home in one request, then refreshes the fast
+    /// tier's clean copies of them.
+    fn write_home_run(
+        &self,
+        lower: &mut Lower,
+        counters: &mut Counters,
+        run: &mut HomeRun,
+    ) -> Result<()> {
+        if run.blocks == 0 {
+            return Ok(());
+        }
+        let shared = &*self.shared;
+        let (first, blocks) = (run.first, run.blocks);
+        run.blocks = 0;
         counters.home_writes += 1;
-        let written = shared.home.write_at(shared.cfg.home_offset(block), bytes);
-        if let Ok(n) = written {
-            shared.request_home_writes.fetch_max(n, Ordering::SeqCst);
-        }
-        if let Err(e) = written {
-            let reason = format!(
-                "write of block {block} to {} failed: {e}",
-                shared.home.describe()
-            );
-            shared.poison.set(reason, e.raw_os_error());
-            self.commit.wake_all();
-            return Err(Error::io(
-                format!("cannot write block {block} to {}", shared.home.describe()),
-                e,
-            ));
-        }
-        if let Some(fast) = lower.fast.as_mut() {
-            fast.find(block, true);
-            if let Err(f) = fast.refresh_clean(block, bytes) {
-                shared.fail(lower, f)?;
+        let written = shared
+            .home
+            .write_at(shared.cfg.home_offset(first), &run.bytes);
+        let bytes = std::mem::take(&mut run.bytes);
+        match written {
+            Ok(n) => {
+                shared.request_home_writes.fetch_max(n, Ordering::SeqCst);
+            }
+            Err(e) => {
+                let what = if blocks == 1 {
+                    format!("block {first}")
+                } else {
+                    format!("blocks {first} to {}", first + blocks - 1)
+                };
+                let reason = format!("write of {what} to {} failed: {e}", shared.home.describe());
+                shared.poison.set(reason, e.raw_os_error());
+                self.commit.wake_all();
+                return Err(Error::io(
+                    format!("cannot write {what} to {}", shared.home.describe()),
+                    e,
+                ));
             }
         }
+        let mut failed = None;
+        if let Some(fast) = lower.fast.as_mut() {
+            let bs = bytes.len() / blocks as usize;
+            for (i, piece) in bytes.chunks(bs).enumerate() {
+                let block = first + i as u64;
+                fast.find(block, true);
+                if let Err(f) = fast.refresh_clean(block, piece) {
+                    // The tier is out from here on: no more clean copies to refresh.
+                    failed = Some(f);
+                    break;
+                }
+            }
+        }
+        if let Some(f) = failed {
+            shared.fail(lower, f)?;
+        }
+        run.bytes = bytes;
+        run.bytes.clear();
         Ok(())
     }
 
