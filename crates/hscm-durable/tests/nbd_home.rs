@@ -14,6 +14,9 @@ use hscm_durable::nbd::{NbdBackend, NbdUri};
 use rand::{Rng, SeedableRng};
 
 const SIZE: u64 = 16 << 20;
+/// What engines see of a 16 MiB export: the client keeps its last 4 KiB for the
+/// owner record.
+const USABLE: u64 = SIZE - 4096;
 const BLOCK: usize = 4096;
 
 /// A server process, killed when dropped.
@@ -178,12 +181,13 @@ fn nbdkit_memory_plugin() {
     let dir = tempfile::tempdir().unwrap();
     let s = Server::nbdkit(&dir.path().join("s"), &["memory", "16M"]);
     let b = open(&s.uri(""));
-    assert_eq!(b.len(), SIZE);
+    assert_eq!(b.len(), USABLE);
     assert!(
         b.connections() > 1,
         "nbdkit's memory plugin allows multi-conn"
     );
     conformance(&b, 1);
+    drop(b);
     let one = open(&s.uri("&connections=1"));
     assert_eq!(one.connections(), 1);
     conformance(&one, 2);
@@ -242,10 +246,10 @@ fn nbdkit_file_plugin() {
     let mut b2 = vec![0u8; BLOCK];
     let s = Server::nbdkit(&dir.path().join("s"), &["file", file.to_str().unwrap()]);
     open(&s.uri(""))
-        .read_at(SIZE - BLOCK as u64, &mut b2)
+        .read_at(USABLE - BLOCK as u64, &mut b2)
         .unwrap();
     let on_disk = std::fs::read(&file).unwrap();
-    assert!(b2[..] == on_disk[SIZE as usize - BLOCK..]);
+    assert!(b2[..] == on_disk[USABLE as usize - BLOCK..USABLE as usize]);
 }
 
 #[test]
@@ -411,8 +415,9 @@ fn nbdkit_over_tls_with_pre_shared_keys() {
     };
     let b = open(&uri("alice@", &keys));
     conformance(&b, 12);
+    drop(b);
     // The file's only key, with no user named.
-    assert_eq!(open(&uri("", &keys)).len(), SIZE);
+    assert_eq!(open(&uri("", &keys)).len(), USABLE);
     for (user, file, why) in [
         ("alice@", &wrong, "a wrong key"),
         ("mallory@", &wrong, "an unknown user"),
@@ -487,13 +492,13 @@ fn a_server_killed_or_stopped_mid_write_and_started_again_loses_nothing_acknowle
     let args = ["file", file.to_str().unwrap()];
     let mut server = Some(Server::nbdkit(&sock, &args));
     let b = std::sync::Arc::new(open(&server.as_ref().unwrap().uri("&timeout=20")));
-    let mut model = vec![0u8; SIZE as usize];
+    let mut model = vec![0u8; USABLE as usize];
     let mut rng = rand::rngs::StdRng::seed_from_u64(9);
     for round in 0..6 {
         // A writer runs while the server is killed and, a moment later, started again.
         let writes: Vec<(u64, Vec<u8>)> = (0..200)
             .map(|_| {
-                let at = rng.gen_range(0..SIZE as usize / BLOCK) * BLOCK;
+                let at = rng.gen_range(0..USABLE as usize / BLOCK) * BLOCK;
                 (at as u64, vec![rng.gen::<u8>(); BLOCK])
             })
             .collect();
@@ -527,7 +532,7 @@ fn a_server_killed_or_stopped_mid_write_and_started_again_loses_nothing_acknowle
             model[*at as usize..*at as usize + BLOCK].copy_from_slice(d);
         }
     }
-    let mut all = vec![0u8; SIZE as usize];
+    let mut all = vec![0u8; USABLE as usize];
     b.read_at(0, &mut all).unwrap();
     assert!(
         all == model,
@@ -541,34 +546,49 @@ fn a_server_killed_or_stopped_mid_write_and_started_again_loses_nothing_acknowle
     );
     drop(server);
     let on_disk = std::fs::read(&file).unwrap();
-    assert!(on_disk == model, "the file differs from what was flushed");
+    assert!(
+        on_disk[..USABLE as usize] == model[..],
+        "the file differs from what was flushed"
+    );
 }
 
+/// A server that stops answering (its process stopped, its sockets still open): the
+/// write fails at the deadline, and once the server runs again so do requests.
 #[test]
 fn a_server_that_stops_answering_fails_the_request_at_the_deadline() {
     let dir = tempfile::tempdir().unwrap();
-    let s = Server::nbdkit(
-        &dir.path().join("s"),
-        &["--filter=delay", "memory", "16M", "delay-write=60"],
-    );
+    let s = Server::nbdkit(&dir.path().join("s"), &["memory", "16M"]);
     let b = open(&s.uri("&timeout=1.5"));
+    let signal = |sig: &str| {
+        assert!(Command::new("kill")
+            .args([sig, &s.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success())
+    };
+    signal("-STOP");
     let started = Instant::now();
     let e = b.write_at(0, &[1u8; BLOCK]).unwrap_err();
     let took = started.elapsed();
+    signal("-CONT");
     assert_eq!(e.kind(), std::io::ErrorKind::TimedOut, "{e}");
     assert!(e.to_string().contains("no answer within 1.5 s"), "{e}");
     assert!(
         took < Duration::from_secs(10),
         "the request hung for {took:?}"
     );
-    // Reads the server still answers keep working.
     let mut buf = [0u8; BLOCK];
     b.read_at(BLOCK as u64, &mut buf).unwrap();
+    b.write_at(0, &[2u8; BLOCK]).unwrap();
+    b.sync().unwrap();
 }
 
 #[test]
 fn a_full_export_says_so_and_a_missing_one_is_named() {
     let dir = tempfile::tempdir().unwrap();
+    // Full once the file `full` exists: the open's claim of the owner record gets in.
+    let full = dir.path().join("full");
+    let error_file = format!("error-file={}", full.display());
     let s = Server::nbdkit(
         &dir.path().join("s"),
         &[
@@ -577,9 +597,11 @@ fn a_full_export_says_so_and_a_missing_one_is_named() {
             "16M",
             "error-pwrite=ENOSPC",
             "error-pwrite-rate=100%",
+            &error_file,
         ],
     );
     let b = open(&s.uri(""));
+    std::fs::write(&full, b"").unwrap();
     let e = b.write_at(0, &[1u8; BLOCK]).unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::StorageFull, "{e}");
     assert!(
@@ -601,14 +623,16 @@ fn create_takes_only_an_empty_export_unless_told_to_overwrite() {
     let dir = tempfile::tempdir().unwrap();
     let s = Server::nbdkit(&dir.path().join("s"), &["memory", "16M"]);
     let uri = s.uri("");
-    let home = home::create(Path::new(&uri), SIZE, false).unwrap();
+    let home = home::create(Path::new(&uri), USABLE, false).unwrap();
     home.write_at(0, &[9u8; BLOCK]).unwrap();
     home.sync().unwrap();
     drop(home);
-    let e = home::create(Path::new(&uri), SIZE, false).err().unwrap();
+    let e = home::create(Path::new(&uri), USABLE, false).err().unwrap();
     assert!(matches!(e, DeviceError::AlreadyExists { .. }), "{e}");
-    home::create(Path::new(&uri), SIZE, true).unwrap();
-    let e = home::create(Path::new(&uri), SIZE + 1, true).err().unwrap();
+    home::create(Path::new(&uri), USABLE, true).unwrap();
+    let e = home::create(Path::new(&uri), USABLE + 1, true)
+        .err()
+        .unwrap();
     assert!(e.to_string().contains("this volume needs"), "{e}");
 }
 
@@ -862,15 +886,16 @@ fn nbdkit_s3_plugin_against_a_local_s3_server() {
     };
     let server = start(&args);
     let b = open(&server.uri(""));
-    assert_eq!(b.len(), 8 << 20);
+    const S3_USABLE: usize = (8 << 20) - 4096;
+    assert_eq!(b.len(), S3_USABLE as u64);
     conformance(&b, 10);
-    let mut before = vec![0u8; 8 << 20];
+    let mut before = vec![0u8; S3_USABLE];
     b.read_at(0, &mut before).unwrap();
     drop(b);
     drop(server);
     // What was flushed lives in the bucket: a new nbdkit over it reads the same bytes.
     let server = start(&args);
-    let mut after = vec![0u8; 8 << 20];
+    let mut after = vec![0u8; S3_USABLE];
     open(&server.uri("")).read_at(0, &mut after).unwrap();
     assert!(before == after, "the bucket lost what was flushed");
 }
@@ -918,6 +943,102 @@ fn ceph_rbd_through_qemu_nbd_where_a_cluster_is_at_hand() {
         ],
     );
     let b = open(&format!("nbd+unix:///rbd?socket={}", s.socket.display()));
-    assert_eq!(b.len(), SIZE, "{image} is not a 16 MiB image");
+    assert_eq!(b.len(), USABLE, "{image} is not a 16 MiB image");
     conformance(&b, 11);
+}
+
+/// One owner per export across machines: a second writable opener is refused, naming
+/// the holder; a read-only one is let in; a clean close frees the export; a take-over
+/// fences the old holder, whose next flush fails naming who took over, and whose
+/// close leaves the new holder's claim alone.
+#[test]
+fn a_second_opener_is_refused_and_a_take_over_fences_the_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::nbdkit(&dir.path().join("s"), &["memory", "16M"]);
+    let first = open(&s.uri(""));
+    let record = first.owner_record().unwrap().expect("claimed");
+    assert!(record.held && record.pid == std::process::id());
+    let e = NbdBackend::open(&NbdUri::parse(&s.uri("")).unwrap(), true)
+        .err()
+        .expect("a second writable opener got in");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("in use by")
+            && msg.contains(&format!("pid {}", std::process::id()))
+            && msg.contains("take-over"),
+        "{msg}"
+    );
+    NbdBackend::open(&NbdUri::parse(&s.uri("")).unwrap(), false).expect("a reader gets in");
+    drop(first);
+    // Closed cleanly: free again, and the record says so.
+    let probe = NbdBackend::open(&NbdUri::parse(&s.uri("")).unwrap(), false).unwrap();
+    assert!(!probe.owner_record().unwrap().unwrap().held);
+    let first = open(&s.uri(""));
+    first.write_at(0, &[1u8; BLOCK]).unwrap();
+    first.sync().unwrap();
+    let second = open(&s.uri("&take-over=1"));
+    let now = second.owner_record().unwrap().unwrap();
+    assert!(
+        now.generation > record.generation,
+        "a take-over raises the generation"
+    );
+    first.write_at(BLOCK as u64, &[2u8; BLOCK]).unwrap();
+    let e = first.sync().unwrap_err();
+    assert!(e.to_string().contains("taken over by"), "{e}");
+    let e = first.write_at(0, &[3u8; BLOCK]).unwrap_err();
+    assert!(e.to_string().contains("taken over by"), "{e}");
+    drop(first);
+    let held = second.owner_record().unwrap().unwrap();
+    assert!(
+        held.held && held.token == now.token,
+        "the fenced opener released the new claim"
+    );
+    second.write_at(0, &[4u8; BLOCK]).unwrap();
+    second.sync().unwrap();
+}
+
+/// A claim left by a crash: one of this machine's processes that no longer runs is
+/// taken over without asking; another machine's is refused until `take-over`.
+#[test]
+fn a_crashed_holder_here_is_replaced_and_one_elsewhere_is_not() {
+    use hscm_durable::nbd::owner::OwnerRecord;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("disk");
+    let dead = {
+        let mut c = Command::new("true").spawn().unwrap();
+        let pid = c.id();
+        c.wait().unwrap();
+        pid
+    };
+    let here = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .unwrap()
+        .trim()
+        .to_string();
+    for (host, refused) in [(here.as_str(), false), ("another-machine", true)] {
+        let mut image = vec![0u8; SIZE as usize];
+        let stale = OwnerRecord {
+            pid: dead,
+            host: host.to_string(),
+            generation: 5,
+            ..OwnerRecord::mine(5)
+        };
+        image[USABLE as usize..].copy_from_slice(&stale.encode());
+        std::fs::write(&file, &image).unwrap();
+        let s = Server::nbdkit(&dir.path().join("s"), &["file", file.to_str().unwrap()]);
+        let opened = NbdBackend::open(&NbdUri::parse(&s.uri("")).unwrap(), true);
+        match (opened, refused) {
+            (Ok(b), false) => {
+                let r = b.owner_record().unwrap().unwrap();
+                assert_eq!(r.generation, 6);
+                assert_eq!(r.pid, std::process::id());
+            }
+            (Err(e), true) => {
+                assert!(e.to_string().contains("in use by another-machine"), "{e}");
+                let b = open(&s.uri("&take-over"));
+                assert_eq!(b.owner_record().unwrap().unwrap().generation, 6);
+            }
+            (Ok(_), true) => panic!("another machine's claim was taken without take-over"),
+            (Err(e), false) => panic!("a dead local holder kept the export: {e}"),
+        }
+    }
 }

@@ -18,6 +18,7 @@
 //! reported as written that the server did not acknowledge.
 
 mod mux;
+pub mod owner;
 pub mod psk;
 mod session;
 mod stream;
@@ -78,12 +79,29 @@ pub struct NbdBackend {
     needs_replay: AtomicBool,
     max_request: u32,
     health: Arc<RemoteHealth>,
+    /// The export less its owner block: what engines see ([`owner`]).
+    usable: u64,
+    /// This opener's claim (None for a read-only open).
+    owner: Mutex<Option<owner::OwnerRecord>>,
+    /// Why writes are refused since another opener took the export over.
+    fenced: Mutex<Option<String>>,
 }
 
 impl NbdBackend {
     /// Connects to the export `uri` names and checks it can hold a volume: writable
     /// when asked, blocks no larger than [`IO_ALIGN`].
     pub fn open(uri: &NbdUri, writable: bool) -> Result<NbdBackend, DeviceError> {
+        Self::open_as(uri, writable, writable)
+    }
+
+    /// Writable without claiming the export: for the scripted servers of the fuzz
+    /// driver, which answer no owner-record reads.
+    #[cfg(any(test, feature = "testing"))]
+    pub fn open_unclaimed(uri: &NbdUri) -> Result<NbdBackend, DeviceError> {
+        Self::open_as(uri, true, false)
+    }
+
+    fn open_as(uri: &NbdUri, writable: bool, claim: bool) -> Result<NbdBackend, DeviceError> {
         let tls = if uri.tls {
             Some(TlsClient::for_uri(uri).map_err(DeviceError::Invalid)?)
         } else {
@@ -128,9 +146,16 @@ impl NbdBackend {
         }
         let max_request = MAX_REQUEST.min(export.max_block.max(IO_ALIGN as u32)) / IO_ALIGN as u32
             * IO_ALIGN as u32;
+        if export.size < 2 * owner::OWNER_BLOCK {
+            return Err(DeviceError::Invalid(format!(
+                "{uri}: the export has {} bytes; hscm keeps its last {} for the owner record",
+                export.size,
+                owner::OWNER_BLOCK
+            )));
+        }
         let health = Arc::new(RemoteHealth::default());
         health.reachable.store(true, Ordering::Relaxed);
-        Ok(NbdBackend {
+        let backend = NbdBackend {
             uri: uri.clone(),
             tls,
             export,
@@ -142,7 +167,52 @@ impl NbdBackend {
             needs_replay: AtomicBool::new(false),
             max_request,
             health,
-        })
+            usable: (export.size - owner::OWNER_BLOCK) / IO_ALIGN * IO_ALIGN,
+            owner: Mutex::new(None),
+            fenced: Mutex::new(None),
+        };
+        if claim {
+            let mine = backend
+                .owner_io()
+                .claim(&uri.to_string(), uri.take_over)
+                .map_err(|e| match e.kind() {
+                    io::ErrorKind::PermissionDenied => DeviceError::Invalid(e.to_string()),
+                    _ => DeviceError::Io {
+                        what: format!("cannot claim {uri}"),
+                        source: e,
+                    },
+                })?;
+            *backend.owner.lock() = Some(mine);
+        }
+        Ok(backend)
+    }
+
+    /// The owner block's reads and durable writes, past what engines see.
+    fn owner_io(&self) -> owner::Claim<'_> {
+        owner::Claim(self)
+    }
+
+    /// Who holds the export now (None: nobody has claimed it, or it is not hscm's).
+    pub fn owner_record(&self) -> io::Result<Option<owner::OwnerRecord>> {
+        self.owner_io().current()
+    }
+
+    /// Ok while this opener still owns the export (or opened it read-only); once
+    /// another took it over, every later write fails too.
+    fn check_owner(&self) -> io::Result<()> {
+        if let Some(why) = self.fenced.lock().clone() {
+            return Err(io::Error::new(io::ErrorKind::PermissionDenied, why));
+        }
+        let Some(mine) = self.owner.lock().clone() else {
+            return Ok(());
+        };
+        self.owner_io()
+            .check(&self.uri.to_string(), &mine)
+            .inspect_err(|e| {
+                if e.kind() == io::ErrorKind::PermissionDenied {
+                    *self.fenced.lock() = Some(e.to_string());
+                }
+            })
     }
 
     pub fn uri(&self) -> &NbdUri {
@@ -219,15 +289,12 @@ impl NbdBackend {
     }
 
     fn checked(&self, offset: u64, len: u64, what: &str) -> io::Result<()> {
-        if offset
-            .checked_add(len)
-            .is_none_or(|end| end > self.export.size)
-        {
+        if offset.checked_add(len).is_none_or(|end| end > self.usable) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidInput,
                 format!(
                     "{}: {what} of {len} bytes at {offset} runs past the export's {} bytes",
-                    self.uri, self.export.size
+                    self.uri, self.usable
                 ),
             ));
         }
@@ -236,6 +303,11 @@ impl NbdBackend {
                 io::ErrorKind::PermissionDenied,
                 format!("{}: opened read-only", self.uri),
             ));
+        }
+        if what != "read" {
+            if let Some(why) = self.fenced.lock().clone() {
+                return Err(io::Error::new(io::ErrorKind::PermissionDenied, why));
+            }
         }
         Ok(())
     }
@@ -373,6 +445,41 @@ impl NbdBackend {
         if !self.needs_replay.load(Ordering::Acquire) {
             return Ok(());
         }
+        // An opener another took over while the link was down must not write its
+        // old blocks over the new owner's.
+        let mine = self.owner.lock().clone();
+        if let Some(mine) = mine {
+            let mut block = vec![0u8; owner::OWNER_BLOCK as usize];
+            let at = self.export.size - owner::OWNER_BLOCK;
+            let mut read = [Op::new(
+                CMD_READ,
+                0,
+                at,
+                block.len() as u32,
+                Data::Read(&mut block),
+            )];
+            self.submit(&self.conns[conn], &mut read, deadline)?;
+            if let Some((_, msg)) = read[0].error.take() {
+                return Err(io::Error::other(format!("reading the owner record: {msg}")));
+            }
+            match owner::OwnerRecord::decode(&block) {
+                Some(r) if r.token == mine.token => {}
+                other => {
+                    let e = match other {
+                        Some(r) => owner::fenced(&self.uri.to_string(), &r),
+                        None => io::Error::new(
+                            io::ErrorKind::PermissionDenied,
+                            format!(
+                                "{}: its owner record was overwritten; writes refused",
+                                self.uri
+                            ),
+                        ),
+                    };
+                    *self.fenced.lock() = Some(e.to_string());
+                    return Err(mark(ConnectError::permanent(e.to_string())));
+                }
+            }
+        }
         let copy: Vec<(u64, Box<[u8]>)> = self
             .replay
             .lock()
@@ -422,8 +529,15 @@ impl NbdBackend {
         }
     }
 
-    /// NBD_CMD_FLUSH, then forgets the replay copy of what it covered.
+    /// NBD_CMD_FLUSH, then forgets the replay copy of what it covered. First checks
+    /// that this opener still owns the export: a flush is what makes writes count,
+    /// and one another opener took over must not.
     fn flush(&self) -> io::Result<()> {
+        self.check_owner()?;
+        self.flush_unchecked()
+    }
+
+    fn flush_unchecked(&self) -> io::Result<()> {
         if !self.can_flush() {
             return Ok(());
         }
@@ -447,6 +561,26 @@ impl NbdBackend {
             keep
         });
         r.bytes -= freed;
+    }
+}
+
+impl owner::OwnerIo for NbdBackend {
+    fn read_owner(&self, buf: &mut [u8]) -> io::Result<()> {
+        let at = self.export.size - owner::OWNER_BLOCK;
+        let mut ops = self.split(CMD_READ, 0, at, Data::Read(buf));
+        self.run(&mut ops)
+    }
+
+    fn write_owner(&self, bytes: &[u8]) -> io::Result<()> {
+        let at = self.export.size - owner::OWNER_BLOCK;
+        if self.export.has(TX_SEND_FUA) {
+            let mut ops = self.split(CMD_WRITE, CMD_FLAG_FUA, at, Data::Write(bytes));
+            self.run(&mut ops)
+        } else {
+            let mut ops = self.split(CMD_WRITE, 0, at, Data::Write(bytes));
+            self.run(&mut ops)?;
+            self.flush_unchecked()
+        }
     }
 }
 
@@ -533,7 +667,7 @@ fn zero_by_writing(b: &dyn Backend, offset: u64, len: u64) -> io::Result<()> {
 
 impl Backend for NbdBackend {
     fn len(&self) -> u64 {
-        self.export.size
+        self.usable
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
@@ -630,6 +764,12 @@ impl Backend for NbdBackend {
 
 impl Drop for NbdBackend {
     fn drop(&mut self) {
+        let mine = self.owner.lock().take();
+        if let Some(mine) = mine.filter(|_| self.fenced.lock().is_none()) {
+            if let Err(e) = self.owner_io().release(&mine) {
+                tracing::warn!("{}: could not release the owner record: {e}", self.uri);
+            }
+        }
         for c in &self.conns {
             c.close();
         }

@@ -73,7 +73,7 @@ pub fn run_client(server: &[u8]) -> bool {
         socket.display()
     ))
     .expect("a valid URI");
-    let opened = NbdBackend::open(&uri, true);
+    let opened = NbdBackend::open_unclaimed(&uri);
     let got_in = opened.is_ok();
     if let Ok(b) = opened {
         let n = b.len().min(8192) as usize;

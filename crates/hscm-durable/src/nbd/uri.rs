@@ -6,6 +6,7 @@
 //! directory holding `ca-cert.pem` and, for a server that checks its clients,
 //! `client-cert.pem` and `client-key.pem`, the layout libnbd, qemu and nbdkit use),
 //! `tls-hostname` (the name the server's certificate must carry; the host by default),
+//! `take-over` (claim an export another opener holds: `super::owner`),
 //! `tls-psk-file` (pre-shared keys in psktool's `USERNAME:HEXKEY` format, instead of
 //! certificates; the key of the URI's user, `nbds://alice@host/`, or `tls-username`,
 //! else the file's only one), `tls-username`, and two of hscm's own: `connections` (how many to open when the server allows
@@ -50,6 +51,9 @@ pub struct NbdUri {
     /// None: [`DEFAULT_CONNECTIONS`] where the server allows several, else one.
     pub connections: Option<usize>,
     pub timeout: Duration,
+    /// `take-over`: claim the export even though another opener holds it (its
+    /// machine is gone or stopped; see `owner`).
+    pub take_over: bool,
     /// The URI as given, for messages.
     text: String,
 }
@@ -94,6 +98,7 @@ impl NbdUri {
             tls_username: None,
             connections: None,
             timeout: DEFAULT_TIMEOUT,
+            take_over: false,
             text: text.to_string(),
         };
         for pair in query.split('&').filter(|p| !p.is_empty()) {
@@ -103,6 +108,13 @@ impl NbdUri {
                 "socket" => socket = Some(PathBuf::from(value)),
                 "tls-certificates" => uri.tls_certificates = Some(PathBuf::from(value)),
                 "tls-hostname" => uri.tls_hostname = Some(value),
+                "take-over" => {
+                    uri.take_over = match value.as_str() {
+                        "" | "1" | "true" | "yes" => true,
+                        "0" | "false" | "no" => false,
+                        _ => return Err(bad(&format!("take-over={value}: 1 or 0"))),
+                    }
+                }
                 "tls-psk-file" => uri.tls_psk_file = Some(PathBuf::from(value)),
                 "tls-username" => uri.tls_username = Some(value),
                 "connections" => {
@@ -125,7 +137,7 @@ impl NbdUri {
                 }
                 other => {
                     return Err(bad(&format!(
-                        "the query parameter {other:?} is not one hscm reads (socket, tls-certificates, tls-hostname, tls-psk-file, tls-username, connections, timeout)"
+                        "the query parameter {other:?} is not one hscm reads (socket, tls-certificates, tls-hostname, tls-psk-file, tls-username, connections, timeout, take-over)"
                     )))
                 }
             }
