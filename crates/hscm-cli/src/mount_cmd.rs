@@ -13,7 +13,8 @@ use hscm_volume::Durability;
 
 #[derive(clap::Args, Debug)]
 pub struct MountArgs {
-    /// The volume, made with `hscm volume create PATH --size 4G --fs`.
+    /// The volume, made with `hscm volume create PATH --size 4G --fs`: a file, a block
+    /// device, or the NBD URI of its home (docs/remote.md).
     pub volume: PathBuf,
     /// An empty directory to mount it on (not one that already holds an hscm mount).
     pub mountpoint: PathBuf,

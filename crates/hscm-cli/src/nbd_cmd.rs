@@ -15,7 +15,8 @@ use crate::service_cmd;
 
 #[derive(clap::Args)]
 pub struct NbdArgs {
-    /// The volume file (made by `hscm volume create`).
+    /// The volume file (made by `hscm volume create`), or the NBD URI of its home
+    /// (nbd://host/export, nbds://…, nbd+unix:///export?socket=PATH: docs/remote.md).
     pub volume: PathBuf,
     /// Listen on this Unix socket (mode 0600). The default, when neither --socket nor
     /// --listen is given: nbd-VOLUME.sock in the runtime directory

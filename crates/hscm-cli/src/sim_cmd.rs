@@ -33,6 +33,7 @@ pub enum MemoryCmd {
     /// Sun et al. 2020's Figures 8-10.
     ///
     /// Example: hscm sim memory compare --trace traces/cjpeg.hscm.zst
+    ///
     /// Example: hscm trace gen --kind hot-writes -o hot.hscm.zst && hscm sim memory compare --trace hot.hscm.zst --json
     Compare(memsim::CompareArgs),
 }

@@ -20,9 +20,14 @@ pub enum VolumeCmd {
     /// before it is acknowledged.
     ///
     /// Example: hscm volume create /var/lib/app.hscm --size 4G --chunk 1M
+    ///
     /// Example: hscm volume create /srv/big.hscm --size 64G --ram 4G --policy s3fifo
+    ///
+    /// Example: hscm volume create nbd://storage1/vol0 --size 8G
     Create {
-        /// File to create (or, with --force, a block device to format).
+        /// File to create (or, with --force, a block device to format), or the URI of
+        /// an NBD export to be its home: nbd://host[:port]/export, nbds://… (TLS),
+        /// nbd+unix:///export?socket=PATH (docs/remote.md).
         path: PathBuf,
         /// Data area size (e.g. 512M, 4G); a multiple of 4 KiB.
         #[arg(long, value_parser = units::parse_size, allow_hyphen_values = true)]
