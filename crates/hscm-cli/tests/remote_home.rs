@@ -301,7 +301,7 @@ fn unsafe_to_mount() -> bool {
 }
 
 #[test]
-fn a_home_killed_under_a_serving_volume_fails_writes_at_the_deadline_and_loses_nothing() {
+fn a_home_killed_under_a_serving_volume_fails_writes_at_the_deadline_and_is_taken_back() {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("disk");
     std::fs::write(&file, vec![0u8; 40 << 20]).unwrap();
@@ -355,14 +355,36 @@ fn a_home_killed_under_a_serving_volume_fails_writes_at_the_deadline_and_loses_n
     );
     // What the RAM copy holds is still served.
     nbdcopy_equal(dir.path(), &served, &input);
+
+    // The home comes back: the served volume takes writes again by itself.
+    let _home = nbdkit(&sock, &["file", file.to_str().unwrap()]);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !tool("nbdcopy", &[one.to_str().unwrap(), &unix_uri(&served, "")])
+        .status
+        .success()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the volume did not take writes again"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let status = ok_json(&["status", "--json"]);
+    assert!(
+        status.to_string().contains("\"reachable\":true"),
+        "hscm status does not show the home back: {status}"
+    );
     drop(nbd);
 
-    // The home comes back: every acknowledged byte is there, the failed write is not.
-    let _home = nbdkit(&sock, &["file", file.to_str().unwrap()]);
+    // Every acknowledged byte is on the home: the first block written after the return.
     let o = run(&["volume", "check", &home]);
     assert!(o.status.success(), "{}", text(&o));
+    let mut expected = std::fs::read(&input).unwrap();
+    expected[..4096].fill(b'x');
+    let expected_file = dir.path().join("expected");
+    std::fs::write(&expected_file, &expected).unwrap();
     let _nbd = hscm_nbd(&home, &served);
-    nbdcopy_equal(dir.path(), &served, &input);
+    nbdcopy_equal(dir.path(), &served, &expected_file);
 }
 
 /// `hscm bench remote`, short: every target at every point and added RTT, in the JSON

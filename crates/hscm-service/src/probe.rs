@@ -64,7 +64,7 @@ pub fn flat(status: &mut Status, v: &Volume) {
         });
     }
     status.device = device(v);
-    status.health = Health::from_failure(v.failure().map(str::to_string));
+    status.health = Health::from_failure(v.failure().map(str::to_string).or_else(|| v.home_away()));
     status.home = v.home_health().map(|h| RemoteHome::from_health(&h));
 }
 
@@ -146,7 +146,10 @@ pub fn fs(status: &mut Status, fs: &FileSystem, v: &Volume) {
     };
     status.device = device(v);
     // A mount read-only by request is healthy; one that failed a write is not.
-    let failure = fs.failure().or_else(|| v.failure().map(str::to_string));
+    let failure = fs
+        .failure()
+        .or_else(|| v.failure().map(str::to_string))
+        .or_else(|| v.home_away());
     status.health = Health::from_failure(failure);
     status.home = v.home_health().map(|h| RemoteHome::from_health(&h));
 }

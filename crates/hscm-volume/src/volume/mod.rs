@@ -49,6 +49,7 @@ use crate::Durability;
 use hscm_durable::home;
 use hscm_durable::{CommitError, GroupCommit, Poison};
 
+mod away;
 mod batch;
 mod checkpoint;
 mod dirty;
@@ -336,6 +337,8 @@ struct Shared {
     load_cv: Condvar,
     /// Set once, on the first failed backend write or sync: the volume is read-only from then on.
     failure: Poison,
+    /// A network home that stopped answering, which the volume waits for (`away`).
+    away: away::Away,
     /// Tickets handed to completed backend writes, in completion order.
     completed: AtomicU64,
     /// Which tickets are durable (group commit of in-place writes and flushes).
@@ -538,13 +541,14 @@ impl Volume {
             ram_copy: opts.ram_copy,
             load_cv: Condvar::new(),
             failure: Poison::default(),
+            away: away::Away::default(),
             completed: AtomicU64::new(0),
             commit: GroupCommit::new(0),
             journal,
             overlay,
             replayed_batches,
         });
-        let loaders = if background_load {
+        let mut loaders = if background_load {
             let mut handles = Vec::new();
             for i in 0..LOADERS {
                 let s = Arc::clone(&shared);
@@ -568,6 +572,7 @@ impl Volume {
         } else {
             Vec::new()
         };
+        loaders.extend(away::watch_home(&shared));
         let checkpointer = match &shared.journal {
             Some(_) => {
                 let s = Arc::clone(&shared);

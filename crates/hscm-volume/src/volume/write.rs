@@ -10,7 +10,8 @@ impl Shared {
                 reason: format!("{} was opened read-only", self.name),
             });
         }
-        self.failure.check().map_err(Error::from)
+        self.failure.check().map_err(Error::from)?;
+        self.check_home()
     }
 
     /// Runs a background thread's body. A panic there (a bug) poisons the volume, so
@@ -179,7 +180,9 @@ impl Shared {
                 sectors.len(),
                 self.name
             );
-            self.fail(why.clone(), e.raw_os_error());
+            if !self.home_failed(&why, &e, Some((start, sectors.len() as u64))) {
+                self.fail(why.clone(), e.raw_os_error());
+            }
             return Err(Error::io(why, e));
         }
         Ok(self.completed.fetch_add(1, Ordering::SeqCst) + 1)
@@ -196,7 +199,9 @@ impl Shared {
                     sectors.len(),
                     self.name
                 );
-                self.fail(why.clone(), e.raw_os_error());
+                if !self.home_failed(&why, &e, Some((start, sectors.len() as u64))) {
+                    self.fail(why.clone(), e.raw_os_error());
+                }
                 Error::io(why, e)
             })
     }
@@ -266,6 +271,7 @@ impl Shared {
         if let Some(failure) = self.failure.get() {
             return Err(failure.clone().into());
         }
+        self.check_home()?;
         if let Some(wb) = &self.writeback {
             return self.write_back(wb);
         }
@@ -278,11 +284,33 @@ impl Shared {
     pub(super) fn wait_durable(&self, ticket: u64) -> Result<()> {
         let what = || format!("sync of {}", self.name);
         let issued = || self.completed.load(Ordering::SeqCst);
-        match self
-            .commit
-            .wait(ticket, &self.failure, what, issued, || self.backend.sync())
-        {
+        // A network home that times out is waited for, not a reason to fail for good
+        // (`away`): its failed syncs are judged below, not by the group commit, which
+        // would poison the volume. Its waiters still hear a real failure, or that the
+        // home is away, from the sync they would lead.
+        let may_go_away = self.home_can_go_away();
+        let scratch = Poison::default();
+        let poison = if may_go_away { &scratch } else { &self.failure };
+        let sync = || {
+            if may_go_away {
+                let refused =
+                    |e: Error| std::io::Error::new(std::io::ErrorKind::TimedOut, e.to_string());
+                self.failure.check().map_err(|f| refused(f.into()))?;
+                self.check_home().map_err(refused)?;
+            }
+            self.backend.sync()
+        };
+        match self.commit.wait(ticket, poison, what, issued, sync) {
             Ok(()) => Ok(()),
+            Err(CommitError::SyncFailed { reason, source }) if may_go_away => {
+                if let Some(failure) = self.failure.get() {
+                    return Err(failure.clone().into());
+                }
+                if !self.home_failed(&reason, &source, None) {
+                    self.fail(reason.clone(), source.raw_os_error());
+                }
+                Err(Error::io(reason, source))
+            }
             Err(CommitError::SyncFailed { reason, source }) => {
                 tracing::error!(volume = %self.name, "{reason}; the volume now refuses writes");
                 self.fail_wake();
