@@ -171,20 +171,9 @@ impl Shared {
 
     /// One device write of whole sectors at their home location; fails the volume on error.
     pub(super) fn write_sectors_home(&self, start: u64, sectors: &[u8]) -> Result<u64> {
-        if let Err(e) = self
-            .backend
+        self.backend
             .write_at(self.header.data_offset() + start, sectors)
-        {
-            let why = format!(
-                "write of {} bytes at volume offset {start} to {} failed: {e}",
-                sectors.len(),
-                self.name
-            );
-            if !self.home_failed(&why, &e, Some((start, sectors.len() as u64))) {
-                self.fail(why.clone(), e.raw_os_error());
-            }
-            return Err(Error::io(why, e));
-        }
+            .map_err(|e| self.home_write_failed("write", start, sectors.len(), e))?;
         Ok(self.completed.fetch_add(1, Ordering::SeqCst) + 1)
     }
 
@@ -193,17 +182,20 @@ impl Shared {
     fn write_sectors_through(&self, start: u64, sectors: &[u8]) -> Result<()> {
         self.backend
             .write_through_at(self.header.data_offset() + start, sectors)
-            .map_err(|e| {
-                let why = format!(
-                    "durable write of {} bytes at volume offset {start} to {} failed: {e}",
-                    sectors.len(),
-                    self.name
-                );
-                if !self.home_failed(&why, &e, Some((start, sectors.len() as u64))) {
-                    self.fail(why.clone(), e.raw_os_error());
-                }
-                Error::io(why, e)
-            })
+            .map_err(|e| self.home_write_failed("durable write", start, sectors.len(), e))
+    }
+
+    /// A failed write of `len` bytes at volume offset `start`: the volume waits for a
+    /// network home that timed out (`away`), and fails for good on anything else.
+    fn home_write_failed(&self, what: &str, start: u64, len: usize, e: std::io::Error) -> Error {
+        let why = format!(
+            "{what} of {len} bytes at volume offset {start} to {} failed: {e}",
+            self.name
+        );
+        if !self.home_failed(&why, &e, Some((start, len as u64))) {
+            self.fail(why.clone(), e.raw_os_error());
+        }
+        Error::io(why, e)
     }
 
     /// Volumes without a journal: the write goes home, then to RAM of Loaded chunks.
