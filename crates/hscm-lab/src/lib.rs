@@ -25,6 +25,7 @@ pub use hscm_sweep::{
 };
 
 pub mod crash_writers;
+pub mod delay_relay;
 pub mod driver;
 pub mod experiments;
 pub mod fio;

@@ -20,7 +20,6 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -28,6 +27,7 @@ use anyhow::{bail, Context, Result};
 use hscm_block::BlockTarget;
 use hscm_nbd::{ExportOptions, Server};
 
+use crate::delay_relay::DelayRelay;
 use crate::nbd::metrics::Served;
 use hscm_tier::{TierConfig, TieredVolume};
 use hscm_volume::{CreateOptions, Durability, OpenOptions, Volume};
@@ -80,6 +80,14 @@ pub struct RemoteRow {
     pub p99_us: f64,
     /// tier-remote: the DRAM's read hit ratio over the point.
     pub hit_ratio: Option<f64>,
+    /// Cores this machine kept busy during the point (every process: fio, hscm, the
+    /// delay relay and the export's server share them here), and that per request:
+    /// a point whose cores are all busy is bound by this machine's CPU, which on real
+    /// machines the server and the network would not share.
+    #[serde(default)]
+    pub busy_cores: Option<f64>,
+    #[serde(default)]
+    pub cpu_us_per_request: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -123,83 +131,6 @@ pub fn bench(a: &RemoteBenchArgs) -> Result<RemoteBench> {
     }
     out.ratios = ratios(&out.rows);
     Ok(out)
-}
-
-/// A TCP relay in front of `upstream` that holds every byte for `one_way` in each
-/// direction: the added round trip is twice that, whatever is in flight.
-struct DelayRelay {
-    port: u16,
-    stop: Arc<AtomicBool>,
-}
-
-impl Drop for DelayRelay {
-    fn drop(&mut self) {
-        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
-        // Wake the accept loop.
-        let _ = std::net::TcpStream::connect(("127.0.0.1", self.port));
-    }
-}
-
-impl DelayRelay {
-    fn start(upstream: u16, one_way: Duration) -> Result<DelayRelay> {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
-        let port = listener.local_addr()?.port();
-        let stop = Arc::new(AtomicBool::new(false));
-        let s = stop.clone();
-        std::thread::spawn(move || {
-            for client in listener.incoming() {
-                if s.load(std::sync::atomic::Ordering::Relaxed) {
-                    break;
-                }
-                let Ok(client) = client else { continue };
-                let Ok(server) = std::net::TcpStream::connect(("127.0.0.1", upstream)) else {
-                    continue;
-                };
-                let _ = client.set_nodelay(true);
-                let _ = server.set_nodelay(true);
-                for (from, to) in [
-                    (client.try_clone(), server.try_clone()),
-                    (server.try_clone(), client.try_clone()),
-                ] {
-                    if let (Ok(from), Ok(to)) = (from, to) {
-                        delayed_pipe(from, to, one_way);
-                    }
-                }
-            }
-        });
-        Ok(DelayRelay { port, stop })
-    }
-}
-
-/// Copies `from` to `to`, each chunk sent `delay` after it arrived.
-fn delayed_pipe(mut from: std::net::TcpStream, mut to: std::net::TcpStream, delay: Duration) {
-    use std::io::{Read, Write};
-    let (tx, rx) = std::sync::mpsc::channel::<(Instant, Vec<u8>)>();
-    std::thread::spawn(move || {
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            match from.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if tx
-                        .send((Instant::now() + delay, buf[..n].to_vec()))
-                        .is_err()
-                    {
-                        break;
-                    }
-                }
-            }
-        }
-    });
-    std::thread::spawn(move || {
-        for (due, bytes) in rx {
-            std::thread::sleep(due.saturating_duration_since(Instant::now()));
-            if to.write_all(&bytes).is_err() {
-                break;
-            }
-        }
-        let _ = to.shutdown(std::net::Shutdown::Write);
-    });
 }
 
 /// nbdkit's memory plugin over TCP on 127.0.0.1, killed when dropped.
@@ -262,6 +193,42 @@ fn serve(target: Arc<dyn BlockTarget>, dir: &Path, name: &str) -> Result<Served>
     )
 }
 
+/// Busy and total clock ticks of every CPU, from /proc/stat (None where unreadable).
+fn cpu_ticks() -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string("/proc/stat").ok()?;
+    let line = text.lines().find(|l| l.starts_with("cpu "))?;
+    let v: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|x| x.parse().ok())
+        .collect();
+    let total: u64 = v.iter().sum();
+    // idle and iowait are the 4th and 5th fields.
+    let idle = v.get(3)? + v.get(4).copied().unwrap_or(0);
+    Some((total - idle, total))
+}
+
+/// A measured point, with the cores this machine kept busy over its middle part
+/// (after fio's start and ramp, before its end).
+fn fio_measured(
+    uri: &str,
+    (rw, bs, qd, jobs): (&str, u64, u32, u32),
+    size: u64,
+    seconds: f64,
+) -> Result<(crate::fio::FioResult, Option<f64>)> {
+    let sampler = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(400));
+        let a = cpu_ticks()?;
+        std::thread::sleep(Duration::from_secs_f64((seconds * 0.7).max(0.05)));
+        let b = cpu_ticks()?;
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
+        let (busy, total) = (b.0.saturating_sub(a.0), b.1.saturating_sub(a.1));
+        (total > 0).then(|| busy as f64 / total as f64 * cores)
+    });
+    let r = fio_point(uri, rw, bs, qd, jobs, size, Some(seconds))?;
+    Ok((r, sampler.join().ok().flatten()))
+}
+
 fn fio_point(
     uri: &str,
     rw: &str,
@@ -291,7 +258,7 @@ fn run_at(a: &RemoteBenchArgs, rtt: f64) -> Result<Vec<RemoteRow>> {
     let mut rows = Vec::new();
     let row = |target: &str,
                (rw, bs, qd, jobs): (&str, u64, u32, u32),
-               r: crate::fio::FioResult,
+               (r, busy): (crate::fio::FioResult, Option<f64>),
                hit: Option<f64>| RemoteRow {
         workload: rw.into(),
         bs,
@@ -304,13 +271,15 @@ fn run_at(a: &RemoteBenchArgs, rtt: f64) -> Result<Vec<RemoteRow>> {
         p50_us: r.p50_us,
         p99_us: r.p99_us,
         hit_ratio: hit,
+        busy_cores: busy,
+        cpu_us_per_request: busy.filter(|_| r.iops > 0.0).map(|c| c * 1e6 / r.iops),
     };
 
     // fio straight at the export: one round trip per request.
     let direct = start_export(home_len, rtt)?;
     fio_point(&direct.uri, "write", 1 << 20, 1, 1, a.size, None)?;
     for p in POINTS {
-        let r = fio_point(&direct.uri, p.0, p.1, p.2, p.3, a.size, Some(a.seconds))?;
+        let r = fio_measured(&direct.uri, p, a.size, a.seconds)?;
         rows.push(row("direct", p, r, None));
     }
     drop(direct);
@@ -342,7 +311,7 @@ fn run_at(a: &RemoteBenchArgs, rtt: f64) -> Result<Vec<RemoteRow>> {
         let served = serve(flat(&home)?, dir, target)?;
         fio_point(&served.uri, "write", 1 << 20, 1, 1, a.size, None)?;
         for p in POINTS {
-            let r = fio_point(&served.uri, p.0, p.1, p.2, p.3, a.size, Some(a.seconds))?;
+            let r = fio_measured(&served.uri, p, a.size, a.seconds)?;
             rows.push(row(target, p, r, None));
         }
     }
@@ -369,7 +338,7 @@ fn run_at(a: &RemoteBenchArgs, rtt: f64) -> Result<Vec<RemoteRow>> {
         }
         let before = tier.stats().tiers[0].clone();
         let fio_rw = if rw == "randread-hot" { "randread" } else { rw };
-        let r = fio_point(&served.uri, fio_rw, bs, qd, jobs, span, Some(a.seconds))?;
+        let r = fio_measured(&served.uri, (fio_rw, bs, qd, jobs), span, a.seconds)?;
         let after = tier.stats().tiers[0].clone();
         let hits = after.read_hits.saturating_sub(before.read_hits) as f64;
         let misses = after.read_misses.saturating_sub(before.read_misses) as f64;
@@ -433,12 +402,23 @@ impl RemoteBench {
             self.size >> 20
         );
         s += &format!(
-            "{:<13} {:>8} {:>8} {:<12} {:>6} {:>10} {:>9} {:>9} {:>9} {:>6}\n",
-            "workload", "bs", "qd x j", "target", "rtt", "IOPS", "MB/s", "p50 µs", "p99 µs", "hits"
+            "{:<13} {:>8} {:>8} {:<12} {:>6} {:>10} {:>9} {:>9} {:>9} {:>6} {:>6} {:>8}\n",
+            "workload",
+            "bs",
+            "qd x j",
+            "target",
+            "rtt",
+            "IOPS",
+            "MB/s",
+            "p50 µs",
+            "p99 µs",
+            "hits",
+            "cores",
+            "CPU µs"
         );
         for r in &self.rows {
             s += &format!(
-                "{:<13} {:>8} {:>8} {:<12} {:>6} {:>10.0} {:>9.1} {:>9.1} {:>9.1} {:>6}\n",
+                "{:<13} {:>8} {:>8} {:<12} {:>6} {:>10.0} {:>9.1} {:>9.1} {:>9.1} {:>6} {:>6} {:>8}\n",
                 r.workload,
                 r.bs,
                 format!("{}x{}", r.qd, r.jobs),
@@ -449,9 +429,13 @@ impl RemoteBench {
                 r.p50_us,
                 r.p99_us,
                 r.hit_ratio
-                    .map_or("-".into(), |h| format!("{:.0}%", h * 100.0))
+                    .map_or("-".into(), |h| format!("{:.0}%", h * 100.0)),
+                r.busy_cores.map_or("-".into(), |c| format!("{c:.2}")),
+                r.cpu_us_per_request
+                    .map_or("-".into(), |c| format!("{c:.1}"))
             );
         }
+        s += "\ncores: this machine's CPUs kept busy during the point (fio, hscm, the delay relay and the export's server all run here); CPU µs: that per request\n";
         s += "\nratios (same run):\n";
         for (k, v) in &self.ratios {
             s += &format!("  {k:<58} {v:.2}x\n");

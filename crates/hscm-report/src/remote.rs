@@ -31,13 +31,13 @@ pub fn subsection(md: &mut String, quick: bool) -> Result<(Vec<(String, Check)>,
         b.seconds, hscm_lab::units::human_bytes(b.size))?;
     writeln!(
         md,
-        "| workload | bs | QD x jobs | target | added RTT | IOPS | p50 µs | p99 µs | DRAM hits |"
+        "| workload | bs | QD x jobs | target | added RTT | IOPS | p50 µs | p99 µs | DRAM hits | busy cores | CPU µs/request |"
     )?;
-    writeln!(md, "|---|---:|---:|---|---:|---:|---:|---:|---:|")?;
+    writeln!(md, "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")?;
     for r in &b.rows {
         writeln!(
             md,
-            "| {} | {} | {}x{} | {} | {} ms | {:.0} | {:.1} | {:.1} | {} |",
+            "| {} | {} | {}x{} | {} | {} ms | {:.0} | {:.1} | {:.1} | {} | {} | {} |",
             r.workload,
             hscm_lab::units::human_bytes(r.bs),
             r.qd,
@@ -48,16 +48,20 @@ pub fn subsection(md: &mut String, quick: bool) -> Result<(Vec<(String, Check)>,
             r.p50_us,
             r.p99_us,
             r.hit_ratio
-                .map_or("".into(), |h| format!("{:.0}%", h * 100.0))
+                .map_or("".into(), |h| format!("{:.0}%", h * 100.0)),
+            r.busy_cores.map_or("".into(), |c| format!("{c:.2}")),
+            r.cpu_us_per_request
+                .map_or("".into(), |c| format!("{c:.1}"))
         )?;
     }
     writeln!(md)?;
     writeln!(md, "An immediate write of the flat volume goes out with FUA (one round trip), and every caller shares \
         the client's connections (64 writers keep 64 requests in flight on 4 connections). What stands between it and \
-        the export's own rate: with no added round trip, the machine's two cores (the same volume on a local file, \
-        `flat-local`, is the bound of the volume and server path; `flat-remote` runs near it); with 1 ms, the volume's \
-        chunk locks (a write holds its 1 MiB chunk's lock for its round trip, so random writers that meet in a chunk \
-        wait in turn) and the server and relay sharing those cores. The tiered volume sends each run of consecutive \
+        the export's own rate is this machine's two cores, which fio, hscm, the delay relay and the export's server all \
+        share here (on real machines the server and the wire are elsewhere): `busy cores` is how many of them the point \
+        kept busy and `CPU µs/request` that per request, everything on the machine counted. Writers of different \
+        sectors no longer wait for each other's round trips (a write holds its sectors, not its 1 MiB chunk, while its \
+        bytes travel). The tiered volume sends each run of consecutive \
         blocks home as one request and reads a miss's run ahead in one, but serves requests one at a time under its \
         lock, so its random writes and misses at QD16 get one round trip's worth each (docs/remote.md).\n")?;
     let rtt = args.rtt_ms.iter().copied().fold(0.0, f64::max);

@@ -125,9 +125,12 @@ impl Inner {
             .min()
     }
 
-    /// Wakes the caller of some request still out or queued, to drive in our place.
+    /// Wakes the caller of some request still out or queued, to drive in our place:
+    /// the one sent last, whose answer comes last, so it drives longest and callers
+    /// hand the connection over (a thread's wake-up each time) as seldom as may be.
     fn wake_a_successor(&self) {
-        if let Some(e) = self.pending.values().next().or(self.queue.front()) {
+        let newest = self.pending.iter().max_by_key(|(cookie, _)| **cookie);
+        if let Some(e) = newest.map(|(_, e)| e).or(self.queue.front()) {
             e.group.owner.unpark();
         }
     }
@@ -254,7 +257,9 @@ impl NbdBackend {
                     inner.pending.insert(cookie, e);
                 }
                 let idle = inner.pending.is_empty() && inner.queue.is_empty();
-                if idle || mine.complete() {
+                // Replies already read are handed out first: cheaper here than by a
+                // successor woken for them.
+                if idle || (mine.complete() && !s.reply_at_hand()) {
                     inner.session = session;
                     inner.driving = false;
                     inner.wake_a_successor();

@@ -284,6 +284,11 @@ impl Session {
         }
     }
 
+    /// Whether the next reply is already here, so reading it waits for nothing.
+    pub fn reply_at_hand(&self) -> bool {
+        self.stream.has_buffered()
+    }
+
     /// Sends one request (and a write's bytes).
     pub fn send(&mut self, op: &Op<'_>, cookie: u64) -> io::Result<()> {
         let mut head = [0u8; REQUEST_LEN];

@@ -21,10 +21,26 @@ enum Socket {
     Unix(UnixStream),
 }
 
-/// A socket whose reads and writes fail with `TimedOut` once the deadline passes.
+/// How far from the deadline a socket call may end: the socket's timeouts are set
+/// again only when a call started now would end further than this from it. Setting
+/// them costs two system calls, and doing so before every read and write once cost
+/// more than the reads and writes themselves.
+const DEADLINE_SLACK: Duration = Duration::from_millis(20);
+/// Replies are read through a buffer this large: a reply's head, and often many
+/// replies, in one system call.
+const READ_BUFFER: usize = 64 << 10;
+
+/// A socket whose reads and writes fail with `TimedOut` once the deadline passes
+/// (within [`DEADLINE_SLACK`]), read through a buffer.
 pub(crate) struct Timed {
     socket: Socket,
     pub(crate) deadline: Instant,
+    /// The timeout the socket holds now (None: never set).
+    armed: Option<Duration>,
+    buffer: Box<[u8]>,
+    /// `buffer[at..filled]` was read from the socket and not yet by the caller.
+    at: usize,
+    filled: usize,
 }
 
 impl Timed {
@@ -52,21 +68,40 @@ impl Timed {
                 Socket::Tcp(s)
             }
         };
-        Ok(Timed { socket, deadline })
+        Ok(Timed {
+            socket,
+            deadline,
+            armed: None,
+            buffer: vec![0u8; READ_BUFFER].into_boxed_slice(),
+            at: 0,
+            filled: 0,
+        })
     }
 
-    fn set_timeouts(&self) -> io::Result<()> {
-        let left = Some(remaining(self.deadline)?);
+    /// Makes a socket call started now end by the deadline (within the slack).
+    fn set_timeouts(&mut self) -> io::Result<()> {
+        let left = remaining(self.deadline)?;
+        if self
+            .armed
+            .is_some_and(|armed| armed.abs_diff(left) <= DEADLINE_SLACK)
+        {
+            return Ok(());
+        }
+        // Forget the old value first: if setting fails halfway, it is set next time.
+        self.armed = None;
+        let left = Some(left);
         match &self.socket {
             Socket::Tcp(s) => {
                 s.set_read_timeout(left)?;
-                s.set_write_timeout(left)
+                s.set_write_timeout(left)?;
             }
             Socket::Unix(s) => {
                 s.set_read_timeout(left)?;
-                s.set_write_timeout(left)
+                s.set_write_timeout(left)?;
             }
         }
+        self.armed = left;
+        Ok(())
     }
 
     /// Closes both directions at once, so a thread blocked on the socket returns.
@@ -97,14 +132,42 @@ fn timed_out(e: io::Error) -> io::Error {
     }
 }
 
-impl Read for Timed {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+impl Timed {
+    fn read_socket(&mut self, into_buffer: bool, buf: &mut [u8]) -> io::Result<usize> {
         self.set_timeouts()?;
+        let into = if into_buffer {
+            &mut self.buffer[..]
+        } else {
+            buf
+        };
         match &mut self.socket {
-            Socket::Tcp(s) => s.read(buf),
-            Socket::Unix(s) => s.read(buf),
+            Socket::Tcp(s) => s.read(into),
+            Socket::Unix(s) => s.read(into),
         }
         .map_err(timed_out)
+    }
+}
+
+impl Timed {
+    /// Bytes read from the socket that the caller has not taken yet.
+    pub(crate) fn buffered(&self) -> usize {
+        self.filled - self.at
+    }
+}
+
+impl Read for Timed {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.at == self.filled {
+            if buf.len() >= self.buffer.len() {
+                return self.read_socket(false, buf);
+            }
+            self.filled = self.read_socket(true, &mut [])?;
+            self.at = 0;
+        }
+        let n = buf.len().min(self.filled - self.at);
+        buf[..n].copy_from_slice(&self.buffer[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
     }
 }
 
@@ -170,6 +233,12 @@ impl Stream {
             Stream::Psk(s) => Some(s.get_mut()),
             Stream::Taken => None,
         }
+    }
+
+    /// Whether a reply has already been read from the socket, in the clear (inside
+    /// TLS, false: the bytes there are not yet the reply's).
+    pub(crate) fn has_buffered(&self) -> bool {
+        matches!(self, Stream::Plain(t) if t.buffered() > 0)
     }
 
     /// Wraps the plain stream in TLS (after the server agreed to NBD_OPT_STARTTLS)

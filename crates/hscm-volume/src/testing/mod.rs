@@ -28,6 +28,10 @@ struct Device {
     faults: Countdown,
     sync_latency: std::time::Duration,
     read_latency: std::time::Duration,
+    write_latency: std::time::Duration,
+    /// Writes between their start and their landing, now and at the most.
+    writes_in_flight: u64,
+    most_writes_in_flight: u64,
     /// The next sync panics (a bug in a background thread, simulated).
     panic_on_sync: bool,
     powered: bool,
@@ -47,6 +51,9 @@ impl FaultyBackend {
                 faults: Countdown::default(),
                 sync_latency: std::time::Duration::ZERO,
                 read_latency: std::time::Duration::ZERO,
+                write_latency: std::time::Duration::ZERO,
+                writes_in_flight: 0,
+                most_writes_in_flight: 0,
                 panic_on_sync: false,
                 powered: true,
                 write_through: false,
@@ -86,6 +93,31 @@ impl FaultyBackend {
     /// Every read takes this long (outside the device lock), as a disk's seek does.
     pub fn set_read_latency(&self, latency: std::time::Duration) {
         self.inner.lock().read_latency = latency;
+    }
+
+    /// Every write (plain or durable) takes this long before it lands, outside the
+    /// device lock, as a network round trip does: writes overlap meanwhile.
+    pub fn set_write_latency(&self, latency: std::time::Duration) {
+        self.inner.lock().write_latency = latency;
+    }
+
+    /// The most writes that were under way at once (see `set_write_latency`).
+    pub fn most_writes_in_flight(&self) -> u64 {
+        self.inner.lock().most_writes_in_flight
+    }
+
+    /// Waits out the write latency, counting the write as under way meanwhile.
+    fn write_delay(&self) {
+        let latency = {
+            let mut d = self.inner.lock();
+            d.writes_in_flight += 1;
+            d.most_writes_in_flight = d.most_writes_in_flight.max(d.writes_in_flight);
+            d.write_latency
+        };
+        if !latency.is_zero() {
+            std::thread::sleep(latency);
+        }
+        self.inner.lock().writes_in_flight -= 1;
     }
 
     /// Cuts the power: this device answers EIO from now on, and the returned one
@@ -151,6 +183,7 @@ impl Backend for FaultyBackend {
     }
 
     fn write_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        self.write_delay();
         let mut d = self.inner.lock();
         if !d.powered {
             return Err(powered_off());
@@ -186,6 +219,7 @@ impl Backend for FaultyBackend {
     }
 
     fn write_through_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        self.write_delay();
         let mut d = self.inner.lock();
         if !d.powered {
             return Err(powered_off());

@@ -145,6 +145,8 @@ impl Shared {
     /// will read: whichever the home kept of the failed write, reads agree with it.
     fn rewrite_from_ram(&self, start: u64, len: u64) -> io::Result<()> {
         let (first, last) = (self.chunk_of(start), self.chunk_of(start + len - 1));
+        // Held like a writer's (`ranges`), so no write of these sectors is under way.
+        let _sectors_held = self.writing.hold(start, start + len);
         let _io: Vec<MutexGuard<'_, ()>> =
             (first..=last).map(|c| self.chunks[c].io.lock()).collect();
         for c in first..=last {
@@ -154,8 +156,8 @@ impl Shared {
             let (cs, ce) = self.chunk_range(c);
             let (s, e) = (start.max(cs), (start + len).min(ce));
             let mut buf = AlignedBuf::zeroed((e - s) as usize);
-            // SAFETY: we hold chunk c's io lock, which every RAM writer also holds,
-            // and c is Loaded (checked under that lock).
+            // SAFETY: we hold chunk c's io lock, which every RAM writer also holds
+            // while it writes RAM, and c is Loaded (checked under that lock).
             unsafe { self.ram.copy_out(s as usize, &mut buf) };
             self.backend
                 .write_through_at(self.header.data_offset() + s, &buf)?;

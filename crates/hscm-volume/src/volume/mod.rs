@@ -13,6 +13,10 @@
 //!   Release), under the `ram` read lock. A holder of `io` may read RAM without `ram`,
 //!   since every RAM writer also holds `io`.
 //! * Multi-chunk requests take `io` locks in ascending chunk order; the loader does too.
+//! * Written in place (no journal, no write-back): a writer first holds its sectors
+//!   (`ranges`), then the `io` locks. While its chunks are all Loaded it lets the `io`
+//!   locks go during its home write and takes them again to write RAM; its held
+//!   sectors keep other writers off the bytes it reads and writes meanwhile.
 //! * With a journal, the batch leader writes RAM on behalf of the records in its batch.
 //!   Each record's owner holds the io locks of its chunks and waits until the leader is
 //!   done, so the leader acts as that holder; it also takes each chunk's `ram` write lock.
@@ -54,6 +58,7 @@ mod batch;
 mod checkpoint;
 mod dirty;
 mod loader;
+mod ranges;
 mod read;
 mod recovery;
 mod write;
@@ -339,6 +344,8 @@ struct Shared {
     failure: Poison,
     /// A network home that stopped answering, which the volume waits for (`away`).
     away: away::Away,
+    /// Sectors being written in place (`ranges`).
+    writing: ranges::WritingRanges,
     /// Tickets handed to completed backend writes, in completion order.
     completed: AtomicU64,
     /// Which tickets are durable (group commit of in-place writes and flushes).
@@ -542,6 +549,7 @@ impl Volume {
             load_cv: Condvar::new(),
             failure: Poison::default(),
             away: away::Away::default(),
+            writing: ranges::WritingRanges::default(),
             completed: AtomicU64::new(0),
             commit: GroupCommit::new(0),
             journal,

@@ -65,7 +65,12 @@ impl Shared {
         }
         let end = offset + data.len() as u64;
         let (first, last) = (self.chunk_of(offset), self.chunk_of(end - 1));
-        let _io: Vec<MutexGuard<'_, ()>> =
+        let (start, stop) = (align_down(offset), align_up(end));
+        // Written in place: this writer's sectors first (`ranges`: lock order), so it
+        // may let its io locks go during the home write.
+        let _sectors_held = (self.journal.is_none() && self.writeback.is_none())
+            .then(|| self.writing.hold(start, stop));
+        let mut io: Vec<MutexGuard<'_, ()>> =
             (first..=last).map(|c| self.chunks[c].io.lock()).collect();
         // A writer we queued behind may have failed the volume.
         self.refuse_writes()?;
@@ -73,7 +78,6 @@ impl Shared {
         // The backend is written in whole sectors. Partial head/tail sectors are
         // completed from the RAM copy, never read back from the device, so their
         // chunks must be loaded first (paper case 3 only covers whole-sector writes).
-        let (start, stop) = (align_down(offset), align_up(end));
         let head_partial = start != offset;
         let tail_partial = stop != end;
         let mut sectors = AlignedBuf::zeroed((stop - start) as usize);
@@ -120,9 +124,11 @@ impl Shared {
         let ticket = match (&self.writeback, &self.journal) {
             (Some(wb), _) => self.write_back_locked(wb, offset, data, start, &sectors)?,
             (None, Some(j)) => self.write_journaled(j, start, &sectors, durability)?,
-            (None, None) => self.write_in_place(offset, data, start, &sectors, durability)?,
+            (None, None) => {
+                self.write_in_place(offset, data, start, &sectors, durability, &mut io)?
+            }
         };
-        drop(_io);
+        drop(io);
         match (durability, &self.writeback) {
             // FUA in a write-back session: everything before it becomes durable too.
             (Durability::Immediate, Some(wb)) => self.write_back(wb),
@@ -202,16 +208,27 @@ impl Shared {
     /// An immediate write to a home that prefers it (a network home with FUA) goes
     /// through durably on its own, one round trip, and needs no share of a sync:
     /// its ticket is 0, durable already.
-    pub(super) fn write_in_place(
-        &self,
+    ///
+    /// The caller holds the write's sectors (`ranges`) and `io`, the io locks of its
+    /// chunks. When every one of them is Loaded, those locks are let go during the
+    /// home write and taken again for RAM: the loader never touches a Loaded chunk
+    /// again, and the held sectors keep every other writer of them out, so writers
+    /// of other sectors in the same chunks overlap their round trips.
+    pub(super) fn write_in_place<'a>(
+        &'a self,
         offset: u64,
         data: &[u8],
         start: u64,
         sectors: &AlignedBuf,
         durability: Durability,
+        io: &mut Vec<MutexGuard<'a, ()>>,
     ) -> Result<u64> {
         let end = offset + data.len() as u64;
         let (first, last) = (self.chunk_of(offset), self.chunk_of(end - 1));
+        let all_loaded = (first..=last).all(|c| self.is_loaded(c));
+        if all_loaded {
+            io.clear();
+        }
         let ticket = if durability == Durability::Immediate && self.backend.prefers_write_through()
         {
             self.write_sectors_through(start, sectors)?;
@@ -219,6 +236,9 @@ impl Shared {
         } else {
             self.write_sectors_home(start, sectors)?
         };
+        if all_loaded {
+            *io = (first..=last).map(|c| self.chunks[c].io.lock()).collect();
+        }
 
         // Paper §3.3.1 case 2 for loaded chunks; unloaded ones (case 3) got the backend
         // write only, and the loader — which waits for the caller's io lock — picks it up.
