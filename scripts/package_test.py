@@ -73,6 +73,51 @@ def notifications(sock: socket.socket, until: str, timeout: float = 30.0) -> Non
     fail(f"no {until} from the unit (got {seen})")
 
 
+def mounted_at(point: Path) -> str | None:
+    """The type of what /proc/mounts has at `point`, if anything."""
+    for line in Path("/proc/mounts").read_text().splitlines():
+        fields = line.split()
+        if fields[1] == str(point):
+            return fields[2]
+    return None
+
+
+def fstab_mount() -> None:
+    """mount(8)'s way in, through the installed /usr/sbin/mount.fuse.hscm: `mount -a`
+    over an fstab line of type fuse.hscm, a file written, plain `umount`, then
+    `mount -t fuse.hscm` again and the file read back; a bad option fails by name."""
+    if os.readlink("/usr/sbin/mount.fuse.hscm") not in ("../bin/hscm", "/usr/bin/hscm"):
+        fail("/usr/sbin/mount.fuse.hscm does not lead to /usr/bin/hscm")
+    tmp = Path(tempfile.mkdtemp())
+    volume, point = tmp / "fstab.hscm", tmp / "mnt"
+    point.mkdir()
+    run("/usr/bin/hscm", "volume", "create", str(volume), "--size", "64M", "--fs")
+    fstab = tmp / "fstab"
+    fstab.write_text(f"{volume} {point} fuse.hscm durability=on-flush,ram=32M,nofail,x-systemd.after=local-fs.target 0 0\n")
+    try:
+        run("mount", "-a", "-T", str(fstab))
+        if mounted_at(point) != "fuse.hscm":
+            fail(f"mount -a with an fstab line of type fuse.hscm mounted nothing at {point}")
+        (point / "kept").write_text("from fstab\n")
+        run("umount", str(point))
+        # The mount's process commits and closes the volume after the unmount.
+        wait_for("the mount's process to end", lambda: subprocess.run(
+            ["pgrep", "-f", f"hscm mount {volume}"], capture_output=True).returncode != 0)
+        run("mount", "-t", "fuse.hscm", str(volume), str(point), "-o", "durability=immediate,ro")
+        if (point / "kept").read_text() != "from fstab\n":
+            fail("a file written on the fstab mount was not there after umount and mount -t fuse.hscm")
+        run("/usr/bin/hscm", "umount", str(point))
+        bad = subprocess.run(["mount", "-t", "fuse.hscm", str(volume), str(point), "-o", "bogus"],
+                             capture_output=True, text=True, env=ENV)
+        if bad.returncode == 0 or "bogus" not in bad.stderr:
+            fail(f"mount -o bogus: rc {bad.returncode}, {bad.stderr!r}")
+        print("package-test: mount -a (fstab), umount, mount -t fuse.hscm: ok")
+    finally:
+        if mounted_at(point):
+            subprocess.run(["umount", "-l", str(point)], check=False)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main() -> None:
     if os.geteuid() != 0:
         print("package-test: needs root (dpkg -i); skipped")
@@ -101,6 +146,7 @@ def main() -> None:
         if verify.returncode != 0 or verify.stderr.strip() or verify.stdout.strip():
             fail(f"systemd-analyze verify of the installed units: {verify.stderr}{verify.stdout}")
         run("/usr/bin/hscm", "config", "check", "/usr/share/doc/hscm/examples/hscm.toml")
+        fstab_mount()
         run("/usr/bin/hscm", "volume", "create", str(VOLUME), "--size", "64M")
         CONFIG.write_text(f'[nbd]\nvolume = "{VOLUME}"\nmetrics = "127.0.0.1:0"\n')
         listen = unit_value("hscm-nbd@.socket", "ListenStream")

@@ -6,6 +6,7 @@ extern crate hscm_sweep;
 mod bench_cmd;
 mod errors;
 mod mount_cmd;
+mod mount_helper;
 mod nbd_cmd;
 mod serve_cmd;
 mod service_cmd;
@@ -184,7 +185,26 @@ fn main() -> std::process::ExitCode {
     let json_wanted = std::env::args_os().any(|a| a == "--json");
     // `--config FILE` of a long-running command supplies the flags the command line
     // leaves out.
-    let argv = match hscm_service::config::merge(std::env::args_os().collect(), &Cli::command()) {
+    let mut argv: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    // mount(8) and fstab (`-t fuse.hscm`) call with a helper's convention.
+    let command = Cli::command();
+    if mount_helper::is_helper_call(&argv, |a| {
+        a.to_str()
+            .is_some_and(|a| command.find_subcommand(a).is_some())
+    }) {
+        match mount_helper::to_mount_argv(&argv) {
+            Ok(Some(mount)) => {
+                mount_helper::remember(&mount);
+                argv = mount;
+            }
+            Ok(None) => return std::process::ExitCode::SUCCESS,
+            Err(e) => {
+                note!("hscm: error: {}", errors::render_error(&e));
+                return std::process::ExitCode::FAILURE;
+            }
+        }
+    }
+    let argv = match hscm_service::config::merge(argv, &Cli::command()) {
         Ok(argv) => argv,
         Err(e) => {
             let e = anyhow::Error::from(e);

@@ -256,7 +256,8 @@ const LOG_VARIABLE: &str = "HSCM_MOUNT_LOG";
 fn mount_in_background(a: &MountArgs) -> Result<()> {
     let exe = std::env::current_exe().context("finding the hscm binary")?;
     let mut cmd = Command::new(exe);
-    cmd.args(std::env::args_os().skip(1)).arg("--foreground");
+    cmd.args(crate::mount_helper::args_in_effect().into_iter().skip(1))
+        .arg("--foreground");
     // Its log outlives this process: a pipe to us would break once we return. One
     // log per mount, in a directory only this user can write.
     let stem = hscm_durable::runtime::stem_of(&a.volume);
