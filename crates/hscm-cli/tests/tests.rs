@@ -17,6 +17,7 @@ mod mount_passthrough;
 mod mount_safety;
 mod mount_suites;
 mod mount_truth;
+mod mount_user;
 mod mount_work;
 mod nbd;
 mod nbd_tls;

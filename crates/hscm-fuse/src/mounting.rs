@@ -37,6 +37,8 @@ pub fn mount(
                 return Err(e);
             }
         }
+    } else if let Err(why) = user_may_open_dev_fuse() {
+        return Err(why);
     } else {
         fuser::Session::new(served, &point, config)?
     };
@@ -44,6 +46,39 @@ pub fn mount(
     let _ = notifier.set(session.notifier());
     after_mount(&point, writeback_cache);
     Ok((session, mounted))
+}
+
+/// A user's mount needs /dev/fuse open to that user: fuser opens it, and the setuid
+/// fusermount3 it falls back to for mount(2) opens it as the user too (libfuse 3
+/// drops its privileges for that open), so on a machine where /dev/fuse is root's
+/// alone no user can mount any FUSE file system. Said here with the fixes, rather
+/// than as a bare "Permission denied".
+fn user_may_open_dev_fuse() -> std::io::Result<()> {
+    use rustix::fs::Access;
+    match rustix::fs::access("/dev/fuse", Access::READ_OK | Access::WRITE_OK) {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let mode = std::fs::metadata("/dev/fuse")
+                .map(|m| {
+                    format!(
+                        "mode {:o}",
+                        std::os::unix::fs::PermissionsExt::mode(&m.permissions()) & 0o7777
+                    )
+                })
+                .unwrap_or_else(|e| e.to_string());
+            Err(std::io::Error::new(
+                std::io::Error::from(e).kind(),
+                format!(
+                    "/dev/fuse ({mode}) cannot be opened by user {}: {e}. A FUSE mount by a user other than root \
+                     needs it open to users (the kernel's and most distributions' default, mode 666: \
+                     `chmod 666 /dev/fuse`, or a udev rule KERNEL==\"fuse\", MODE=\"0666\"); fusermount3 opens it as \
+                     the user too. Or mount as root, which lets every user in (--allow-other is root's default; \
+                     the hscm-mount@ unit does so at boot)",
+                    rustix::process::getuid().as_raw()
+                ),
+            ))
+        }
+    }
 }
 
 /// mount(2) of a FUSE file system at `point` as `config` says: its /dev/fuse
