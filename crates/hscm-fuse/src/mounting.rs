@@ -37,9 +37,8 @@ pub fn mount(
                 return Err(e);
             }
         }
-    } else if let Err(why) = user_may_open_dev_fuse() {
-        return Err(why);
     } else {
+        user_may_open_dev_fuse()?;
         fuser::Session::new(served, &point, config)?
     };
     let mounted = mounts::Mounted::on_top_at(&point)?;

@@ -120,6 +120,24 @@ impl FaultyBackend {
         self.inner.lock().writes_in_flight -= 1;
     }
 
+    /// A write after its latency, plain or `durable` (one a power cut keeps), with
+    /// the injected faults and a powered-off device answered as a device would.
+    fn land(&self, offset: u64, buf: &[u8], durable: bool) -> io::Result<()> {
+        self.write_delay();
+        let mut d = self.inner.lock();
+        if !d.powered {
+            return Err(powered_off());
+        }
+        d.faults.write()?;
+        let off = check_bounds(d.image.live().len(), offset, buf.len())?;
+        if durable {
+            d.image.write_durable(off, buf);
+        } else {
+            d.image.write(off, buf);
+        }
+        Ok(())
+    }
+
     /// Cuts the power: this device answers EIO from now on, and the returned one
     /// holds what a restart would find — the durable image plus a random subset of
     /// the unsynced writes, each kept whole or torn at a 512-byte boundary.
@@ -183,15 +201,7 @@ impl Backend for FaultyBackend {
     }
 
     fn write_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
-        self.write_delay();
-        let mut d = self.inner.lock();
-        if !d.powered {
-            return Err(powered_off());
-        }
-        d.faults.write()?;
-        let off = check_bounds(d.image.live().len(), offset, buf.len())?;
-        d.image.write(off, buf);
-        Ok(())
+        self.land(offset, buf, false)
     }
 
     fn sync(&self) -> io::Result<()> {
@@ -219,15 +229,7 @@ impl Backend for FaultyBackend {
     }
 
     fn write_through_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
-        self.write_delay();
-        let mut d = self.inner.lock();
-        if !d.powered {
-            return Err(powered_off());
-        }
-        d.faults.write()?;
-        let off = check_bounds(d.image.live().len(), offset, buf.len())?;
-        d.image.write_durable(off, buf);
-        Ok(())
+        self.land(offset, buf, true)
     }
 
     fn describe(&self) -> String {
