@@ -42,6 +42,7 @@ const WITH_VALUE: &[(&str, &str)] = &[
     ("ram", "--ram"),
     ("ram-policy", "--ram-policy"),
     ("dirty-max", "--dirty-max"),
+    ("io-uring", "--io-uring"),
 ];
 
 /// Options without a value, and their flags (`_` may stand for `-`).
@@ -186,7 +187,7 @@ mod tests {
             "/srv/logs.hscm",
             "/var/log",
             "-o",
-            "rw,noauto,nofail,_netdev,x-systemd.automount,durability=on-flush,ram=4G,ram_policy=s3fifo,ro,allow_other,nosuid,nodev",
+            "rw,noauto,nofail,_netdev,x-systemd.automount,durability=on-flush,ram=4G,ram_policy=s3fifo,io-uring=off,ro,allow_other,nosuid,nodev",
         ]))
         .unwrap()
         .unwrap();
@@ -203,6 +204,8 @@ mod tests {
                 "4G",
                 "--ram-policy",
                 "s3fifo",
+                "--io-uring",
+                "off",
                 "--read-only",
                 "--allow-other",
             ])

@@ -200,7 +200,7 @@ fn bench_fs_work_json_times_every_step_on_every_file_system() {
         "--ls-entries",
         "100,400",
         "--fs",
-        "tmpfs,ext4-sync,hscm,hscm-immediate",
+        "tmpfs,ext4-sync,hscm,hscm-no-io-uring,hscm-immediate",
         "--json",
     ]);
     assert!(o.status.success(), "{}", text(&o));
@@ -218,7 +218,13 @@ fn bench_fs_work_json_times_every_step_on_every_file_system() {
         "ls-l-100",
         "ls-l-400",
     ];
-    for fs in ["tmpfs", "ext4-sync", "hscm", "hscm-immediate"] {
+    for fs in [
+        "tmpfs",
+        "ext4-sync",
+        "hscm",
+        "hscm-no-io-uring",
+        "hscm-immediate",
+    ] {
         for step in steps {
             let r = rows
                 .iter()
@@ -239,6 +245,19 @@ fn bench_fs_work_json_times_every_step_on_every_file_system() {
         .as_f64()
         .is_some());
     assert!(v["round_trip_us"]["hscm"].as_f64().unwrap() > 0.0);
+    assert!(v["round_trip_us"]["hscm-no-io-uring"].as_f64().unwrap() > 0.0);
+    assert!(v["ratios"]["untar hscm-no-io-uring/tmpfs"]
+        .as_f64()
+        .is_some());
+    // Where the kernel has FUSE over io_uring, the bench serves hscm by it (turning
+    // the switch on for its run) and hscm-no-io-uring by /dev/fuse.
+    let rings_here = hscm_fuse::uring::kernel_switch().is_some();
+    assert_eq!(
+        v["io_uring"].as_bool(),
+        Some(rings_here),
+        "{}",
+        v["io_uring"]
+    );
     assert!(v["tree"]["files"].as_u64().unwrap() >= 300);
     let o = run(&["bench", "fs-work", "--fs", "zfs"]);
     assert!(!o.status.success());

@@ -14,6 +14,7 @@ mod kv_crash;
 mod memsim_cli;
 mod mount;
 mod mount_passthrough;
+mod mount_rings;
 mod mount_safety;
 mod mount_suites;
 mod mount_truth;

@@ -35,6 +35,7 @@ mod options;
 mod passthrough;
 mod privileges;
 mod stats;
+pub mod uring;
 
 use convert::{errno, file_attr, kind_of_mode, time_or_now};
 use dirs::Dirs;
@@ -94,6 +95,8 @@ pub struct Fuse {
     /// Runs the fsyncs that must first have mapped pages written back.
     syncer: mappings::Syncer,
     stats: Arc<FuseStats>,
+    /// FUSE over io_uring: asked for, granted, carried (`uring`).
+    rings: Arc<uring::RingState>,
 }
 
 impl Fuse {

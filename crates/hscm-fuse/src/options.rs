@@ -23,7 +23,23 @@ impl Fuse {
             opens: Opens::default(),
             syncer: Default::default(),
             stats: Arc::default(),
+            rings: Arc::default(),
         }
+    }
+
+    /// Asks the kernel at mount for FUSE over io_uring (see [`crate::uring`]); a
+    /// kernel whose switch is off serves by /dev/fuse, as without this.
+    pub fn with_io_uring(self) -> Fuse {
+        self.rings
+            .wanted
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        self
+    }
+
+    /// What the mount asked of FUSE over io_uring, was granted and carried: for
+    /// [`crate::uring::Rings`] and the mount's status.
+    pub fn rings(&self) -> Arc<crate::uring::RingState> {
+        self.rings.clone()
     }
 
     /// The requests served, counted and timed (for the mount's metrics).
@@ -119,6 +135,15 @@ impl Fuse {
         ] {
             if let Err(missing) = config.add_capabilities(wanted) {
                 tracing::info!("the kernel does not offer {missing:?}");
+            }
+        }
+        if self.rings.wanted.load(std::sync::atomic::Ordering::Relaxed) {
+            match config.add_capabilities(fuser::InitFlags::FUSE_OVER_IO_URING) {
+                Ok(()) => self.rings.granted.store(true, std::sync::atomic::Ordering::Relaxed),
+                Err(_) => tracing::info!(
+                    "the kernel does not offer FUSE over io_uring ({} was off at mount): requests go by /dev/fuse",
+                    crate::uring::KERNEL_SWITCH
+                ),
             }
         }
         if !self.passthrough_wanted {

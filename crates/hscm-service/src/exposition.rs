@@ -20,6 +20,7 @@ pub const FAMILIES: &[(&str, &str)] = &[
     ("hscm_home_reachable", "gauge"),
     ("hscm_home_reconnects_total", "counter"),
     ("hscm_home_failed_requests_total", "counter"),
+    ("hscm_fuse_ring_requests_total", "counter"),
     ("hscm_volume_size_bytes", "gauge"),
     ("hscm_volume_used_bytes", "gauge"),
     ("hscm_load_loaded_bytes", "gauge"),
@@ -181,6 +182,13 @@ pub fn render(s: &Status) -> String {
             "hscm_home_failed_requests_total",
             "Requests to the home on the network that failed after their retries.",
             h.failed_requests as f64,
+        );
+    }
+    if let Some(fuse) = &s.fuse {
+        w.one(
+            "hscm_fuse_ring_requests_total",
+            "Requests a mount's FUSE over io_uring rings carried (0 on /dev/fuse).",
+            fuse.ring_requests as f64,
         );
     }
     w.one(

@@ -27,7 +27,9 @@ use std::time::{Instant, SystemTime};
 
 pub use args::ServiceArgs;
 pub use http::{HttpError, MetricsServer};
-pub use status::{Clients, Device, FsSpace, Health, Journal, Load, Op, Status, Tier};
+pub use status::{
+    Clients, Device, FsSpace, FuseTransport, Health, Journal, Load, Op, Status, Tier,
+};
 
 /// A snapshot of the instance, taken when asked.
 pub type Probe = Arc<dyn Fn() -> Status + Send + Sync>;

@@ -130,6 +130,13 @@ impl Status {
         let requests: u64 = s.ops.iter().map(|o| o.count).sum();
         let errors: u64 = s.errors.values().sum();
         writeln!(f, "  requests: {requests} served, {errors} errors")?;
+        if let Some(fuse) = &s.fuse {
+            writeln!(
+                f,
+                "  transport: {} ({} requests by the rings)",
+                fuse.kind, fuse.ring_requests
+            )?;
+        }
         match (&s.health.ok, &s.health.reason) {
             (true, _) => write!(f, "  health: ok")?,
             (false, Some(why)) => write!(f, "  health: FAILED, refusing writes: {why}")?,

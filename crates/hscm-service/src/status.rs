@@ -52,6 +52,19 @@ pub struct Status {
     pub health: Health,
     /// The home on the network (an NBD export), where the volume has one.
     pub home: Option<RemoteHome>,
+    /// How a mount's requests travel between the kernel and hscm.
+    pub fuse: Option<FuseTransport>,
+}
+
+/// A mount's transport (docs/fs.md, "Round trips").
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct FuseTransport {
+    /// `io_uring` (every queue registered: requests arrive by the rings) or
+    /// `dev-fuse`.
+    pub kind: String,
+    /// Requests the rings carried.
+    pub ring_requests: u64,
 }
 
 /// How a home on an NBD export is doing (docs/remote.md).

@@ -24,6 +24,9 @@ pub enum Under {
     HscmReadWritePassthrough,
     /// hscm in immediate mode: every write durable when it returns.
     HscmImmediate,
+    /// hscm on-flush as `HscmOnFlush`, its requests by /dev/fuse reads and writes
+    /// (`--io-uring off`): what the rings change, in the same run.
+    HscmNoIoUring,
     /// Volatile, in RAM: the bound.
     Tmpfs,
     Ext4,
@@ -44,6 +47,7 @@ impl Under {
         match self {
             Under::HscmOnFlush | Under::HscmImmediate => "hscm",
             Under::HscmClassic => "hscm-no-passthrough",
+            Under::HscmNoIoUring => "hscm-no-io-uring",
             Under::HscmReadWritePassthrough => "hscm-passthrough-read-write",
             Under::Tmpfs => "tmpfs",
             Under::Ext4 => "ext4",
@@ -73,6 +77,8 @@ pub struct Mounted {
     ram: Option<Arc<FileSystem>>,
     /// What hscm's daemon served, by request (None for the others).
     pub stats: Option<Arc<hscm_fuse::FuseStats>>,
+    /// hscm's transport: what the rings carried (None for the others).
+    pub rings: Option<Arc<hscm_fuse::uring::RingState>>,
 }
 
 impl Mounted {
@@ -85,7 +91,12 @@ impl Mounted {
 }
 
 enum Keep {
-    Hscm(Option<(fuser::BackgroundSession, hscm_fuse::mounts::Mounted)>),
+    Hscm(
+        Option<(
+            std::thread::JoinHandle<std::io::Result<()>>,
+            hscm_fuse::mounts::Mounted,
+        )>,
+    ),
     Kernel,
     /// A directory of the scratch directory: nothing to unmount.
     Directory,
@@ -138,6 +149,7 @@ pub fn mount(dir: &Path, under: Under, size: u64) -> Result<Mounted> {
         Under::HscmClassic => mount_hscm(dir, room, under),
         Under::HscmReadWritePassthrough => mount_hscm(dir, room, under),
         Under::HscmImmediate => mount_hscm(dir, room, under),
+        Under::HscmNoIoUring => mount_hscm(dir, room, under),
         Under::Tmpfs => {
             let at = dir.join("tmpfs");
             mount_tmpfs(&at, room)?;
@@ -147,6 +159,7 @@ pub fn mount(dir: &Path, under: Under, size: u64) -> Result<Mounted> {
                 keep: Keep::Kernel,
                 ram: None,
                 stats: None,
+                rings: None,
             })
         }
         Under::Ext4 | Under::Ext4Sync | Under::Ext3 => mount_ext(dir, under, room),
@@ -159,6 +172,7 @@ pub fn mount(dir: &Path, under: Under, size: u64) -> Result<Mounted> {
                 keep: Keep::Directory,
                 ram: None,
                 stats: None,
+                rings: None,
             })
         }
         Under::Passthrough => {
@@ -184,6 +198,7 @@ pub fn mount(dir: &Path, under: Under, size: u64) -> Result<Mounted> {
                 keep: Keep::Passthrough { backing },
                 ram: None,
                 stats: None,
+                rings: None,
             })
         }
     }
@@ -230,6 +245,7 @@ fn mount_ext(dir: &Path, under: Under, room: u64) -> Result<Mounted> {
         keep: Keep::Kernel,
         ram: None,
         stats: None,
+        rings: None,
     })
 }
 
@@ -238,6 +254,7 @@ fn mount_hscm(dir: &Path, room: u64, under: Under) -> Result<Mounted> {
         Under::HscmImmediate => ("immediate", hscm_fs::Durability::Immediate, true),
         Under::HscmClassic => ("classic", hscm_fs::Durability::OnFlush, false),
         Under::HscmReadWritePassthrough => ("rw-passthrough", hscm_fs::Durability::OnFlush, true),
+        Under::HscmNoIoUring => ("no-io-uring", hscm_fs::Durability::OnFlush, true),
         _ => ("on-flush", hscm_fs::Durability::OnFlush, true),
     };
     let path = dir.join(format!("fs-{tag}.hscm"));
@@ -275,16 +292,40 @@ fn mount_hscm(dir: &Path, room: u64, under: Under) -> Result<Mounted> {
     if under == Under::HscmReadWritePassthrough {
         served = served.with_passthrough_read_write();
     }
-    let stats = served.stats();
+    // By the rings where the kernel's switch is on, as `hscm mount` (auto).
+    if under != Under::HscmNoIoUring && hscm_fuse::uring::kernel_switch() == Some(true) {
+        served = served.with_io_uring();
+    }
+    let (stats, rings) = (served.stats(), served.rings());
     let (session, mounted) = hscm_fuse::mount(served, &at, &config)
         .context("mounting hscm (FUSE: /dev/fuse and fusermount3, Debian package fuse3)")?;
-    let session = session.spawn()?;
+    let mut transport = if rings.granted() {
+        let immediate = durability == hscm_fs::Durability::Immediate;
+        Some(hscm_fuse::uring::Rings::new(
+            &session,
+            rings.clone(),
+            immediate,
+            4,
+        )?)
+    } else {
+        None
+    };
+    let session = std::thread::Builder::new()
+        .name("hscm-bench-fuse".into())
+        .spawn(move || {
+            session.run_with(
+                transport
+                    .as_mut()
+                    .map(|r| r as &mut dyn fuser::transport::SideTransport<_>),
+            )
+        })?;
     Ok(Mounted {
         under,
         at,
         keep: Keep::Hscm(Some((session, mounted))),
         ram: Some(fs),
         stats: Some(stats),
+        rings: Some(rings),
     })
 }
 

@@ -43,7 +43,9 @@ pub struct FsWorkArgs {
     #[arg(long, value_delimiter = ',', default_values_t = [2_000u64, 8_000, 32_000])]
     pub ls_entries: Vec<u64>,
     /// The file systems, in order (comma-separated): tmpfs, ext4, ext4-sync, hscm
-    /// (on-flush), hscm-immediate, hscm-no-passthrough.
+    /// (on-flush, by FUSE over io_uring where the kernel has it: the bench turns its
+    /// switch on for the run and back), hscm-no-io-uring (the same by /dev/fuse),
+    /// hscm-immediate, hscm-no-passthrough.
     #[arg(long, value_delimiter = ',', default_values_t = FS_NAMES.map(String::from))]
     pub fs: Vec<String>,
     /// Directory for the volumes, the loop files and the tree's tar file (default:
@@ -56,14 +58,28 @@ pub struct FsWorkArgs {
 }
 
 /// The file systems it can run, in the order it runs them by default.
-pub const FS_NAMES: [&str; 6] = [
+pub const FS_NAMES: [&str; 7] = [
     "tmpfs",
     "ext4",
     "ext4-sync",
     "hscm",
+    "hscm-no-io-uring",
     "hscm-immediate",
     "hscm-no-passthrough",
 ];
+
+/// The rows compared with tmpfs (the rest: hscm-immediate with ext4-sync).
+fn over_tmpfs(fs: &str) -> bool {
+    matches!(
+        fs,
+        "hscm" | "hscm-no-io-uring" | "hscm-no-passthrough" | "ext4"
+    )
+}
+
+/// The hscm mounts that carry a FUSE bound (tmpfs plus a round trip per request).
+fn bounded(fs: &str) -> bool {
+    matches!(fs, "hscm" | "hscm-no-io-uring" | "hscm-no-passthrough")
+}
 
 fn under_of(name: &str) -> Result<Under> {
     Ok(match name {
@@ -71,6 +87,7 @@ fn under_of(name: &str) -> Result<Under> {
         "ext4" => Under::Ext4,
         "ext4-sync" => Under::Ext4Sync,
         "hscm" => Under::HscmOnFlush,
+        "hscm-no-io-uring" => Under::HscmNoIoUring,
         "hscm-immediate" => Under::HscmImmediate,
         "hscm-no-passthrough" => Under::HscmClassic,
         other => bail!(
@@ -86,7 +103,8 @@ pub struct WorkRow {
     /// untar, find, du, grep-cold, grep-warm, git-commit, git-status, build, rm-rf,
     /// ls-l-N (a directory of N entries).
     pub workload: String,
-    /// tmpfs, ext4, ext4-sync, hscm, hscm-immediate, hscm-no-passthrough.
+    /// tmpfs, ext4, ext4-sync, hscm, hscm-no-io-uring, hscm-immediate,
+    /// hscm-no-passthrough.
     pub fs: String,
     pub seconds: f64,
     /// hscm: requests the step sent the daemon (releases included, which the
@@ -106,6 +124,9 @@ pub struct FsWork {
     /// One FUSE round trip on each hscm mount (a forced getattr), microseconds.
     pub round_trip_us: BTreeMap<String, f64>,
     pub tree: TreeSize,
+    /// Whether the hscm mounts (all but hscm-no-io-uring) were served by FUSE over
+    /// io_uring: false where the kernel has no such transport.
+    pub io_uring: bool,
 }
 
 /// Runs `cmd` in silence and times it; `ok_codes`: exit codes that count as done
@@ -302,7 +323,7 @@ fn run_one(
     tar: &Path,
     room: u64,
     with_build: bool,
-) -> Result<(Vec<WorkRow>, Option<f64>)> {
+) -> Result<(Vec<WorkRow>, Option<f64>, bool)> {
     let m = mounts::mount(dir, under, room)?;
     let home = dir.join("home");
     std::fs::create_dir_all(&home)?;
@@ -342,7 +363,8 @@ fn run_one(
         Some(_) => Some(round_trip_us(&m.at)?),
         None => None,
     };
-    Ok((rows, rtt))
+    let by_rings = m.rings.as_ref().is_some_and(|r| r.active());
+    Ok((rows, rtt, by_rings))
 }
 
 pub fn bench(a: &FsWorkArgs) -> Result<FsWork> {
@@ -390,20 +412,67 @@ pub fn bench(a: &FsWorkArgs) -> Result<FsWork> {
     // Room for the tree, git's copy of it, the build and the listings, twice over.
     let room =
         (size.bytes * 2 + (a.ls_entries.iter().sum::<u64>() + size.files) * 8192).max(256 << 20);
+    let _switch = RingSwitch::on_for_the_run(&unders)?;
     let mut rows = Vec::new();
     let mut round_trip = BTreeMap::new();
+    let mut io_uring = false;
     for (under, name) in &unders {
         note!("[fs-work] {name}");
         let own = dir.join(format!("fs-{name}"));
         std::fs::create_dir_all(&own)?;
-        let (mut got, rtt) = run_one(&own, *under, name, a, &tar, room, with_build)?;
+        let (mut got, rtt, by_rings) = run_one(&own, *under, name, a, &tar, room, with_build)?;
+        io_uring |= by_rings;
         if let Some(rtt) = rtt {
             round_trip.insert(name.clone(), rtt);
         }
         rows.append(&mut got);
         std::fs::remove_dir_all(&own).ok();
     }
-    bound_and_ratios(rows, round_trip, size)
+    let mut w = bound_and_ratios(rows, round_trip, size)?;
+    w.io_uring = io_uring;
+    Ok(w)
+}
+
+/// The kernel's switch for FUSE over io_uring, turned on for the bench's run where
+/// it was off (and an hscm mount other than hscm-no-io-uring runs), and back off
+/// when the run ends, so that the bench leaves the machine as it found it.
+struct RingSwitch {
+    turned_on: bool,
+}
+
+impl RingSwitch {
+    fn on_for_the_run(unders: &[(Under, String)]) -> Result<RingSwitch> {
+        let wants = unders.iter().any(|(u, _)| {
+            matches!(
+                u,
+                Under::HscmOnFlush | Under::HscmImmediate | Under::HscmClassic
+            )
+        });
+        if !wants || hscm_fuse::uring::kernel_switch() != Some(false) {
+            return Ok(RingSwitch { turned_on: false });
+        }
+        let turned_on = hscm_fuse::uring::enable_in_kernel()?;
+        if turned_on {
+            note!(
+                "[fs-work] turned on {} for this run (FUSE over io_uring)",
+                hscm_fuse::uring::KERNEL_SWITCH
+            );
+        }
+        Ok(RingSwitch { turned_on })
+    }
+}
+
+impl Drop for RingSwitch {
+    fn drop(&mut self) {
+        if self.turned_on {
+            if let Err(e) = std::fs::write(hscm_fuse::uring::KERNEL_SWITCH, "N") {
+                note!(
+                    "[fs-work] turning {} back off: {e}",
+                    hscm_fuse::uring::KERNEL_SWITCH
+                );
+            }
+        }
+    }
 }
 
 fn bound_and_ratios(
@@ -421,10 +490,7 @@ fn bound_and_ratios(
         .filter(|r| r.fs == "tmpfs")
         .map(|r| (r.workload.clone(), r.seconds))
         .collect();
-    for r in rows
-        .iter_mut()
-        .filter(|r| r.fs == "hscm" || r.fs == "hscm-no-passthrough")
-    {
+    for r in rows.iter_mut().filter(|r| bounded(&r.fs)) {
         if let (Some(base), Some(n), Some(rtt)) =
             (tmpfs.get(&r.workload), r.requests, round_trip_us.get(&r.fs))
         {
@@ -434,7 +500,7 @@ fn bound_and_ratios(
     let mut ratios = BTreeMap::new();
     for r in &rows {
         let base = match r.fs.as_str() {
-            "hscm" | "hscm-no-passthrough" | "ext4" => "tmpfs",
+            f if over_tmpfs(f) => "tmpfs",
             "hscm-immediate" => "ext4-sync",
             _ => continue,
         };
@@ -450,6 +516,7 @@ fn bound_and_ratios(
         ratios,
         round_trip_us,
         tree,
+        io_uring: false,
     })
 }
 
@@ -484,9 +551,7 @@ pub fn print(w: &FsWork) -> Result<()> {
                 .find(|r| r.fs == *f && r.workload == *wl)
                 .map_or(String::from("-"), |r| {
                     let ratio = match *f {
-                        "hscm" | "hscm-no-passthrough" | "ext4" => {
-                            w.ratios.get(&format!("{wl} {f}/tmpfs"))
-                        }
+                        f if over_tmpfs(f) => w.ratios.get(&format!("{wl} {f}/tmpfs")),
                         "hscm-immediate" => w.ratios.get(&format!("{wl} {f}/ext4-sync")),
                         _ => None,
                     };
@@ -499,7 +564,15 @@ pub fn print(w: &FsWork) -> Result<()> {
         }
         outln!("{line}")?;
     }
-    outln!("(hscm, hscm-no-passthrough, ext4: over tmpfs; hscm-immediate: over ext4-sync, the same promise)")?;
+    outln!("(hscm, hscm-no-io-uring, hscm-no-passthrough, ext4: over tmpfs; hscm-immediate: over ext4-sync, the same promise)")?;
+    outln!(
+        "hscm's requests {}",
+        if w.io_uring {
+            "by FUSE over io_uring (hscm-no-io-uring: the same mount by /dev/fuse)"
+        } else {
+            "by /dev/fuse (this kernel offered no FUSE over io_uring)"
+        }
+    )?;
     for (fs, rtt) in &w.round_trip_us {
         outln!("{fs}: one round trip {rtt:.1} µs; the FUSE bound of a step is tmpfs's time plus one round trip per request:")?;
         for r in w.rows.iter().filter(|r| &r.fs == fs) {

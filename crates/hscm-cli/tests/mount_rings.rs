@@ -1,0 +1,124 @@
+//! FUSE over io_uring (`hscm mount --io-uring`): the rings serve what /dev/fuse
+//! serves, the same way, under several writers at once, in both durability modes.
+//! Root only (the kernel's switch and FUSE passthrough); elsewhere the test says so
+//! and passes. Every other mount test runs by the rings too wherever the kernel's
+//! switch is on (`--io-uring auto`, the default).
+
+use crate::mount_passthrough::{pattern, Mounted};
+use crate::mount_truth::root_and_memory;
+use crate::util::{fs_volume, run};
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+/// The mount at `at` in `hscm status --json`.
+fn status_of(at: &Path) -> serde_json::Value {
+    let o = run(&["status", "--json"]);
+    let listed: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    listed
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["address"].as_str() == at.to_str())
+        .expect("the mount in hscm status")
+        .clone()
+}
+
+/// One writer's work in its own directory: files made under a temporary name,
+/// renamed over others, some unlinked, the directory fsynced; returns the tree it
+/// left, name → bytes.
+fn writer(dir: &Path, seed: u32) -> BTreeMap<String, Vec<u8>> {
+    std::fs::create_dir(dir).unwrap();
+    let mut model = BTreeMap::new();
+    for i in 0..150u32 {
+        let name = format!("f{}", (i * 7 + seed) % 40);
+        let data = pattern(
+            (seed * 31 + i) as u8,
+            50 + ((i * 997 + seed) as usize % 6000),
+        );
+        let tmp = dir.join(format!("tmp{i}"));
+        let mut f = std::fs::File::create(&tmp).unwrap();
+        f.write_all(&data).unwrap();
+        drop(f);
+        std::fs::rename(&tmp, dir.join(&name)).unwrap();
+        model.insert(name, data);
+        if i % 9 == 4 {
+            let gone = format!("f{}", (i * 3 + seed) % 40);
+            if model.remove(&gone).is_some() {
+                std::fs::remove_file(dir.join(&gone)).unwrap();
+            }
+        }
+    }
+    std::fs::File::open(dir).unwrap().sync_all().unwrap();
+    model
+}
+
+#[test]
+fn io_uring_and_dev_fuse_serve_many_writers_alike() {
+    let Some(_memory) = root_and_memory() else {
+        return;
+    };
+    let rings_here = hscm_fuse::uring::kernel_switch().is_some();
+    if !rings_here {
+        eprintln!(
+            "the rings are not tested: this kernel has no {}",
+            hscm_fuse::uring::KERNEL_SWITCH
+        );
+    }
+    for mode in ["on-flush", "immediate"] {
+        for transport in ["on", "off"] {
+            if transport == "on" && !rings_here {
+                continue;
+            }
+            let what = format!("{mode}, --io-uring {transport}");
+            let dir = tempfile::tempdir().unwrap();
+            let v = fs_volume(dir.path(), "256M", mode);
+            let at = dir.path().join("mnt");
+            let m = Mounted::with(&v, &at, &["--io-uring", transport]);
+            let trees: Vec<BTreeMap<String, Vec<u8>>> = std::thread::scope(|s| {
+                let writers: Vec<_> = (0..4u32)
+                    .map(|w| {
+                        let dir = m.path(&format!("w{w}"));
+                        s.spawn(move || writer(&dir, w))
+                    })
+                    .collect();
+                writers.into_iter().map(|w| w.join().unwrap()).collect()
+            });
+            let check = |m: &Mounted, when: &str| {
+                for (w, model) in trees.iter().enumerate() {
+                    let dir = m.path(&format!("w{w}"));
+                    let mut names: Vec<String> = std::fs::read_dir(&dir)
+                        .unwrap()
+                        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                        .collect();
+                    names.sort();
+                    assert_eq!(
+                        names,
+                        model.keys().cloned().collect::<Vec<_>>(),
+                        "{what} {when}: writer {w}'s names"
+                    );
+                    for (name, data) in model {
+                        let got = std::fs::read(dir.join(name)).unwrap();
+                        assert!(&got == data, "{what} {when}: writer {w}'s {name}");
+                    }
+                }
+            };
+            check(&m, "while mounted");
+            let status = status_of(&m.at);
+            let requests = status["fuse"]["ring_requests"].as_u64().unwrap();
+            if transport == "on" {
+                assert_eq!(status["fuse"]["kind"], "io_uring", "{what}: {status}");
+                // 600 files made, renamed and closed: thousands of requests.
+                assert!(requests >= 600, "{what}: the rings carried {requests}");
+            } else {
+                assert_eq!(status["fuse"]["kind"], "dev-fuse", "{what}");
+                assert_eq!(requests, 0, "{what}: nothing by the rings");
+            }
+            m.unmount();
+            let m = Mounted::with(&v, &at, &["--io-uring", "off"]);
+            check(&m, "after a remount");
+            m.unmount();
+        }
+    }
+}

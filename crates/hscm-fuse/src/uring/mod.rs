@@ -1,0 +1,773 @@
+//! FUSE over io_uring (Linux 6.14 and later, `fs/fuse/dev_uring.c`): requests and
+//! replies pass through per-CPU rings shared with the kernel instead of read(2) and
+//! write(2) on /dev/fuse. A request from a task on CPU N lands in queue N, whose
+//! thread (pinned to N) serves it and commits the reply with the fetch of the next
+//! request in one submission: no cross-CPU wake-up, no system call per direction.
+//!
+//! How it fits in:
+//! - The kernel offers it only where `enable_uring` ([`KERNEL_SWITCH`]) is on at
+//!   FUSE_INIT, and only to a daemon that asks (`FUSE_OVER_IO_URING`, see
+//!   `options.rs`). It moves the connection onto the rings once every queue has
+//!   registered; until then, and for forgets, interrupts and notifications always,
+//!   fuser's /dev/fuse readers serve as before.
+//! - Each request is laid out as a /dev/fuse read gives it and run through fuser's own
+//!   parser and the same [`crate::Fuse`] handlers (the vendored fuser's
+//!   `RequestDispatcher`, `vendor/fuser/HSCM-PATCH.md`); the reply comes back through
+//!   [`ReplyTransport`] into the request's ring entry.
+//! - Only a queue's own thread submits to its ring. The kernel delivers an entry's
+//!   next request as task work to the task that submitted the entry's last command:
+//!   a worker that committed would get it, and a worker blocked in the kernel (an
+//!   fsync waiting for a write-back it caused) would never pick it up. So a reply
+//!   made on another thread is queued and the queue's eventfd woken.
+//! - A queue's thread runs one request at a time, and the kernel's requests from that
+//!   CPU wait behind it, so requests that may wait long, or wait for another request
+//!   of this mount, go to workers ([`hands_off`]). The rule for a new handler: if it
+//!   can wait for a FUSE request (a write-back of dirty pages, a page invalidation),
+//!   its opcode belongs there.
+
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+
+use fuser::transport::{ReplyTransport, RequestDispatcher, SideTransport};
+use io_uring::{cqueue, opcode, squeue, types, IoUring};
+
+use crate::Fuse;
+
+#[cfg(test)]
+mod tests;
+
+/// The kernel's switch for FUSE over io_uring: a daemon may ask for the rings only
+/// while it reads `Y`, at the moment of FUSE_INIT.
+pub const KERNEL_SWITCH: &str = "/sys/module/fuse/parameters/enable_uring";
+
+/// What `hscm mount --io-uring` asks for.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum RingChoice {
+    /// The rings where the kernel offers them (its switch on), /dev/fuse elsewhere.
+    #[default]
+    Auto,
+    /// The rings, or no mount: root turns the kernel's switch on.
+    On,
+    /// /dev/fuse only.
+    Off,
+}
+
+/// Whether this kernel has FUSE over io_uring and its switch is on: `None` where it
+/// has no such switch (a kernel before 6.14, or one built without it).
+pub fn kernel_switch() -> Option<bool> {
+    read_switch(Path::new(KERNEL_SWITCH))
+}
+
+/// Turns the kernel's switch on (root only). `Ok(true)` if this call turned it on,
+/// `Ok(false)` if it was on already. The switch only lets daemons ask for the rings;
+/// mounts made before keep their transport.
+pub fn enable_in_kernel() -> io::Result<bool> {
+    enable_at(Path::new(KERNEL_SWITCH))
+}
+
+fn read_switch(switch: &Path) -> Option<bool> {
+    std::fs::read_to_string(switch)
+        .ok()
+        .map(|s| matches!(s.trim(), "Y" | "y" | "1"))
+}
+
+fn enable_at(switch: &Path) -> io::Result<bool> {
+    match read_switch(switch) {
+        None => Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            format!(
+                "{} does not exist: this kernel has no FUSE over io_uring (Linux 6.14 and later, CONFIG_FUSE_IO_URING)",
+                switch.display()
+            ),
+        )),
+        Some(true) => Ok(false),
+        Some(false) => std::fs::write(switch, "Y").map(|()| true).map_err(|e| {
+            io::Error::new(e.kind(), format!("turning on {}: {e}", switch.display()))
+        }),
+    }
+}
+
+/// What the mount asked for, what the kernel granted, and what the rings carried:
+/// shared by the served file system (which asks at FUSE_INIT), the transport and the
+/// mount's status.
+#[derive(Debug, Default)]
+pub struct RingState {
+    pub(crate) wanted: AtomicBool,
+    pub(crate) granted: AtomicBool,
+    active: AtomicBool,
+    requests: AtomicU64,
+}
+
+impl RingState {
+    /// True once every queue has registered with the kernel: requests then arrive by
+    /// the rings.
+    pub fn active(&self) -> bool {
+        self.active.load(Ordering::Relaxed)
+    }
+
+    /// True if the kernel agreed to the rings at FUSE_INIT.
+    pub fn granted(&self) -> bool {
+        self.granted.load(Ordering::Relaxed)
+    }
+
+    /// Requests the rings carried.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
+    }
+
+    /// The transport in a word, for status: `io_uring` or `dev-fuse`.
+    pub fn kind(&self) -> &'static str {
+        if self.active() {
+            "io_uring"
+        } else {
+            "dev-fuse"
+        }
+    }
+}
+
+/// Entries per queue. Each holds one request at a time; the kernel queues the rest.
+const DEPTH: usize = 8;
+/// A ring entry's header (`struct fuse_uring_req_header`): the in or out header, the
+/// operation's own header, and `struct fuse_uring_ent_in_out`.
+const IN_OUT: usize = 0;
+const OP_IN: usize = 128;
+const ENT_IN_OUT: usize = 256;
+const HEADER_LEN: usize = 288;
+/// Each entry's header gets a page of its own.
+const HEADER_SPAN: usize = 4096;
+/// A payload at least as large as the largest request or reply (`MAX_WRITE`, which
+/// also bounds `max_pages`); the kernel refuses smaller ones.
+const PAYLOAD: usize = crate::MAX_WRITE as usize;
+/// What an entry keeps resident of its payload between requests; the rest is given
+/// back after a large request.
+const PAYLOAD_KEPT: usize = 64 << 10;
+const FUSE_IN_HEADER: usize = 40;
+const FUSE_OUT_HEADER: usize = 16;
+/// `FUSE_IO_URING_CMD_REGISTER`, `FUSE_IO_URING_CMD_COMMIT_AND_FETCH`.
+const CMD_REGISTER: u32 = 1;
+const CMD_COMMIT_AND_FETCH: u32 = 2;
+/// The user data of the eventfd read; entries use their index.
+const WAKE: u64 = u64::MAX;
+
+/// Opcodes whose handlers may wait long or wait for another request of this mount:
+/// served by workers, not on a queue's thread. `immediate`: every change syncs the
+/// device before it returns.
+pub(crate) fn hands_off(opcode: u32, immediate: bool) -> bool {
+    // FSYNC 20, FSYNCDIR 30, SETLKW 33, RELEASE 18 (the last cached open's release
+    // drops its pages, which may write dirty ones back through this mount first).
+    const ALWAYS: [u32; 4] = [20, 30, 33, 18];
+    // FLUSH 25 and the changes: SETATTR 4, SYMLINK 6, MKNOD 8, MKDIR 9, UNLINK 10,
+    // RMDIR 11, RENAME 12, LINK 13, WRITE 16, SETXATTR 21, REMOVEXATTR 24, CREATE 35,
+    // FALLOCATE 43, RENAME2 45, COPY_FILE_RANGE 47.
+    const IMMEDIATE: [u32; 15] = [25, 4, 6, 8, 9, 10, 11, 12, 13, 16, 21, 24, 35, 43, 45];
+    ALWAYS.contains(&opcode) || (immediate && (IMMEDIATE.contains(&opcode) || opcode == 47))
+}
+
+/// An iovec as the kernel reads it at registration.
+#[repr(C)]
+struct IoVec {
+    base: *mut u8,
+    len: usize,
+}
+
+/// One queue's memory and what its replies need: shared by the queue's thread and
+/// the workers that answer its requests.
+struct Queue {
+    qid: u16,
+    /// `DEPTH` × (`HEADER_SPAN` + `PAYLOAD`) bytes, shared with the kernel
+    /// (`base` is its start).
+    _memory: memmap2::MmapMut,
+    base: *mut u8,
+    /// Entries whose replies are written and wait for their commit.
+    replied: Mutex<Vec<u16>>,
+    /// Each entry's last reply's payload length: a large one leaves pages to give
+    /// back once the kernel has read it (at the entry's next request).
+    reply_len: [std::sync::atomic::AtomicU32; DEPTH],
+    wake: OwnedFd,
+    thread: std::sync::OnceLock<std::thread::ThreadId>,
+}
+
+// SAFETY: the mapping is only reached through `header`/`payload` of one entry at a
+// time, and an entry belongs to one party at a time: the kernel between its command's
+// submission and its completion, then the one thread that serves its request until
+// the reply is queued in `replied` (whose mutex orders those writes before the
+// commit's submission by the queue's thread).
+unsafe impl Sync for Queue {}
+// SAFETY: as above; the raw memory moves with the queue.
+unsafe impl Send for Queue {}
+
+impl Queue {
+    fn entry(&self, index: usize) -> *mut u8 {
+        assert!(index < DEPTH);
+        // SAFETY: in bounds of the mapping (index < DEPTH).
+        unsafe { self.base.add(index * (HEADER_SPAN + PAYLOAD)) }
+    }
+
+    /// Entry `index`'s header.
+    ///
+    /// # Safety
+    /// The caller owns the entry (module notes on [`Queue`]).
+    unsafe fn header(&self, index: usize) -> &mut [u8] {
+        // SAFETY: HEADER_LEN bytes at the entry's start, owned by the caller.
+        unsafe { std::slice::from_raw_parts_mut(self.entry(index), HEADER_LEN) }
+    }
+
+    /// Entry `index`'s payload.
+    ///
+    /// # Safety
+    /// The caller owns the entry.
+    unsafe fn payload(&self, index: usize) -> &mut [u8] {
+        // SAFETY: PAYLOAD bytes after the entry's header page, owned by the caller.
+        unsafe { std::slice::from_raw_parts_mut(self.entry(index).add(HEADER_SPAN), PAYLOAD) }
+    }
+
+    /// Reads entry `index`'s request out as a /dev/fuse read gives it, into `out`:
+    /// the in header, the operation's header, the payload. `None` where the sizes the
+    /// kernel wrote do not add up. Gives back the payload's pages past
+    /// [`PAYLOAD_KEPT`] after a large request.
+    ///
+    /// # Safety
+    /// The caller owns the entry.
+    unsafe fn request(&self, index: usize, out: &mut Vec<u8>) -> Option<(u64, u32)> {
+        // SAFETY: owned by the caller.
+        let header = unsafe { self.header(index) };
+        let word = |at: usize| u32::from_le_bytes(header[at..at + 4].try_into().unwrap());
+        let len = word(IN_OUT) as usize;
+        let opcode = word(IN_OUT + 4);
+        let unique = u64::from_le_bytes(header[IN_OUT + 8..IN_OUT + 16].try_into().unwrap());
+        let payload_len = word(ENT_IN_OUT + 16) as usize;
+        let op_len = len.checked_sub(FUSE_IN_HEADER + payload_len)?;
+        if op_len > ENT_IN_OUT - OP_IN || payload_len > PAYLOAD {
+            return None;
+        }
+        out.clear();
+        out.extend_from_slice(&header[IN_OUT..IN_OUT + FUSE_IN_HEADER]);
+        out.extend_from_slice(&header[OP_IN..OP_IN + op_len]);
+        // SAFETY: owned by the caller.
+        let payload = unsafe { self.payload(index) };
+        out.extend_from_slice(&payload[..payload_len]);
+        let last_reply = self.reply_len[index].swap(0, Ordering::Relaxed) as usize;
+        if payload_len.max(last_reply) > PAYLOAD_KEPT {
+            self.give_back(index);
+        }
+        Some((unique, opcode))
+    }
+
+    fn give_back(&self, index: usize) {
+        // SAFETY: page-aligned range inside this entry's payload, which holds nothing
+        // needed (its request was copied out); later reads see zeroes.
+        let gone = unsafe {
+            rustix::mm::madvise(
+                self.entry(index).add(HEADER_SPAN + PAYLOAD_KEPT).cast(),
+                PAYLOAD - PAYLOAD_KEPT,
+                rustix::mm::Advice::LinuxDontNeed,
+            )
+        };
+        if let Err(e) = gone {
+            tracing::debug!("giving back a ring entry's pages: {e}");
+        }
+    }
+
+    /// Lays `reply` (a /dev/fuse reply: out header, then arguments) into entry
+    /// `index` and queues its commit. A reply larger than the payload becomes EIO.
+    fn lay_reply(&self, index: usize, reply: &[io::IoSlice<'_>]) -> io::Result<()> {
+        let total: usize = reply.iter().map(|s| s.len()).sum();
+        if index >= DEPTH || total < FUSE_OUT_HEADER {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("a ring reply for entry {index} of {total} bytes"),
+            ));
+        }
+        // SAFETY: the entry is owned by whoever serves its request, the caller.
+        let (header, payload) = unsafe { (self.header(index), self.payload(index)) };
+        // The out header into the entry's header, the arguments into its payload.
+        let (mut seen, mut written, mut too_big) = (0, 0, false);
+        for slice in reply {
+            let mut rest: &[u8] = slice;
+            if seen < FUSE_OUT_HEADER {
+                let n = (FUSE_OUT_HEADER - seen).min(rest.len());
+                header[IN_OUT + seen..IN_OUT + seen + n].copy_from_slice(&rest[..n]);
+                seen += n;
+                rest = &rest[n..];
+            }
+            if written + rest.len() > PAYLOAD {
+                too_big = true;
+                break;
+            }
+            payload[written..written + rest.len()].copy_from_slice(rest);
+            written += rest.len();
+        }
+        let payload_len = if too_big {
+            // EIO in the out header, no arguments.
+            header[IN_OUT..IN_OUT + 4].copy_from_slice(&(FUSE_OUT_HEADER as u32).to_le_bytes());
+            header[IN_OUT + 4..IN_OUT + 8].copy_from_slice(&(-5i32).to_le_bytes());
+            0
+        } else {
+            written
+        };
+        header[ENT_IN_OUT + 16..ENT_IN_OUT + 20]
+            .copy_from_slice(&(payload_len as u32).to_le_bytes());
+        self.reply_len[index].store(payload_len as u32, Ordering::Relaxed);
+        self.replied.lock().unwrap().push(index as u16);
+        if self.thread.get() != Some(&std::thread::current().id()) {
+            rustix::io::write(&self.wake, &1u64.to_ne_bytes())?;
+        }
+        Ok(())
+    }
+}
+
+impl std::fmt::Debug for Queue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Queue")
+            .field("qid", &self.qid)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ReplyTransport for Queue {
+    fn send(&self, token: u64, reply: &[io::IoSlice<'_>]) -> io::Result<()> {
+        self.lay_reply(token as usize, reply)
+    }
+}
+
+/// A request handed to a worker: its entry, which the worker reads it from and
+/// answers into (no copy of its bytes between threads).
+struct Job {
+    queue: Arc<Queue>,
+    transport: Arc<dyn ReplyTransport>,
+    index: u64,
+}
+
+/// The rings of one mount: a queue per possible CPU, each with its thread, and the
+/// workers that serve what [`hands_off`] names.
+pub struct Rings {
+    device: OwnedFd,
+    state: Arc<RingState>,
+    immediate: bool,
+    workers: usize,
+    stop: Arc<AtomicBool>,
+    queues: Vec<(Arc<Queue>, JoinHandle<()>)>,
+    jobs: Option<Arc<(Mutex<VecDeque<Job>>, Condvar)>>,
+    worker_threads: Vec<JoinHandle<()>>,
+}
+
+impl Rings {
+    /// Rings for the session on `device` (the mount's /dev/fuse descriptor), with
+    /// the state the served file system shares ([`Fuse::rings`]), `workers`
+    /// threads for the requests that leave the queues; `immediate` if the file
+    /// system's changes sync before they return.
+    pub fn new(
+        device: &impl AsFd,
+        state: Arc<RingState>,
+        immediate: bool,
+        workers: usize,
+    ) -> io::Result<Rings> {
+        Ok(Rings {
+            device: device.as_fd().try_clone_to_owned()?,
+            state,
+            immediate,
+            workers: workers.max(1),
+            stop: Arc::default(),
+            queues: Vec::new(),
+            jobs: None,
+            worker_threads: Vec::new(),
+        })
+    }
+
+    fn start_workers(&mut self, dispatcher: &RequestDispatcher<Fuse>) -> io::Result<()> {
+        let jobs: Arc<(Mutex<VecDeque<Job>>, Condvar)> = Arc::default();
+        for n in 0..self.workers {
+            let (jobs, stop, dispatcher) = (jobs.clone(), self.stop.clone(), dispatcher.clone());
+            self.worker_threads.push(
+                std::thread::Builder::new()
+                    .name(format!("hscm-ring-work-{n}"))
+                    .spawn(move || {
+                        // One buffer per worker, kept: at most a payload's worth.
+                        let mut request = Vec::with_capacity(PAYLOAD_KEPT);
+                        loop {
+                            let job = {
+                                let mut queue = jobs.0.lock().unwrap();
+                                loop {
+                                    if let Some(job) = queue.pop_front() {
+                                        break job;
+                                    }
+                                    if stop.load(Ordering::Acquire) {
+                                        return;
+                                    }
+                                    queue = jobs.1.wait(queue).unwrap();
+                                }
+                            };
+                            // SAFETY: the queue's thread handed the entry over: it is
+                            // this worker's until its reply is queued.
+                            let parsed =
+                                unsafe { job.queue.request(job.index as usize, &mut request) };
+                            if parsed.is_none() {
+                                request.clear();
+                            }
+                            serve(&dispatcher, &job.queue, &job.transport, job.index, &request);
+                        }
+                    })?,
+            );
+        }
+        self.jobs = Some(jobs);
+        Ok(())
+    }
+}
+
+/// Runs one request; where its bytes do not parse, answers EIO so that the entry is
+/// not lost.
+fn serve(
+    dispatcher: &RequestDispatcher<Fuse>,
+    queue: &Queue,
+    transport: &Arc<dyn ReplyTransport>,
+    index: u64,
+    request: &[u8],
+) {
+    if request.is_empty() || !dispatcher.dispatch(request, transport, index) {
+        // SAFETY: the entry is the caller's until its reply is queued.
+        let header = unsafe { queue.header(index as usize) };
+        let unique: [u8; 8] = header[IN_OUT + 8..IN_OUT + 16].try_into().unwrap();
+        let mut reply = [0u8; FUSE_OUT_HEADER];
+        reply[..4].copy_from_slice(&(FUSE_OUT_HEADER as u32).to_le_bytes());
+        reply[4..8].copy_from_slice(&(-5i32).to_le_bytes());
+        reply[8..].copy_from_slice(&unique);
+        tracing::warn!(
+            "a request on FUSE ring {} did not parse: answered EIO",
+            queue.qid
+        );
+        let _ = queue.lay_reply(index as usize, &[io::IoSlice::new(&reply)]);
+    }
+}
+
+/// The CPUs the kernel may run tasks on, as it numbers its queues
+/// (`/sys/devices/system/cpu/possible`, "0-3,5").
+pub(crate) fn possible_cpus(list: &str) -> Vec<usize> {
+    let mut cpus = Vec::new();
+    for part in list.trim().split(',').filter(|p| !p.is_empty()) {
+        let mut ends = part.splitn(2, '-').map(|n| n.trim().parse::<usize>());
+        match (ends.next(), ends.next()) {
+            (Some(Ok(a)), None) => cpus.push(a),
+            (Some(Ok(a)), Some(Ok(b))) if a <= b => cpus.extend(a..=b),
+            _ => {}
+        }
+    }
+    cpus
+}
+
+impl SideTransport<Fuse> for Rings {
+    fn start(&mut self, dispatcher: RequestDispatcher<Fuse>) -> io::Result<()> {
+        if !self.state.granted() {
+            return Ok(());
+        }
+        let list = std::fs::read_to_string("/sys/devices/system/cpu/possible")?;
+        let cpus = possible_cpus(&list);
+        let queues = cpus.iter().max().map_or(0, |m| m + 1);
+        if queues == 0 || queues > u16::MAX as usize {
+            return Err(io::Error::other(format!("possible CPUs {list:?}")));
+        }
+        self.start_workers(&dispatcher)?;
+        let (started, registered) = mpsc::channel();
+        for qid in 0..queues {
+            let mut memory = memmap2::MmapMut::map_anon(DEPTH * (HEADER_SPAN + PAYLOAD))?;
+            let base = memory.as_mut_ptr();
+            let queue = Arc::new(Queue {
+                qid: qid as u16,
+                _memory: memory,
+                base,
+                replied: Mutex::default(),
+                reply_len: Default::default(),
+                wake: rustix::event::eventfd(0, rustix::event::EventfdFlags::CLOEXEC)?,
+                thread: Default::default(),
+            });
+            let serving = QueueThread {
+                queue: queue.clone(),
+                device: self.device.try_clone()?,
+                dispatcher: dispatcher.clone(),
+                jobs: self.jobs.clone().expect("workers started"),
+                state: self.state.clone(),
+                stop: self.stop.clone(),
+                immediate: self.immediate,
+            };
+            let started = started.clone();
+            let thread = std::thread::Builder::new()
+                .name(format!("hscm-ring-{qid}"))
+                .spawn(move || serving.run(started))?;
+            self.queues.push((queue, thread));
+        }
+        drop(started);
+        let mut failed = None;
+        for _ in 0..queues {
+            match registered.recv() {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => failed = Some(e),
+                Err(_) => failed = Some(io::Error::other("a ring thread ended before registering")),
+            }
+        }
+        match failed {
+            None => {
+                self.state.active.store(true, Ordering::Relaxed);
+                tracing::info!("FUSE over io_uring: {queues} queues of {DEPTH} entries");
+                Ok(())
+            }
+            Some(e) => {
+                // The kernel moves to the rings only once every queue registered;
+                // with one missing it stays on /dev/fuse.
+                self.stop();
+                Err(e)
+            }
+        }
+    }
+
+    fn stop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        for (queue, _) in &self.queues {
+            let _ = rustix::io::write(&queue.wake, &1u64.to_ne_bytes());
+        }
+        for (_, thread) in self.queues.drain(..) {
+            let _ = thread.join();
+        }
+        if let Some(jobs) = self.jobs.take() {
+            jobs.1.notify_all();
+        }
+        for thread in self.worker_threads.drain(..) {
+            let _ = thread.join();
+        }
+        self.state.active.store(false, Ordering::Relaxed);
+    }
+}
+
+/// What a queue's thread holds.
+struct QueueThread {
+    queue: Arc<Queue>,
+    device: OwnedFd,
+    dispatcher: RequestDispatcher<Fuse>,
+    jobs: Arc<(Mutex<VecDeque<Job>>, Condvar)>,
+    state: Arc<RingState>,
+    stop: Arc<AtomicBool>,
+    immediate: bool,
+}
+
+/// The uring command's SQE: `cmd_op` and the `fuse_uring_cmd_req` (flags, commit id,
+/// queue id) from io-uring's builder, and `len` (byte 24), which the kernel checks at
+/// registration (2: header and payload) and the builder has no field for.
+pub(crate) fn command(
+    device: i32,
+    cmd_op: u32,
+    qid: u16,
+    commit_id: u64,
+    iovecs: Option<u64>,
+    user_data: u64,
+) -> squeue::Entry128 {
+    let mut cmd = [0u8; 80];
+    cmd[8..16].copy_from_slice(&commit_id.to_ne_bytes());
+    cmd[16..18].copy_from_slice(&qid.to_ne_bytes());
+    let mut builder = opcode::UringCmd80::new(types::Fd(device), cmd_op).cmd(cmd);
+    if let Some(addr) = iovecs {
+        builder = builder.addr(Some(addr));
+    }
+    let entry = builder.build().user_data(user_data);
+    if iovecs.is_none() {
+        return entry;
+    }
+    // SAFETY: Entry128 is #[repr(C)], 128 bytes: the kernel's SQE followed by the
+    // second half of the command area; `len` is the u32 at byte 24 of the SQE.
+    let mut bytes: [u8; 128] = unsafe { std::mem::transmute(entry) };
+    bytes[24..28].copy_from_slice(&2u32.to_ne_bytes());
+    // SAFETY: the same bytes back, with one field set.
+    unsafe { std::mem::transmute::<[u8; 128], squeue::Entry128>(bytes) }
+}
+
+impl QueueThread {
+    fn run(self, started: mpsc::Sender<io::Result<()>>) {
+        let _ = self.queue.thread.set(std::thread::current().id());
+        let qid = self.queue.qid;
+        let mut set = rustix::process::CpuSet::new();
+        set.set(qid as usize);
+        if let Err(e) = rustix::process::sched_setaffinity(None, &set) {
+            tracing::debug!("pinning FUSE ring {qid} to its CPU: {e}");
+        }
+        let mut ring: IoUring<squeue::Entry128, cqueue::Entry> = match IoUring::builder()
+            .setup_cqsize(4 * DEPTH as u32)
+            .build(2 * DEPTH as u32)
+        {
+            Ok(ring) => ring,
+            Err(e) => {
+                let _ = started.send(Err(io::Error::new(
+                    e.kind(),
+                    format!("io_uring for FUSE ring {qid}: {e}"),
+                )));
+                return;
+            }
+        };
+        let device = self.device.as_raw_fd();
+        let iovecs: Vec<[IoVec; 2]> = (0..DEPTH)
+            .map(|i| {
+                let entry = self.queue.entry(i);
+                [
+                    IoVec {
+                        base: entry,
+                        len: HEADER_LEN,
+                    },
+                    // SAFETY: within the entry's span.
+                    IoVec {
+                        base: unsafe { entry.add(HEADER_SPAN) },
+                        len: PAYLOAD,
+                    },
+                ]
+            })
+            .collect();
+        // Where the eventfd's count is read to; the kernel writes it.
+        let mut wake_word = Box::new([0u8; 8]);
+        let wake_ptr = wake_word.as_mut_ptr();
+        let wake_fd = self.queue.wake.as_raw_fd();
+        let wake_read = || {
+            squeue::Entry128::from(
+                opcode::Read::new(types::Fd(wake_fd), wake_ptr, 8)
+                    .build()
+                    .user_data(WAKE),
+            )
+        };
+        let mut early = Vec::new();
+        let registered = (|| -> io::Result<()> {
+            for (i, iov) in iovecs.iter().enumerate() {
+                let sqe = command(
+                    device,
+                    CMD_REGISTER,
+                    qid,
+                    0,
+                    Some(iov.as_ptr() as u64),
+                    i as u64,
+                );
+                // SAFETY: the iovecs and the memory they name outlive the ring (both
+                // are dropped after it, at the end of this function).
+                unsafe { ring.submission().push(&sqe) }
+                    .map_err(|_| io::Error::other("ring full"))?;
+            }
+            // SAFETY: `wake_word` outlives the ring.
+            unsafe { ring.submission().push(&wake_read()) }
+                .map_err(|_| io::Error::other("ring full"))?;
+            ring.submit()?;
+            // A refused registration completes at once; accepted ones complete when
+            // a request arrives, which may be at once too: those are served below.
+            for cqe in ring.completion() {
+                if cqe.result() < 0 && cqe.user_data() != WAKE {
+                    return Err(io::Error::from_raw_os_error(-cqe.result()));
+                }
+                early.push((cqe.user_data(), cqe.result()));
+            }
+            Ok(())
+        })();
+        let failed = registered.is_err();
+        let _ = started
+            .send(registered.map_err(|e| {
+                io::Error::new(e.kind(), format!("registering FUSE ring {qid}: {e}"))
+            }));
+        if failed {
+            return;
+        }
+        let transport: Arc<dyn ReplyTransport> = self.queue.clone();
+        let mut commit_ids = [0u64; DEPTH];
+        let mut live = DEPTH;
+        // Kept between requests: at most a payload's worth.
+        let mut request = Vec::with_capacity(PAYLOAD_KEPT);
+        let mut done = early;
+        loop {
+            let mut rearm = false;
+            for &(user_data, result) in &done {
+                if user_data == WAKE {
+                    rearm = true;
+                    continue;
+                }
+                let index = user_data as usize;
+                if result < 0 {
+                    // ENOTCONN and friends: the connection is going; the entry is gone.
+                    let errno = -result;
+                    if errno != rustix::io::Errno::NOTCONN.raw_os_error()
+                        && errno != rustix::io::Errno::CANCELED.raw_os_error()
+                    {
+                        tracing::warn!(
+                            "FUSE ring {qid} entry {index}: {}",
+                            io::Error::from_raw_os_error(errno)
+                        );
+                    }
+                    live -= 1;
+                    continue;
+                }
+                self.state.requests.fetch_add(1, Ordering::Relaxed);
+                let (unique, opcode) = {
+                    // SAFETY: the kernel completed the entry's command: it is ours.
+                    let header = unsafe { self.queue.header(index) };
+                    let opcode =
+                        u32::from_le_bytes(header[IN_OUT + 4..IN_OUT + 8].try_into().unwrap());
+                    (
+                        u64::from_le_bytes(header[IN_OUT + 8..IN_OUT + 16].try_into().unwrap()),
+                        opcode,
+                    )
+                };
+                commit_ids[index] = unique;
+                if hands_off(opcode, self.immediate) {
+                    let job = Job {
+                        queue: self.queue.clone(),
+                        transport: transport.clone(),
+                        index: index as u64,
+                    };
+                    self.jobs.0.lock().unwrap().push_back(job);
+                    self.jobs.1.notify_one();
+                } else {
+                    // SAFETY: ours, as above.
+                    if unsafe { self.queue.request(index, &mut request) }.is_none() {
+                        request.clear();
+                    }
+                    serve(
+                        &self.dispatcher,
+                        &self.queue,
+                        &transport,
+                        index as u64,
+                        &request,
+                    );
+                }
+            }
+            let replied = std::mem::take(&mut *self.queue.replied.lock().unwrap());
+            for index in replied {
+                let sqe = command(
+                    device,
+                    CMD_COMMIT_AND_FETCH,
+                    qid,
+                    commit_ids[index as usize],
+                    None,
+                    index as u64,
+                );
+                // SAFETY: the entry's memory outlives the ring; at most DEPTH
+                // commits and one read are ever queued, within the ring's size.
+                if unsafe { ring.submission().push(&sqe) }.is_err() {
+                    tracing::error!("FUSE ring {qid}: submission queue full");
+                }
+            }
+            if rearm {
+                // SAFETY: `wake_word` outlives the ring.
+                let _ = unsafe { ring.submission().push(&wake_read()) };
+            }
+            if live == 0 || self.stop.load(Ordering::Acquire) {
+                break;
+            }
+            match ring.submit_and_wait(1) {
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INTR.raw_os_error()) => {}
+                Err(e) => {
+                    tracing::error!("FUSE ring {qid}: {e}");
+                    break;
+                }
+            }
+            done.clear();
+            done.extend(ring.completion().map(|c| (c.user_data(), c.result())));
+        }
+        // Dropping the ring cancels what the kernel still holds of it.
+        drop(ring);
+        drop((iovecs, wake_word));
+    }
+}
