@@ -5,6 +5,7 @@ use std::io::IoSlice;
 use std::os::fd::AsRawFd;
 use std::sync::Mutex;
 
+use super::entry::*;
 use super::*;
 
 fn queue() -> Queue {
