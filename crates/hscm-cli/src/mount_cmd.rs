@@ -50,7 +50,9 @@ pub struct MountArgs {
     /// Mount over a directory that is not empty (its files are hidden while mounted).
     #[arg(long)]
     pub nonempty: bool,
-    /// In on-flush mode, send every write(2) to the file system before it returns
+    /// Only with --no-passthrough (with passthrough the kernel has no writeback
+    /// cache for FUSE: writes to files in RAM go to RAM). In on-flush mode, send
+    /// every write(2) to the file system before it returns
     /// instead of letting the kernel's writeback cache hold it until fsync or
     /// writeback: slower, but a full file system answers the write itself with ENOSPC
     /// (with the cache, a later fsync or close does). Immediate mode never caches

@@ -6,24 +6,12 @@
 
 use crate::mount_passthrough::{pattern, Mounted};
 use crate::mount_truth::root_and_memory;
-use crate::util::{fs_volume, run};
+use crate::mount_work::status_of;
+use crate::util::fs_volume;
 
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
-
-/// The mount at `at` in `hscm status --json`.
-fn status_of(at: &Path) -> serde_json::Value {
-    let o = run(&["status", "--json"]);
-    let listed: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    listed
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["address"].as_str() == at.to_str())
-        .expect("the mount in hscm status")
-        .clone()
-}
 
 /// One writer's work in its own directory: files made under a temporary name,
 /// renamed over others, some unlinked, the directory fsynced; returns the tree it
@@ -105,7 +93,23 @@ fn io_uring_and_dev_fuse_serve_many_writers_alike() {
                 }
             };
             check(&m, "while mounted");
+            // A name that is not there is an answer, not an error.
+            assert!(std::fs::metadata(m.path("not-there")).is_err());
             let status = status_of(&m.at);
+            assert_eq!(
+                status["errors"]["request"], 0,
+                "{what}: {}",
+                status["errors"]
+            );
+            let lookups = status["ops"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|o| o["op"] == "lookup")
+                .unwrap()["count"]
+                .as_u64()
+                .unwrap();
+            assert!(lookups >= 1, "{what}: the absent name was looked up");
             let requests = status["fuse"]["ring_requests"].as_u64().unwrap();
             if transport == "on" {
                 assert_eq!(status["fuse"]["kind"], "io_uring", "{what}: {status}");

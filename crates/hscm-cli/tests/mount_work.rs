@@ -167,7 +167,7 @@ fn listings_show_sizes_and_blocks_before_any_fsync() {
 }
 
 /// What `hscm status` says of the mount at `at`.
-fn status_of(at: &Path) -> serde_json::Value {
+pub(crate) fn status_of(at: &Path) -> serde_json::Value {
     let o = run(&["status", "--json"]);
     let listed: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     listed

@@ -162,18 +162,23 @@ impl fuser::Filesystem for Fuse {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        // A name that is not there is an answer, not an error (for the mount's error
+        // counts): the kernel keeps its absence (a node id of 0) for the TTL, so the
+        // next lookup of it (git's and compilers' many probes for files that do not
+        // exist) costs no round trip. A create of the name through this mount
+        // replaces it.
         let found = self.stats.time(
             stats::LOOKUP,
-            || self.fs.lookup(parent.0, name.as_bytes()),
+            || match self.fs.lookup(parent.0, name.as_bytes()) {
+                Err(hscm_fs::Error::NotFound) => Ok(None),
+                found => found.map(Some),
+            },
             |_| 0,
         );
         match found {
-            // A name that is not there: the kernel keeps its absence (a node id of
-            // 0) for the TTL, so the next lookup of it (git's and compilers' many
-            // probes for files that do not exist) costs no round trip. A create of
-            // the name through this mount replaces it.
-            Err(hscm_fs::Error::NotFound) => reply.entry(&TTL, &convert::absent(), Generation(0)),
-            found => self.entry(found, reply),
+            Ok(None) => reply.entry(&TTL, &convert::absent(), Generation(0)),
+            Ok(Some(a)) => self.entry(Ok(a), reply),
+            Err(e) => self.entry(Err(e), reply),
         }
     }
 

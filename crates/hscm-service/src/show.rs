@@ -89,13 +89,16 @@ impl Status {
                 j.checkpoints
             )?;
         }
+        // A tiered volume counts its device requests, not their bytes.
+        let written = if s.device.written_bytes == 0 && s.device.writes > 0 {
+            String::new()
+        } else {
+            format!(" ({})", human_bytes(s.device.written_bytes))
+        };
         writeln!(
             f,
-            "  device: {} writes ({}), {} syncs, {} reads",
-            s.device.writes,
-            human_bytes(s.device.written_bytes),
-            s.device.syncs,
-            s.device.reads
+            "  device: {} writes{written}, {} syncs, {} reads",
+            s.device.writes, s.device.syncs, s.device.reads
         )?;
         for t in &s.tiers {
             writeln!(

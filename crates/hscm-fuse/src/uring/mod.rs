@@ -137,8 +137,8 @@ pub(crate) fn hands_off(opcode: u32, immediate: bool) -> bool {
     // FLUSH 25 and the changes: SETATTR 4, SYMLINK 6, MKNOD 8, MKDIR 9, UNLINK 10,
     // RMDIR 11, RENAME 12, LINK 13, WRITE 16, SETXATTR 21, REMOVEXATTR 24, CREATE 35,
     // FALLOCATE 43, RENAME2 45, COPY_FILE_RANGE 47.
-    const IMMEDIATE: [u32; 15] = [25, 4, 6, 8, 9, 10, 11, 12, 13, 16, 21, 24, 35, 43, 45];
-    ALWAYS.contains(&opcode) || (immediate && (IMMEDIATE.contains(&opcode) || opcode == 47))
+    const IMMEDIATE: [u32; 16] = [25, 4, 6, 8, 9, 10, 11, 12, 13, 16, 21, 24, 35, 43, 45, 47];
+    ALWAYS.contains(&opcode) || (immediate && IMMEDIATE.contains(&opcode))
 }
 
 /// A request handed to a worker: its entry, which the worker reads it from and
@@ -158,7 +158,7 @@ pub struct Rings {
     workers: usize,
     stop: Arc<AtomicBool>,
     queues: Vec<(Arc<Queue>, JoinHandle<()>)>,
-    jobs: Option<Arc<(Mutex<VecDeque<Job>>, Condvar)>>,
+    jobs: Option<Jobs>,
     worker_threads: Vec<JoinHandle<()>>,
 }
 
@@ -185,8 +185,9 @@ impl Rings {
         })
     }
 
-    fn start_workers(&mut self, dispatcher: &RequestDispatcher<Fuse>) -> io::Result<()> {
-        let jobs: Arc<(Mutex<VecDeque<Job>>, Condvar)> = Arc::default();
+    /// Starts the workers; returns the queue they take jobs from.
+    fn start_workers(&mut self, dispatcher: &RequestDispatcher<Fuse>) -> io::Result<Jobs> {
+        let jobs: Jobs = Arc::default();
         for n in 0..self.workers {
             let (jobs, stop, dispatcher) = (jobs.clone(), self.stop.clone(), dispatcher.clone());
             self.worker_threads.push(
@@ -220,10 +221,13 @@ impl Rings {
                     })?,
             );
         }
-        self.jobs = Some(jobs);
-        Ok(())
+        self.jobs = Some(jobs.clone());
+        Ok(jobs)
     }
 }
+
+/// Requests handed to workers, and the condition they wait on.
+type Jobs = Arc<(Mutex<VecDeque<Job>>, Condvar)>;
 
 /// Runs one request; where its bytes do not parse, answers EIO so that the entry is
 /// not lost.
@@ -276,7 +280,7 @@ impl SideTransport<Fuse> for Rings {
         if queues == 0 || queues > u16::MAX as usize {
             return Err(io::Error::other(format!("possible CPUs {list:?}")));
         }
-        self.start_workers(&dispatcher)?;
+        let jobs = self.start_workers(&dispatcher)?;
         let (started, registered) = mpsc::channel();
         for qid in 0..queues {
             let mut memory = memmap2::MmapMut::map_anon(DEPTH * (HEADER_SPAN + PAYLOAD))?;
@@ -294,7 +298,7 @@ impl SideTransport<Fuse> for Rings {
                 queue: queue.clone(),
                 device: self.device.try_clone()?,
                 dispatcher: dispatcher.clone(),
-                jobs: self.jobs.clone().expect("workers started"),
+                jobs: jobs.clone(),
                 state: self.state.clone(),
                 stop: self.stop.clone(),
                 immediate: self.immediate,
@@ -352,7 +356,7 @@ struct QueueThread {
     queue: Arc<Queue>,
     device: OwnedFd,
     dispatcher: RequestDispatcher<Fuse>,
-    jobs: Arc<(Mutex<VecDeque<Job>>, Condvar)>,
+    jobs: Jobs,
     state: Arc<RingState>,
     stop: Arc<AtomicBool>,
     immediate: bool,
@@ -456,7 +460,19 @@ impl QueueThread {
             let mut rearm = false;
             for &(user_data, result) in &done {
                 if user_data == WAKE {
-                    rearm = true;
+                    // A count read, or a read the kernel interrupted: read again. Any
+                    // other failure ends the wake-ups (replies from workers then
+                    // wait for the next request's completion).
+                    let errno = -result;
+                    rearm = result >= 0
+                        || errno == rustix::io::Errno::INTR.raw_os_error()
+                        || errno == rustix::io::Errno::AGAIN.raw_os_error();
+                    if !rearm {
+                        tracing::error!(
+                            "FUSE ring {qid}: reading its eventfd: {}",
+                            io::Error::from_raw_os_error(errno)
+                        );
+                    }
                     continue;
                 }
                 let index = user_data as usize;
