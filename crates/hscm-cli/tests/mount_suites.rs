@@ -246,6 +246,7 @@ fn bench_fs_work_json_times_every_step_on_every_file_system() {
         .is_some());
     assert!(v["round_trip_us"]["hscm"].as_f64().unwrap() > 0.0);
     assert!(v["round_trip_us"]["hscm-no-io-uring"].as_f64().unwrap() > 0.0);
+    assert!(v["round_trip_pinned_us"]["hscm"].as_f64().unwrap() > 0.0);
     assert!(v["ratios"]["untar hscm-no-io-uring/tmpfs"]
         .as_f64()
         .is_some());

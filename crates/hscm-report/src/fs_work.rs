@@ -124,6 +124,11 @@ pub fn subsection(
             switch on for its run)" } else { "by /dev/fuse (this kernel offered no FUSE over io_uring)" },
         w.round_trip_us.get("hscm").copied().unwrap_or(f64::NAN),
         w.round_trip_us.get("hscm-no-io-uring").copied().unwrap_or(f64::NAN))?;
+    writeln!(md, "From a thread pinned to one CPU, where request and reply stay on that CPU: {:.1} µs by the rings, \
+        {:.1} µs by /dev/fuse. Unpinned, the scheduler wakes the waiting program on the other, idle CPU after each \
+        reply, which the rings cannot save.\n",
+        w.round_trip_pinned_us.get("hscm").copied().unwrap_or(f64::NAN),
+        w.round_trip_pinned_us.get("hscm-no-io-uring").copied().unwrap_or(f64::NAN))?;
     writeln!(md, "Every request a step sends the daemon costs a round trip the kernel file systems do not pay: \
         where hscm is near its bound, what is left is the number of requests (an open per file read, two extended \
         attribute lookups per entry `ls -l` shows, three setattrs per file `tar` unpacks) and the round trip's cost \

@@ -123,6 +123,10 @@ pub struct FsWork {
     pub ratios: BTreeMap<String, f64>,
     /// One FUSE round trip on each hscm mount (a forced getattr), microseconds.
     pub round_trip_us: BTreeMap<String, f64>,
+    /// The same from a thread pinned to CPU 0: the request and its reply stay on
+    /// one CPU (by the rings, that CPU's queue thread serves it), the transport's
+    /// own cost apart from where the scheduler wakes the caller.
+    pub round_trip_pinned_us: BTreeMap<String, f64>,
     pub tree: TreeSize,
     /// Whether the hscm mounts (all but hscm-no-io-uring) were served by FUSE over
     /// io_uring: false where the kernel has no such transport.
@@ -184,6 +188,27 @@ fn round_trip_us(at: &Path) -> Result<f64> {
             .with_context(|| format!("statx {}", at.display()))?;
     }
     Ok(started.elapsed().as_secs_f64() * 1e6 / f64::from(N))
+}
+
+/// One FUSE round trip on a mount, from an unpinned thread and from one pinned to
+/// CPU 0, microseconds.
+struct RoundTrip {
+    unpinned_us: f64,
+    pinned_us: f64,
+}
+
+/// [`round_trip_us`] from a thread pinned to CPU 0.
+fn round_trip_pinned_us(at: &Path) -> Result<f64> {
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let mut cpus = rustix::process::CpuSet::new();
+            cpus.set(0);
+            rustix::process::sched_setaffinity(None, &cpus).context("pinning a thread to CPU 0")?;
+            round_trip_us(at)
+        })
+        .join()
+        .map_err(|_| anyhow::anyhow!("the pinned round trip's thread panicked"))?
+    })
 }
 
 /// Makes `n` empty files in a new directory `dir`.
@@ -323,7 +348,7 @@ fn run_one(
     tar: &Path,
     room: u64,
     with_build: bool,
-) -> Result<(Vec<WorkRow>, Option<f64>, bool)> {
+) -> Result<(Vec<WorkRow>, Option<RoundTrip>, bool)> {
     let m = mounts::mount(dir, under, room)?;
     let home = dir.join("home");
     std::fs::create_dir_all(&home)?;
@@ -360,7 +385,10 @@ fn run_one(
         timed(Command::new("rm").arg("-rf").arg(&listed), &[])?;
     }
     let rtt = match m.stats {
-        Some(_) => Some(round_trip_us(&m.at)?),
+        Some(_) => Some(RoundTrip {
+            unpinned_us: round_trip_us(&m.at)?,
+            pinned_us: round_trip_pinned_us(&m.at)?,
+        }),
         None => None,
     };
     let by_rings = m.rings.as_ref().is_some_and(|r| r.active());
@@ -414,7 +442,7 @@ pub fn bench(a: &FsWorkArgs) -> Result<FsWork> {
         (size.bytes * 2 + (a.ls_entries.iter().sum::<u64>() + size.files) * 8192).max(256 << 20);
     let _switch = RingSwitch::on_for_the_run(&unders)?;
     let mut rows = Vec::new();
-    let mut round_trip = BTreeMap::new();
+    let (mut round_trip, mut pinned) = (BTreeMap::new(), BTreeMap::new());
     let mut io_uring = false;
     for (under, name) in &unders {
         note!("[fs-work] {name}");
@@ -423,13 +451,15 @@ pub fn bench(a: &FsWorkArgs) -> Result<FsWork> {
         let (mut got, rtt, by_rings) = run_one(&own, *under, name, a, &tar, room, with_build)?;
         io_uring |= by_rings;
         if let Some(rtt) = rtt {
-            round_trip.insert(name.clone(), rtt);
+            round_trip.insert(name.clone(), rtt.unpinned_us);
+            pinned.insert(name.clone(), rtt.pinned_us);
         }
         rows.append(&mut got);
         std::fs::remove_dir_all(&own).ok();
     }
     let mut w = bound_and_ratios(rows, round_trip, size)?;
     w.io_uring = io_uring;
+    w.round_trip_pinned_us = pinned;
     Ok(w)
 }
 
@@ -515,6 +545,7 @@ fn bound_and_ratios(
         rows,
         ratios,
         round_trip_us,
+        round_trip_pinned_us: BTreeMap::new(),
         tree,
         io_uring: false,
     })
@@ -574,7 +605,8 @@ pub fn print(w: &FsWork) -> Result<()> {
         }
     )?;
     for (fs, rtt) in &w.round_trip_us {
-        outln!("{fs}: one round trip {rtt:.1} µs; the FUSE bound of a step is tmpfs's time plus one round trip per request:")?;
+        let pinned = w.round_trip_pinned_us.get(fs).copied().unwrap_or(f64::NAN);
+        outln!("{fs}: one round trip {rtt:.1} µs ({pinned:.1} µs from a thread pinned to one CPU); the FUSE bound of a step is tmpfs's time plus one round trip per request:")?;
         for r in w.rows.iter().filter(|r| &r.fs == fs) {
             if let (Some(n), Some(b)) = (r.requests, r.bound_seconds) {
                 outln!(
