@@ -130,6 +130,8 @@ def main() -> None:
     print(f"package-test: installing {deb}")
     run("dpkg", "-i", deb)
     server = None
+    # The socket file systemd-socket-activate made here, removed at the end.
+    our_socket = None
     try:
         for path in ["/usr/bin/hscm", "/usr/share/man/man1/hscm-nbd.1.gz",
                      "/usr/share/bash-completion/completions/hscm",
@@ -164,6 +166,10 @@ def main() -> None:
             notify.bind(str(tmp / "notify"))
             notify.settimeout(1.0)
             Path(listen).parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+            # A socket file an earlier run left (a listening socket's file outlives
+            # it) would pass the wait below at once and refuse nbdinfo.
+            Path(listen).unlink(missing_ok=True)
+            our_socket = Path(listen)
             # The shell's exec keeps the PID that WATCHDOG_PID names.
             server = subprocess.Popen(
                 ["systemd-socket-activate", "-l", listen,
@@ -197,6 +203,8 @@ def main() -> None:
             server.wait()
         for p in (CONFIG, VOLUME):
             p.unlink(missing_ok=True)
+        if our_socket is not None:
+            our_socket.unlink(missing_ok=True)
         subprocess.run(["dpkg", "--purge", "hscm"], check=False, capture_output=True)
     if os.path.exists("/usr/bin/hscm"):
         fail("dpkg --purge left /usr/bin/hscm")
