@@ -222,7 +222,6 @@ pub fn mount(a: &MountArgs) -> Result<()> {
         served = served.with_io_uring();
     }
     let (fuse_stats, mode, rings_state) = (served.stats(), served.mode(), served.rings());
-    let immediate = fs.durability() == hscm_fs::Durability::Immediate;
     let (session, mounted) = hscm_fuse::mount(served, &a.mountpoint, &config)
         .with_context(|| format!("mounting on {}", a.mountpoint.display()))?;
     if a.io_uring == IoUring::On && !rings_state.granted() {
@@ -233,14 +232,6 @@ pub fn mount(a: &MountArgs) -> Result<()> {
             hscm_fuse::uring::KERNEL_SWITCH
         );
     }
-    let mut rings = if rings_state.granted() {
-        Some(
-            hscm_fuse::uring::Rings::new(&session, rings_state.clone(), immediate, a.threads)
-                .context("setting up FUSE over io_uring")?,
-        )
-    } else {
-        None
-    };
     mounted
         .unmount_on_signals()
         .context("installing signal handlers")?;
@@ -278,13 +269,8 @@ pub fn mount(a: &MountArgs) -> Result<()> {
         a.mountpoint.display()
     )?;
     service.ready(&format!("serving {}", a.mountpoint.display()));
-    let served = session
-        .run_with(
-            rings
-                .as_mut()
-                .map(|r| r as &mut dyn fuser::transport::SideTransport<_>),
-        )
-        .context("serving the file system");
+    let served =
+        hscm_fuse::uring::serve(session, rings_state, a.threads).context("serving the file system");
     let _stopping = service.stopping();
     drop(service);
     served?;

@@ -12,6 +12,10 @@ impl Fuse {
     /// Serves `fs`, with the kernel's writeback cache when its mode is OnFlush.
     pub fn new(fs: Arc<FileSystem>) -> Fuse {
         let writeback_cache = fs.durability() != hscm_fs::Durability::Immediate;
+        let rings = crate::uring::RingState::default();
+        rings
+            .immediate
+            .store(!writeback_cache, std::sync::atomic::Ordering::Relaxed);
         Fuse {
             fs,
             writeback_cache,
@@ -23,7 +27,7 @@ impl Fuse {
             opens: Opens::default(),
             syncer: Default::default(),
             stats: Arc::default(),
-            rings: Arc::default(),
+            rings: Arc::new(rings),
         }
     }
 

@@ -92,6 +92,9 @@ fn enable_at(switch: &Path) -> io::Result<bool> {
 #[derive(Debug, Default)]
 pub struct RingState {
     pub(crate) wanted: AtomicBool,
+    /// The file system's changes sync before they return (immediate mode): they
+    /// leave the queues' threads (see [`hands_off`]).
+    pub(crate) immediate: AtomicBool,
     pub(crate) granted: AtomicBool,
     active: AtomicBool,
     requests: AtomicU64,
@@ -149,6 +152,22 @@ struct Job {
     index: u64,
 }
 
+/// Serves `session` until it ends: by the rings beside /dev/fuse where the kernel
+/// granted them at mount (`state`, the served file system's [`Fuse::rings`]), with
+/// `workers` threads for the requests that leave the queues; by /dev/fuse alone
+/// elsewhere.
+pub fn serve(
+    session: fuser::Session<Fuse>,
+    state: Arc<RingState>,
+    workers: usize,
+) -> io::Result<()> {
+    if !state.granted() {
+        return session.run();
+    }
+    let mut rings = Rings::new(&session, state, workers)?;
+    session.run_with(Some(&mut rings))
+}
+
 /// The rings of one mount: a queue per possible CPU, each with its thread, and the
 /// workers that serve what [`hands_off`] names.
 pub struct Rings {
@@ -165,18 +184,12 @@ pub struct Rings {
 impl Rings {
     /// Rings for the session on `device` (the mount's /dev/fuse descriptor), with
     /// the state the served file system shares ([`Fuse::rings`]), `workers`
-    /// threads for the requests that leave the queues; `immediate` if the file
-    /// system's changes sync before they return.
-    pub fn new(
-        device: &impl AsFd,
-        state: Arc<RingState>,
-        immediate: bool,
-        workers: usize,
-    ) -> io::Result<Rings> {
+    /// threads for the requests that leave the queues.
+    pub fn new(device: &impl AsFd, state: Arc<RingState>, workers: usize) -> io::Result<Rings> {
         Ok(Rings {
             device: device.as_fd().try_clone_to_owned()?,
+            immediate: state.immediate.load(Ordering::Relaxed),
             state,
-            immediate,
             workers: workers.max(1),
             stop: Arc::default(),
             queues: Vec::new(),
@@ -216,7 +229,13 @@ impl Rings {
                             if parsed.is_none() {
                                 request.clear();
                             }
-                            serve(&dispatcher, &job.queue, &job.transport, job.index, &request);
+                            serve_request(
+                                &dispatcher,
+                                &job.queue,
+                                &job.transport,
+                                job.index,
+                                &request,
+                            );
                         }
                     })?,
             );
@@ -231,7 +250,7 @@ type Jobs = Arc<(Mutex<VecDeque<Job>>, Condvar)>;
 
 /// Runs one request; where its bytes do not parse, answers EIO so that the entry is
 /// not lost.
-fn serve(
+fn serve_request(
     dispatcher: &RequestDispatcher<Fuse>,
     queue: &Queue,
     transport: &Arc<dyn ReplyTransport>,
@@ -515,7 +534,7 @@ impl QueueThread {
                     if unsafe { self.queue.request(index, &mut request) }.is_none() {
                         request.clear();
                     }
-                    serve(
+                    serve_request(
                         &self.dispatcher,
                         &self.queue,
                         &transport,

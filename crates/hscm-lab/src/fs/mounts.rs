@@ -299,26 +299,10 @@ fn mount_hscm(dir: &Path, room: u64, under: Under) -> Result<Mounted> {
     let (stats, rings) = (served.stats(), served.rings());
     let (session, mounted) = hscm_fuse::mount(served, &at, &config)
         .context("mounting hscm (FUSE: /dev/fuse and fusermount3, Debian package fuse3)")?;
-    let mut transport = if rings.granted() {
-        let immediate = durability == hscm_fs::Durability::Immediate;
-        Some(hscm_fuse::uring::Rings::new(
-            &session,
-            rings.clone(),
-            immediate,
-            4,
-        )?)
-    } else {
-        None
-    };
+    let serving = rings.clone();
     let session = std::thread::Builder::new()
         .name("hscm-bench-fuse".into())
-        .spawn(move || {
-            session.run_with(
-                transport
-                    .as_mut()
-                    .map(|r| r as &mut dyn fuser::transport::SideTransport<_>),
-            )
-        })?;
+        .spawn(move || hscm_fuse::uring::serve(session, serving, 4))?;
     Ok(Mounted {
         under,
         at,
