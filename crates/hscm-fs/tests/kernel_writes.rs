@@ -183,3 +183,58 @@ fn a_write_back_beside_appends_puts_every_block_in_its_place() {
         }
     }
 }
+
+/// The file system's own writes that start or end inside a block (as `tar` writes:
+/// 10 KiB at a time) leave nothing for a write-back: the file system wrote those
+/// blocks whole and knows what the target holds. (It marked them unknown, and the
+/// close of every such file wrote its partial blocks home a second time, with a
+/// sync each.) A kernel write into one of those blocks after them still goes home.
+#[test]
+fn the_file_systems_own_unaligned_writes_leave_nothing_to_write_back() {
+    for durability in [hscm_fs::Durability::OnFlush, hscm_fs::Durability::Immediate] {
+        let target = Arc::new(MemTarget::new(8 << 20));
+        FileSystem::format(target.as_ref(), 0, 0).unwrap();
+        let opts = MountOptions {
+            durability,
+            ..MountOptions::default()
+        };
+        let fs = FileSystem::mount(target.clone(), opts.clone()).unwrap();
+        let ino = fs
+            .mknod(ROOT, b"f", Kind::File, 0o644, 0, OWNER)
+            .unwrap()
+            .ino;
+        fs.open(ino).unwrap();
+        assert!(
+            fs.begin_kernel_writes(ino).unwrap(),
+            "the open file is in RAM"
+        );
+        let mut model = Vec::new();
+        // Appends into new blocks, then over blocks the file has, then in place.
+        for (offset, len, byte) in [(0u64, 9216usize, 1u8), (9216, 3784, 2), (5000, 3000, 3)] {
+            fs.write(ino, offset, &vec![byte; len]).unwrap();
+            put(&mut model, offset, len, byte);
+        }
+        assert_eq!(
+            fs.write_back_ram(ino).unwrap(),
+            0,
+            "{durability:?}: the target already holds every block"
+        );
+        assert_eq!(fs.read_from_target(ino, 0, u32::MAX).unwrap(), model);
+        // The kernel changes a byte of a partial block the file system wrote.
+        let ram = fs.file_ram(ino).unwrap();
+        ram.with_fd(|fd| rustix::io::pwrite(fd, &[9], 12_900))
+            .unwrap()
+            .unwrap();
+        put(&mut model, 12_900, 1, 9);
+        assert!(
+            fs.write_back_ram(ino).unwrap() > 0,
+            "{durability:?}: the kernel's byte goes home"
+        );
+        fs.end_kernel_writes(ino);
+        fs.sync_all().unwrap();
+        drop(ram);
+        drop(fs);
+        let fs = FileSystem::mount(target, opts).unwrap();
+        assert_eq!(fs.read_from_target(ino, 0, u32::MAX).unwrap(), model);
+    }
+}

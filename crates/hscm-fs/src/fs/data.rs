@@ -220,7 +220,7 @@ impl FileSystem {
                 if offset > a.size {
                     self.zero_tail(st, ino, a.size, offset)?;
                 }
-                self.put_bytes(
+                let edges = self.put_bytes(
                     st,
                     edits,
                     ino,
@@ -229,7 +229,7 @@ impl FileSystem {
                     Some((data, ram.as_deref())),
                 )?;
                 if let Some(f) = &ram {
-                    self.mirror(ino, f.write(offset, data))?;
+                    self.mirror(ino, f.write_with_edges(offset, data, &edges))?;
                 }
                 let now = self.write_time(ino, to_ram);
                 a.size = a.size.max(end);
@@ -299,19 +299,19 @@ impl FileSystem {
         if let Some(f) = &ram {
             self.reserve_ram(ino, f, offset, data.len() as u64)?;
         }
+        let mut edges = Vec::new();
         for (on_target, from, n) in runs {
             let file_at = offset + from as u64;
-            if let Err(e) =
-                self.write_file_bytes(ram.as_deref(), file_at, on_target, &data[from..from + n])
-            {
-                return Err(self.fail(format!("writing file data: {e}"), Some(e.errno())));
+            match self.write_file_bytes(ram.as_deref(), file_at, on_target, &data[from..from + n]) {
+                Ok(sums) => edges.extend(sums),
+                Err(e) => return Err(self.fail(format!("writing file data: {e}"), Some(e.errno()))),
             }
         }
         if let (Some(f), Some(cut)) = (&ram, cut) {
             // Blocks freed since the lookup took these bytes to a block no file
             // maps: RAM must not show them either.
             if f.cut.load(Ordering::Acquire) == cut {
-                self.mirror(ino, f.write(offset, data))?;
+                self.mirror(ino, f.write_with_edges(offset, data, &edges))?;
             }
         }
         drop(same_file);
@@ -440,7 +440,8 @@ impl FileSystem {
                         if mode == Allocate::Extend && end > a.size {
                             self.zero_tail(st, ino, a.size, end)?;
                         }
-                        self.put_bytes(st, edits, ino, offset, len, None)?;
+                        // No bytes, so no hashes to tell RAM.
+                        let _ = self.put_bytes(st, edits, ino, offset, len, None)?;
                         if mode == Allocate::Extend {
                             if let (Some(f), true) = (&ram, end > a.size) {
                                 self.mirror(ino, f.set_len(end))?;
@@ -573,6 +574,8 @@ impl FileSystem {
     /// holes into new blocks (filled out with zeroes), whose Map edits it adds. With
     /// no data (fallocate), mapped blocks are left alone and holes get zeroed blocks.
     /// All or nothing: without space for every new block, nothing is written.
+    /// Returns the hashes of the partial blocks it wrote whole, as the target holds
+    /// them ([`FileRam::write_with_edges`]).
     fn put_bytes(
         &self,
         st: &mut State,
@@ -581,7 +584,7 @@ impl FileSystem {
         offset: u64,
         len: u64,
         data: Option<(&[u8], Option<&FileRam>)>,
-    ) -> Result<()> {
+    ) -> Result<Vec<(u64, u64)>> {
         // The bytes (None: zeroes), and the file's RAM to take the rest of partial
         // blocks from (`write_file_bytes`).
         let (data, ram) = match data {
@@ -630,6 +633,7 @@ impl FileSystem {
             .map(|&f| (f, new_blocks.next().unwrap()))
             .collect();
         fresh.sort_unstable();
+        let mut edges = Vec::new();
         let result = (|| -> Result<()> {
             // Mapped blocks: the bytes in place, a run at a time.
             let mut at = offset;
@@ -649,12 +653,12 @@ impl FileSystem {
                     next += 1;
                 }
                 let from = (at - offset) as usize;
-                self.write_file_bytes(
+                edges.extend(self.write_file_bytes(
                     ram,
                     at,
                     self.block_offset(target) + at % BLOCK,
                     &data[from..from + n as usize],
-                )?;
+                )?);
                 at += n;
             }
             // New blocks: whole blocks, the bytes with zeroes around them, a run of
@@ -687,6 +691,9 @@ impl FileSystem {
                     }
                     self.target
                         .write_at(self.block_offset(t0 + done), &buf, WriteFlags::NONE)?;
+                    if data.is_some() {
+                        edges.extend(super::loader::edge_sums(piece_start, &buf, offset, end));
+                    }
                     done += n;
                 }
                 st.data_first = true;
@@ -705,7 +712,7 @@ impl FileSystem {
             edits.retain(|e| !matches!(e, Edit::Map { .. }));
             return Err(e);
         }
-        Ok(())
+        Ok(edges)
     }
 
     /// `n` free blocks (data-relative runs), or NoSpace with nothing taken.
@@ -736,8 +743,16 @@ impl FileSystem {
         Ok(())
     }
 
-    /// Zeroes `[from, to)` where it is mapped (holes read zeroes already).
+    /// Zeroes `[from, to)` where it is mapped (holes read zeroes already), on the
+    /// target alone: the file's RAM hashes of those blocks are forgotten, since RAM
+    /// may hold there what the kernel wrote and the next write-back must take.
     fn zero_mapped(&self, st: &State, ino: u64, from: u64, to: u64) -> Result<()> {
+        if from >= to {
+            return Ok(());
+        }
+        if let Some(f) = self.ram.get(ino) {
+            f.target_changed(block_of(from)..block_of(to - 1) + 1);
+        }
         let blocks = st.meta.get(ino)?.blocks().expect("file");
         let mut at = from;
         while at < to {

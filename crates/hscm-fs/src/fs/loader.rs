@@ -337,19 +337,22 @@ impl FileSystem {
     /// (an unaligned write costs it a read of each partial block: `tar` writes
     /// 10 KiB at a time). Called under the file's lock, before RAM takes the bytes.
     /// RAM's bytes around the write are what the target holds, or bytes the kernel
-    /// wrote there since and a write-back would take home anyway.
+    /// wrote there since and a write-back would take home anyway. Returns the hashes
+    /// of the partial blocks so written whole, as the target now holds them
+    /// ([`FileRam::write_with_edges`]).
     pub(super) fn write_file_bytes(
         &self,
         ram: Option<&FileRam>,
         file_at: u64,
         target_at: u64,
         bytes: &[u8],
-    ) -> hscm_block::Result<()> {
+    ) -> hscm_block::Result<Vec<(u64, u64)>> {
         let end = file_at + bytes.len() as u64;
         let (head, tail) = (file_at % BLOCK, end.next_multiple_of(BLOCK) - end);
         let ram = ram.filter(|f| (head > 0 || tail > 0) && f.is_loaded());
         let Some(f) = ram else {
-            return self.target.write_at(target_at, bytes, WriteFlags::NONE);
+            self.target.write_at(target_at, bytes, WriteFlags::NONE)?;
+            return Ok(Vec::new());
         };
         let around = |at: u64, len: u64| -> Option<Vec<u8>> {
             let mut got = f.read(at, len as usize).ok()?;
@@ -357,14 +360,16 @@ impl FileSystem {
             Some(got)
         };
         let (Some(before), Some(after)) = (around(file_at - head, head), around(end, tail)) else {
-            return self.target.write_at(target_at, bytes, WriteFlags::NONE);
+            self.target.write_at(target_at, bytes, WriteFlags::NONE)?;
+            return Ok(Vec::new());
         };
         let mut whole = Vec::with_capacity((head + bytes.len() as u64 + tail) as usize);
         whole.extend_from_slice(&before);
         whole.extend_from_slice(bytes);
         whole.extend_from_slice(&after);
         self.target
-            .write_at(target_at - head, &whole, WriteFlags::NONE)
+            .write_at(target_at - head, &whole, WriteFlags::NONE)?;
+        Ok(edge_sums(file_at - head, &whole, file_at, end))
     }
 
     /// A path of `ino` from the root (`/a/b`), for messages; None for a file
@@ -569,4 +574,21 @@ impl FileSystem {
     fn writes_in_place_see_ram(&self) {
         drop(self.in_place.write());
     }
+}
+
+/// The hashes of the blocks of `whole` (whole blocks from file offset `start`, as
+/// written to the target) that `[from, to)` covers only in part: what
+/// [`FileRam::write_with_edges`] is told of a write widened to whole blocks.
+pub(super) fn edge_sums(start: u64, whole: &[u8], from: u64, to: u64) -> Vec<(u64, u64)> {
+    debug_assert!(start % BLOCK == 0 && whole.len() as u64 % BLOCK == 0);
+    whole
+        .chunks(BLOCK as usize)
+        .enumerate()
+        .filter_map(|(i, block)| {
+            let at = start + i as u64 * BLOCK;
+            let covered = from <= at && at + BLOCK <= to;
+            (!covered && at < to && from < at + BLOCK)
+                .then(|| (at / BLOCK, super::sums::block_sum(block)))
+        })
+        .collect()
 }

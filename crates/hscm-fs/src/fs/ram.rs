@@ -137,6 +137,20 @@ impl FileRam {
 
     /// The file system's own write: RAM and the target get the same bytes.
     pub(crate) fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        self.write_with_edges(offset, data, &[])
+    }
+
+    /// [`Self::write`], told the hashes of partial blocks as the write left them on
+    /// the target (`edges`: block, hash), where the file system wrote them whole
+    /// (widened from RAM, or new blocks filled out with zeroes). Those blocks then
+    /// match at the next write-back unless the kernel changes them in RAM after;
+    /// without a hash, a partial block is unknown and written home again.
+    pub(crate) fn write_with_edges(
+        &self,
+        offset: u64,
+        data: &[u8],
+        edges: &[(u64, u64)],
+    ) -> std::io::Result<()> {
         let mut sums = self.sums.lock();
         let old_len = match sums.as_ref() {
             Some(_) => self.byte_len()?,
@@ -147,7 +161,8 @@ impl FileRam {
         if let Some(v) = sums.as_mut() {
             extend_sums(v, old_len, end);
             // Whole blocks: the target holds exactly these bytes. Partial ones also
-            // hold bytes the kernel may have changed in RAM alone: unknown, so the
+            // hold bytes the kernel may have changed in RAM alone: the hash of what
+            // the target got where the caller knows it, else unknown, so that the
             // next write-back writes them from RAM.
             let mut at = offset;
             while at < end {
@@ -157,7 +172,10 @@ impl FileRam {
                     let from = (start - offset) as usize;
                     block_sum(&data[from..from + SUM_BLOCK as usize])
                 } else {
-                    UNKNOWN
+                    edges
+                        .iter()
+                        .find(|&&(block, _)| block == b)
+                        .map_or(UNKNOWN, |&(_, sum)| sum)
                 };
                 at = stop.min(end);
             }

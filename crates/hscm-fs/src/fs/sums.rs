@@ -37,3 +37,17 @@ pub(crate) fn zero_sum() -> u64 {
     static ZERO: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
     *ZERO.get_or_init(|| block_sum(&[0u8; SUM_BLOCK as usize]))
 }
+
+impl super::ram::FileRam {
+    /// The target's blocks `blocks` changed without RAM (zeroes written there): their
+    /// hashes no longer say what the target holds, so the next write-back compares
+    /// nothing and writes them from RAM.
+    pub(crate) fn target_changed(&self, blocks: std::ops::Range<u64>) {
+        if let Some(v) = self.sums.lock().as_mut() {
+            let end = blocks.end.min(v.len() as u64);
+            for b in blocks.start..end {
+                v[b as usize] = UNKNOWN;
+            }
+        }
+    }
+}
