@@ -130,10 +130,12 @@ fn killed_with_files_open(durability: &str) {
         daemon.wait().unwrap();
         let err = std::fs::metadata(at.join("r0-f0")).unwrap_err();
         // ENOTCONN; ECONNABORTED where the kernel aborted the connection as it
-        // cancelled the mount's io_uring queues.
+        // cancelled the mount's io_uring queues; ECANCELED for a request the kernel
+        // gave a ring queue that was being torn down (seen once the switch was on
+        // for every mount of a test run).
         assert!(
-            matches!(err.raw_os_error(), Some(107) | Some(103)),
-            "a dead mount says ENOTCONN or ECONNABORTED: {err}"
+            matches!(err.raw_os_error(), Some(107) | Some(103) | Some(125)),
+            "a dead mount says ENOTCONN, ECONNABORTED or ECANCELED: {err}"
         );
         drop(open);
         detach(&at);

@@ -177,7 +177,7 @@ pub struct Rings {
     workers: usize,
     stop: Arc<AtomicBool>,
     queues: Vec<(Arc<Queue>, JoinHandle<()>)>,
-    jobs: Option<Jobs>,
+    jobs: Option<HandedOff>,
     worker_threads: Vec<JoinHandle<()>>,
 }
 
@@ -198,14 +198,33 @@ impl Rings {
         })
     }
 
-    /// Starts the workers; returns the queue they take jobs from.
-    fn start_workers(&mut self, dispatcher: &RequestDispatcher<Fuse>) -> io::Result<Jobs> {
+    /// Starts the workers; returns the queues they take jobs from: changes and
+    /// syncs, and releases apart. A release may be what a waiting change waits for
+    /// (a write that finds no room waits for the release of a file unlinked while
+    /// open), so no release queues behind changes: with every worker in such a
+    /// wait, it would come only after their waits gave up, with ENOSPC.
+    fn start_workers(&mut self, dispatcher: &RequestDispatcher<Fuse>) -> io::Result<HandedOff> {
+        let handed = HandedOff {
+            changes: self.start_pool(dispatcher, "work", self.workers)?,
+            releases: self.start_pool(dispatcher, "release", 1)?,
+        };
+        self.jobs = Some(handed.clone());
+        Ok(handed)
+    }
+
+    /// `count` workers named `name` taking jobs from a queue of their own.
+    fn start_pool(
+        &mut self,
+        dispatcher: &RequestDispatcher<Fuse>,
+        name: &str,
+        count: usize,
+    ) -> io::Result<Jobs> {
         let jobs: Jobs = Arc::default();
-        for n in 0..self.workers {
+        for n in 0..count {
             let (jobs, stop, dispatcher) = (jobs.clone(), self.stop.clone(), dispatcher.clone());
             self.worker_threads.push(
                 std::thread::Builder::new()
-                    .name(format!("hscm-ring-work-{n}"))
+                    .name(format!("hscm-ring-{name}-{n}"))
                     .spawn(move || {
                         // One buffer per worker, kept: at most a payload's worth.
                         let mut request = Vec::with_capacity(PAYLOAD_KEPT);
@@ -240,13 +259,39 @@ impl Rings {
                     })?,
             );
         }
-        self.jobs = Some(jobs.clone());
         Ok(jobs)
     }
 }
 
 /// Requests handed to workers, and the condition they wait on.
 type Jobs = Arc<(Mutex<VecDeque<Job>>, Condvar)>;
+
+/// The two queues of handed-off requests ([`Rings::start_workers`]).
+#[derive(Clone)]
+struct HandedOff {
+    changes: Jobs,
+    releases: Jobs,
+}
+
+impl HandedOff {
+    fn push(&self, opcode: u32, job: Job) {
+        let jobs = if opcode == RELEASE {
+            &self.releases
+        } else {
+            &self.changes
+        };
+        jobs.0.lock().unwrap().push_back(job);
+        jobs.1.notify_one();
+    }
+
+    fn wake_all(&self) {
+        self.changes.1.notify_all();
+        self.releases.1.notify_all();
+    }
+}
+
+/// FUSE_RELEASE's opcode.
+const RELEASE: u32 = 18;
 
 /// Runs one request; where its bytes do not parse, answers EIO so that the entry is
 /// not lost.
@@ -361,7 +406,7 @@ impl SideTransport<Fuse> for Rings {
             let _ = thread.join();
         }
         if let Some(jobs) = self.jobs.take() {
-            jobs.1.notify_all();
+            jobs.wake_all();
         }
         for thread in self.worker_threads.drain(..) {
             let _ = thread.join();
@@ -375,7 +420,7 @@ struct QueueThread {
     queue: Arc<Queue>,
     device: OwnedFd,
     dispatcher: RequestDispatcher<Fuse>,
-    jobs: Jobs,
+    jobs: HandedOff,
     state: Arc<RingState>,
     stop: Arc<AtomicBool>,
     immediate: bool,
@@ -527,8 +572,7 @@ impl QueueThread {
                         transport: transport.clone(),
                         index: index as u64,
                     };
-                    self.jobs.0.lock().unwrap().push_back(job);
-                    self.jobs.1.notify_one();
+                    self.jobs.push(opcode, job);
                 } else {
                     // SAFETY: ours, as above.
                     if unsafe { self.queue.request(index, &mut request) }.is_none() {
