@@ -227,32 +227,27 @@ pub fn serve(a: &NbdArgs) -> Result<()> {
     let target = Arc::new(Counted::new(opened.target()));
     let server = Arc::new(Server::new(target.clone(), export));
     let stats = server.stats();
+    let uri = client_uri(listener.uri(&a.export), a.tls);
     let service = {
         let (target, stats) = (target.clone(), stats.clone());
-        service_cmd::start(
-            &a.service,
-            "nbd",
-            &a.volume,
-            listener.uri(&a.export),
-            move |s| {
-                hscm_service::probe::engine(s, &engine);
-                hscm_service::probe::target_ops(s, &target.ops());
-                service_cmd::nbd_counters(s, &stats);
-            },
-        )?
+        service_cmd::start(&a.service, "nbd", &a.volume, uri.clone(), move |s| {
+            hscm_service::probe::engine(s, &engine);
+            hscm_service::probe::target_ops(s, &target.ops());
+            service_cmd::nbd_counters(s, &stats);
+        })?
     };
     note!(
         "serving {} ({}) at {}; Ctrl-C to stop",
         a.volume.display(),
         opened.describe(),
-        listener.uri(&a.export)
+        uri
     );
     // Scripts read the URI from standard output; a server its client started shares
     // that client's standard output, which is not ours to write on.
     if !activated {
-        outln!("{}", listener.uri(&a.export))?;
+        outln!("{uri}")?;
     }
-    service.ready(&format!("serving {}", listener.uri(&a.export)));
+    service.ready(&format!("serving {uri}"));
     listener.serve_with(server.clone(), stop, &a.limits())?;
     drop(listener);
     let _stopping = service.stopping();
@@ -283,4 +278,37 @@ pub fn open_for_serving(
         ..opts
     };
     hscm_serving::open_target(path, &opts).with_context(|| format!("opening {}", path.display()))
+}
+
+/// The URI a client uses: with `--tls require`, the TLS scheme (libnbd's `nbds://`,
+/// `nbds+unix://`), since a client that connects by the plain one is refused.
+fn client_uri(uri: String, tls: TlsMode) -> String {
+    match (tls, uri.strip_prefix("nbd")) {
+        (TlsMode::Require, Some(rest)) if rest.starts_with("://") || rest.starts_with("+unix") => {
+            format!("nbds{rest}")
+        }
+        _ => uri,
+    }
+}
+
+#[cfg(test)]
+mod uri_tests {
+    use super::*;
+
+    #[test]
+    fn a_required_tls_names_its_scheme() {
+        let tcp = "nbd://127.0.0.1:10809/e".to_string();
+        let unix = "nbd+unix:///e?socket=/run/s".to_string();
+        assert_eq!(
+            client_uri(tcp.clone(), TlsMode::Require),
+            "nbds://127.0.0.1:10809/e"
+        );
+        assert_eq!(
+            client_uri(unix.clone(), TlsMode::Require),
+            "nbds+unix:///e?socket=/run/s"
+        );
+        // Plaintext is still let in with `on`: the plain URI works.
+        assert_eq!(client_uri(tcp.clone(), TlsMode::On), tcp);
+        assert_eq!(client_uri(unix.clone(), TlsMode::Off), unix);
+    }
 }

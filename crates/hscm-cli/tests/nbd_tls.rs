@@ -92,7 +92,13 @@ fn serve(volume: &Path, args: &[&str]) -> (Child, u16) {
         .arg("--listen")
         .arg(format!("127.0.0.1:{port}"))
         .args(args);
-    (spawn_until_line(&mut cmd, "nbd://").0, port)
+    // With TLS required, the URI printed names the TLS scheme (issue 55).
+    let scheme = if args.windows(2).any(|w| w == ["--tls", "require"]) {
+        "nbds://"
+    } else {
+        "nbd://"
+    };
+    (spawn_until_line(&mut cmd, scheme).0, port)
 }
 
 fn stop(mut child: Child) {

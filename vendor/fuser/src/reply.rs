@@ -145,8 +145,14 @@ impl ReplyRaw {
         assert!(self.sender.is_some());
         let sender = self.sender.take().unwrap();
         let res = response.with_iovec(self.unique, |iov| sender.send(iov));
-        if let Err(err) = res {
-            error!("Failed to send FUSE reply: {err}");
+        match res {
+            Ok(()) => {}
+            // The kernel no longer waits for this request (it was interrupted, or
+            // the mount is going): nothing was lost that anyone waits for.
+            Err(err) if err.raw_os_error() == Some(libc::ENOENT) => {
+                log::debug!("FUSE reply to request {} not taken: {err}", self.unique.0);
+            }
+            Err(err) => error!("Failed to send FUSE reply: {err}"),
         }
     }
     pub(crate) fn send_ll(mut self, response: &impl Response) {
