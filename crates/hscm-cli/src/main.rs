@@ -144,19 +144,64 @@ enum KvCmd {
     Compare(kv::KvCompareArgs),
 }
 
+/// A page's SYNOPSIS line with each option's value (`[--durability <DURABILITY>]`):
+/// clap_mangen's own names options alone (`[--durability]`), which reads as if they
+/// took none.
+fn synopsis(cmd: &clap::Command, name: &str) -> String {
+    let mut line = vec![name.to_string()];
+    let value = |arg: &clap::Arg| -> Option<String> {
+        arg.get_action().takes_values().then(|| {
+            let names = arg.get_value_names().map(|v| v.join(" "));
+            format!(
+                "<{}>",
+                names.unwrap_or_else(|| arg.get_id().as_str().to_uppercase())
+            )
+        })
+    };
+    for arg in cmd.get_arguments().filter(|a| !a.is_hide_set()) {
+        let mut part = match (arg.get_long(), arg.get_short()) {
+            _ if arg.is_positional() => value(arg).unwrap_or_default(),
+            (Some(long), _) => format!("--{long}"),
+            (None, Some(short)) => format!("-{short}"),
+            (None, None) => continue,
+        };
+        if let (false, Some(v)) = (arg.is_positional(), value(arg)) {
+            part = format!("{part} {v}");
+        }
+        if matches!(
+            arg.get_action(),
+            clap::ArgAction::Append | clap::ArgAction::Count
+        ) {
+            part.push_str("...");
+        }
+        line.push(if arg.is_required_set() {
+            part
+        } else {
+            format!("[{part}]")
+        });
+    }
+    if cmd.has_subcommands() {
+        line.push("<COMMAND>".into());
+    }
+    line.join(" ")
+}
+
 /// The manual: one page to standard output, or every command's page into `dir`.
 fn man_pages(dir: Option<&std::path::Path>) -> Result<()> {
     let cmd = Cli::command();
     let Some(dir) = dir else {
         let mut page = Vec::new();
-        clap_mangen::Man::new(cmd).render(&mut page)?;
+        let usage = synopsis(&cmd, "hscm");
+        clap_mangen::Man::new(cmd.override_usage(usage)).render(&mut page)?;
         out!("{}", String::from_utf8_lossy(&page))?;
         return Ok(());
     };
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     fn write_all(cmd: clap::Command, name: String, dir: &std::path::Path) -> Result<usize> {
         let mut page = Vec::new();
-        clap_mangen::Man::new(cmd.clone().name(name.clone())).render(&mut page)?;
+        let usage = synopsis(&cmd, &name);
+        clap_mangen::Man::new(cmd.clone().name(name.clone()).override_usage(usage))
+            .render(&mut page)?;
         scratch::write_output(&dir.join(format!("{name}.1")), &page)?;
         let mut n = 1;
         for sub in cmd.get_subcommands().filter(|s| !s.is_hide_set()) {

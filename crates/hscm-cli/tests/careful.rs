@@ -534,5 +534,15 @@ fn completions_and_manual_come_from_the_command_definitions() {
     let mut s = String::new();
     std::io::Read::read_to_string(&mut page, &mut s).unwrap();
     assert!(s.contains("larger\\-than\\-ram"), "{s}");
+    // The synopsis shows what each option takes (issue 55).
+    let mut page = std::fs::File::open(dir.path().join("hscm-mount.1")).unwrap();
+    let mut s = String::new();
+    std::io::Read::read_to_string(&mut page, &mut s).unwrap();
+    let synopsis = s.split(".SH SYNOPSIS").nth(1).unwrap_or_default();
+    let synopsis = synopsis.split(".SH").next().unwrap_or_default();
+    assert!(
+        synopsis.contains("[\\-\\-durability <DURABILITY>]") && synopsis.contains("<VOLUME>"),
+        "{synopsis}"
+    );
     let _ = std::io::stdout().flush();
 }
