@@ -463,6 +463,12 @@ fn a_signal_removes_the_scratch_data() {
         signal(child.id(), sig);
         let o = child.wait_with_output().unwrap();
         assert_eq!(o.status.code(), Some(128 + sig), "{args:?}: {}", stderr(&o));
+        // Not without a word (issue 55).
+        assert!(
+            stderr(&o).contains("stopped by SIG"),
+            "{args:?}: {}",
+            stderr(&o)
+        );
         assert!(
             entries(scratch.path()).is_empty(),
             "{args:?} left {:?}",

@@ -27,6 +27,14 @@ fn track(path: &Path) {
                 .name("hscm-cleanup".into())
                 .spawn(move || {
                     if let Some(sig) = signals.forever().next() {
+                        let name = if sig == signal_hook::consts::SIGINT {
+                            "SIGINT"
+                        } else {
+                            "SIGTERM"
+                        };
+                        eprintln!(
+                            "hscm: stopped by {name}: removing the scratch files it made, then exiting"
+                        );
                         remove_all_tracked();
                         std::process::exit(128 + sig);
                     }
