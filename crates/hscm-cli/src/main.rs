@@ -51,7 +51,9 @@ enum Command {
     /// stops cleanly on SIGINT/SIGTERM. Started by libnbd tools through systemd socket
     /// activation too: `nbdinfo -- [ hscm nbd data.hscm ]`.
     ///
-    /// Example: hscm nbd data.hscm --socket /run/data.sock   then   nbdinfo 'nbd+unix:///?socket=/run/data.sock'
+    /// Example: hscm nbd data.hscm --socket /run/data.sock
+    ///
+    /// and from another shell: nbdinfo 'nbd+unix:///?socket=/run/data.sock'
     Nbd(nbd_cmd::NbdArgs),
     /// Mount a volume's file system (FUSE): a directory that reads at RAM speed and,
     /// in immediate mode, keeps every write, create and rename it acknowledged across
