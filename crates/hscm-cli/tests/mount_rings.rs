@@ -48,6 +48,9 @@ fn io_uring_and_dev_fuse_serve_many_writers_alike() {
         return;
     };
     let rings_here = hscm_fuse::uring::kernel_switch().is_some();
+    // `--io-uring on` turns the kernel's switch on; it goes back as it was, so that
+    // the test run leaves the machine's setting alone.
+    let _switch = SwitchRestored(std::fs::read_to_string(hscm_fuse::uring::KERNEL_SWITCH).ok());
     if !rings_here {
         eprintln!(
             "the rings are not tested: this kernel has no {}",
@@ -123,6 +126,17 @@ fn io_uring_and_dev_fuse_serve_many_writers_alike() {
             let m = Mounted::with(&v, &at, &["--io-uring", "off"]);
             check(&m, "after a remount");
             m.unmount();
+        }
+    }
+}
+
+/// The kernel's FUSE-over-io_uring switch as it was, written back on drop.
+struct SwitchRestored(Option<String>);
+
+impl Drop for SwitchRestored {
+    fn drop(&mut self) {
+        if let Some(was) = &self.0 {
+            let _ = std::fs::write(hscm_fuse::uring::KERNEL_SWITCH, was.trim());
         }
     }
 }

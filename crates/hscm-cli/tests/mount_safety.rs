@@ -100,10 +100,31 @@ fn unmounting_leaves_a_file_system_underneath_alone() {
     assert!(daemon.wait().unwrap().success());
     only_the_tmpfs_is_left(&at);
 
-    // The same with a signal instead of `hscm umount`.
-    let mut daemon = mount_foreground(&v, &at, &["--nonempty"]);
+    // The same with a signal instead of `hscm umount`; what the daemon said is kept
+    // for the failure's message.
+    let log = _dir.path().join("daemon.log");
+    let mut cmd = hscm();
+    cmd.arg("mount")
+        .arg(&v)
+        .arg(&at)
+        .args(["--foreground", "--nonempty"])
+        .env("HSCM_LOG", "info")
+        .stderr(std::fs::File::create(&log).unwrap());
+    let mut daemon = cmd.stdout(std::process::Stdio::piped()).spawn().unwrap();
+    let mut line = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(daemon.stdout.take().unwrap()),
+        &mut line,
+    )
+    .unwrap();
+    assert!(line.starts_with("mounted"), "printed {line:?}");
     signal(daemon.id(), 15);
-    assert!(daemon.wait().unwrap().success());
+    let status = daemon.wait().unwrap();
+    assert!(
+        status.success(),
+        "{status}: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
     only_the_tmpfs_is_left(&at);
 }
 
