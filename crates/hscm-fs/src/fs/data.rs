@@ -692,7 +692,7 @@ impl FileSystem {
                     self.target
                         .write_at(self.block_offset(t0 + done), &buf, WriteFlags::NONE)?;
                     if data.is_some() {
-                        edges.extend(super::loader::edge_sums(piece_start, &buf, offset, end));
+                        edges.extend(super::sums::edge_sums(piece_start, &buf, offset, end));
                     }
                     done += n;
                 }

@@ -369,7 +369,7 @@ impl FileSystem {
         whole.extend_from_slice(&after);
         self.target
             .write_at(target_at - head, &whole, WriteFlags::NONE)?;
-        Ok(edge_sums(file_at - head, &whole, file_at, end))
+        Ok(sums::edge_sums(file_at - head, &whole, file_at, end))
     }
 
     /// A path of `ino` from the root (`/a/b`), for messages; None for a file
@@ -574,21 +574,4 @@ impl FileSystem {
     fn writes_in_place_see_ram(&self) {
         drop(self.in_place.write());
     }
-}
-
-/// The hashes of the blocks of `whole` (whole blocks from file offset `start`, as
-/// written to the target) that `[from, to)` covers only in part: what
-/// [`FileRam::write_with_edges`] is told of a write widened to whole blocks.
-pub(super) fn edge_sums(start: u64, whole: &[u8], from: u64, to: u64) -> Vec<(u64, u64)> {
-    debug_assert!(start % BLOCK == 0 && whole.len() as u64 % BLOCK == 0);
-    whole
-        .chunks(BLOCK as usize)
-        .enumerate()
-        .filter_map(|(i, block)| {
-            let at = start + i as u64 * BLOCK;
-            let covered = from <= at && at + BLOCK <= to;
-            (!covered && at < to && from < at + BLOCK)
-                .then(|| (at / BLOCK, super::sums::block_sum(block)))
-        })
-        .collect()
 }

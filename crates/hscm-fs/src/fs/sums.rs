@@ -51,3 +51,21 @@ impl super::ram::FileRam {
         }
     }
 }
+
+/// The hashes of the blocks of `whole` (whole blocks from file offset `start`, as
+/// written to the target) that `[from, to)` covers only in part: what
+/// [`FileRam::write_with_edges`](super::ram::FileRam::write_with_edges) is told of
+/// a write widened to whole blocks.
+pub(crate) fn edge_sums(start: u64, whole: &[u8], from: u64, to: u64) -> Vec<(u64, u64)> {
+    debug_assert!(start % SUM_BLOCK == 0 && whole.len() as u64 % SUM_BLOCK == 0);
+    whole
+        .chunks(SUM_BLOCK as usize)
+        .enumerate()
+        .filter_map(|(i, block)| {
+            let at = start + i as u64 * SUM_BLOCK;
+            let covered = from <= at && at + SUM_BLOCK <= to;
+            (!covered && at < to && from < at + SUM_BLOCK)
+                .then(|| (at / SUM_BLOCK, block_sum(block)))
+        })
+        .collect()
+}
