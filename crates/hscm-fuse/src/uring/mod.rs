@@ -34,18 +34,20 @@ use std::sync::{mpsc, Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 
 use fuser::transport::{ReplyTransport, RequestDispatcher, SideTransport};
-use io_uring::{cqueue, opcode, squeue, types, IoUring};
+use io_uring::IoUring;
 
 use crate::Fuse;
 
 mod entry;
 #[cfg(test)]
 mod tests;
+mod wake;
 
 use entry::{
     command, IoVec, Queue, CMD_COMMIT_AND_FETCH, CMD_REGISTER, DEPTH, FUSE_OUT_HEADER, HEADER_LEN,
     HEADER_SPAN, IN_OUT, PAYLOAD, PAYLOAD_KEPT,
 };
+use wake::{QueueRing, WAKE};
 
 /// The kernel's switch for FUSE over io_uring: a daemon may ask for the rings only
 /// while it reads `Y`, at the moment of FUSE_INIT.
@@ -126,9 +128,6 @@ impl RingState {
         }
     }
 }
-
-/// The user data of the eventfd read; entries use their index.
-const WAKE: u64 = u64::MAX;
 
 /// Opcodes whose handlers may wait long or wait for another request of this mount:
 /// served by workers, not on a queue's thread. `immediate`: every change syncs the
@@ -435,7 +434,7 @@ impl QueueThread {
         if let Err(e) = rustix::process::sched_setaffinity(None, &set) {
             tracing::debug!("pinning FUSE ring {qid} to its CPU: {e}");
         }
-        let mut ring: IoUring<squeue::Entry128, cqueue::Entry> = match IoUring::builder()
+        let ring = match IoUring::builder()
             .setup_cqsize(4 * DEPTH as u32)
             .build(2 * DEPTH as u32)
         {
@@ -448,6 +447,7 @@ impl QueueThread {
                 return;
             }
         };
+        let mut ring = QueueRing::new(ring, self.queue.wake.as_raw_fd());
         let device = self.device.as_raw_fd();
         let iovecs: Vec<[IoVec; 2]> = (0..DEPTH)
             .map(|i| {
@@ -465,17 +465,6 @@ impl QueueThread {
                 ]
             })
             .collect();
-        // Where the eventfd's count is read to; the kernel writes it.
-        let mut wake_word = Box::new([0u8; 8]);
-        let wake_ptr = wake_word.as_mut_ptr();
-        let wake_fd = self.queue.wake.as_raw_fd();
-        let wake_read = || {
-            squeue::Entry128::from(
-                opcode::Read::new(types::Fd(wake_fd), wake_ptr, 8)
-                    .build()
-                    .user_data(WAKE),
-            )
-        };
         let mut early = Vec::new();
         let registered = (|| -> io::Result<()> {
             for (i, iov) in iovecs.iter().enumerate() {
@@ -487,18 +476,17 @@ impl QueueThread {
                     Some(iov.as_ptr() as u64),
                     i as u64,
                 );
-                // SAFETY: the iovecs and the memory they name outlive the ring (both
-                // are dropped after it, at the end of this function).
-                unsafe { ring.submission().push(&sqe) }
+                // SAFETY: the kernel copies the iovecs at registration; the memory
+                // they name is the queue's, which outlives the ring (the `Arc` this
+                // thread holds is dropped after it).
+                unsafe { ring.ring.submission().push(&sqe) }
                     .map_err(|_| io::Error::other("ring full"))?;
             }
-            // SAFETY: `wake_word` outlives the ring.
-            unsafe { ring.submission().push(&wake_read()) }
-                .map_err(|_| io::Error::other("ring full"))?;
-            ring.submit()?;
+            ring.push_wake_read()?;
+            ring.ring.submit()?;
             // A refused registration completes at once; accepted ones complete when
             // a request arrives, which may be at once too: those are served below.
-            for cqe in ring.completion() {
+            for cqe in ring.ring.completion() {
                 if cqe.result() < 0 && cqe.user_data() != WAKE {
                     return Err(io::Error::from_raw_os_error(-cqe.result()));
                 }
@@ -524,6 +512,7 @@ impl QueueThread {
             let mut rearm = false;
             for &(user_data, result) in &done {
                 if user_data == WAKE {
+                    ring.wake_pending = false;
                     // A count read, or a read the kernel interrupted: read again. Any
                     // other failure ends the wake-ups (replies from workers then
                     // wait for the next request's completion).
@@ -599,18 +588,17 @@ impl QueueThread {
                 );
                 // SAFETY: the entry's memory outlives the ring; at most DEPTH
                 // commits and one read are ever queued, within the ring's size.
-                if unsafe { ring.submission().push(&sqe) }.is_err() {
+                if unsafe { ring.ring.submission().push(&sqe) }.is_err() {
                     tracing::error!("FUSE ring {qid}: submission queue full");
                 }
             }
             if rearm {
-                // SAFETY: `wake_word` outlives the ring.
-                let _ = unsafe { ring.submission().push(&wake_read()) };
+                let _ = ring.push_wake_read();
             }
             if live == 0 || self.stop.load(Ordering::Acquire) {
                 break;
             }
-            match ring.submit_and_wait(1) {
+            match ring.ring.submit_and_wait(1) {
                 Ok(_) => {}
                 Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INTR.raw_os_error()) => {}
                 Err(e) => {
@@ -619,10 +607,10 @@ impl QueueThread {
                 }
             }
             done.clear();
-            done.extend(ring.completion().map(|c| (c.user_data(), c.result())));
+            done.extend(ring.ring.completion().map(|c| (c.user_data(), c.result())));
         }
-        // Dropping the ring cancels what the kernel still holds of it.
-        drop(ring);
-        drop((iovecs, wake_word));
+        // `ring` drops before the queue (held in `self`, dropped after the locals),
+        // whose memory the entries name; the kernel copied the iovecs at
+        // registration.
     }
 }
