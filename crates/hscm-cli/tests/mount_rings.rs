@@ -172,7 +172,10 @@ fn a_signal_right_after_mounting_by_the_rings_stops_cleanly() {
             &mut line,
         )
         .unwrap();
-        assert!(line.starts_with("mounted"), "round {round}: printed {line:?}");
+        assert!(
+            line.starts_with("mounted"),
+            "round {round}: printed {line:?}"
+        );
         // Odd rounds give the queues a request first, so that some stop from a wait
         // with completions just served.
         if round % 2 == 1 {

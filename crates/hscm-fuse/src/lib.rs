@@ -34,6 +34,7 @@ pub mod mounts;
 mod options;
 mod passthrough;
 mod privileges;
+mod releases;
 mod stats;
 pub mod uring;
 
@@ -302,11 +303,19 @@ impl fuser::Filesystem for Fuse {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let ino = self.fs.lookup(parent.0, name.as_bytes()).map(|a| a.ino);
         let gone = self.stats.time(
             stats::UNLINK,
             || self.fs.unlink(parent.0, name.as_bytes()),
             |_| 0,
         );
+        if let (Ok(()), Ok(ino)) = (&gone, ino) {
+            // Space held by a close the kernel has sent on is free when this returns
+            // (`releases.rs`).
+            self.rings
+                .releases
+                .wait(ino, releases::UNLINK_WAITS_FOR_RELEASE);
+        }
         self.empty(gone, reply)
     }
 
@@ -543,6 +552,7 @@ impl fuser::Filesystem for Fuse {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        let _serving = self.rings.releases.serving(ino.0);
         let served = Served::of(fh);
         if served.kernel_writes() {
             if passthrough::closes_without_flush(fh) {

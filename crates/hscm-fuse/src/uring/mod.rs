@@ -98,6 +98,9 @@ pub struct RingState {
     /// leave the queues' threads (see [`hands_off`]).
     pub(crate) immediate: AtomicBool,
     pub(crate) granted: AtomicBool,
+    /// Releases arrived and not yet served, on either transport: the rings count
+    /// one at its queue, before it waits for a worker.
+    pub(crate) releases: Arc<crate::releases::ReleasesInFlight>,
     active: AtomicBool,
     requests: AtomicU64,
 }
@@ -149,6 +152,9 @@ struct Job {
     queue: Arc<Queue>,
     transport: Arc<dyn ReplyTransport>,
     index: u64,
+    /// The inode of a release, counted in flight from its arrival
+    /// ([`RingState::releases`]) until served.
+    release_of: Option<u64>,
 }
 
 /// Serves `session` until it ends: by the rings beside /dev/fuse where the kernel
@@ -221,6 +227,7 @@ impl Rings {
         let jobs: Jobs = Arc::default();
         for n in 0..count {
             let (jobs, stop, dispatcher) = (jobs.clone(), self.stop.clone(), dispatcher.clone());
+            let releases = self.state.releases.clone();
             self.worker_threads.push(
                 std::thread::Builder::new()
                     .name(format!("hscm-ring-{name}-{n}"))
@@ -254,6 +261,9 @@ impl Rings {
                                 job.index,
                                 &request,
                             );
+                            if let Some(ino) = job.release_of {
+                                releases.finished(ino);
+                            }
                         }
                     })?,
             );
@@ -291,6 +301,8 @@ impl HandedOff {
 
 /// FUSE_RELEASE's opcode.
 const RELEASE: u32 = 18;
+/// FUSE_UNLINK's opcode.
+const UNLINK: u32 = 10;
 
 /// Runs one request; where its bytes do not parse, answers EIO so that the entry is
 /// not lost.
@@ -544,22 +556,30 @@ impl QueueThread {
                     continue;
                 }
                 self.state.requests.fetch_add(1, Ordering::Relaxed);
-                let (unique, opcode) = {
+                let (unique, opcode, nodeid) = {
                     // SAFETY: the kernel completed the entry's command: it is ours.
                     let header = unsafe { self.queue.header(index) };
+                    let word = |at: usize| {
+                        u64::from_le_bytes(header[IN_OUT + at..IN_OUT + at + 8].try_into().unwrap())
+                    };
                     let opcode =
                         u32::from_le_bytes(header[IN_OUT + 4..IN_OUT + 8].try_into().unwrap());
-                    (
-                        u64::from_le_bytes(header[IN_OUT + 8..IN_OUT + 16].try_into().unwrap()),
-                        opcode,
-                    )
+                    (word(8), opcode, word(16))
                 };
                 commit_ids[index] = unique;
-                if hands_off(opcode, self.immediate) {
+                // An unlink may wait for a release in flight (`releases.rs`), which
+                // may wait for requests this thread serves.
+                let waits = opcode == UNLINK && self.state.releases.any();
+                if waits || hands_off(opcode, self.immediate) {
+                    let release_of = (opcode == RELEASE).then(|| {
+                        self.state.releases.arrived(nodeid);
+                        nodeid
+                    });
                     let job = Job {
                         queue: self.queue.clone(),
                         transport: transport.clone(),
                         index: index as u64,
+                        release_of,
                     };
                     self.jobs.push(opcode, job);
                 } else {
