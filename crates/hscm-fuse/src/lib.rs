@@ -303,13 +303,21 @@ impl fuser::Filesystem for Fuse {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let ino = self.fs.lookup(parent.0, name.as_bytes()).map(|a| a.ino);
+        // Only while a release is in flight is the inode worth a lookup.
+        let ino = match self.rings.releases.any() {
+            true => self
+                .fs
+                .lookup(parent.0, name.as_bytes())
+                .map(|a| a.ino)
+                .ok(),
+            false => None,
+        };
         let gone = self.stats.time(
             stats::UNLINK,
             || self.fs.unlink(parent.0, name.as_bytes()),
             |_| 0,
         );
-        if let (Ok(()), Ok(ino)) = (&gone, ino) {
+        if let (Ok(()), Some(ino)) = (&gone, ino) {
             // Space held by a close the kernel has sent on is free when this returns
             // (`releases.rs`).
             self.rings
