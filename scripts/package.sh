@@ -23,7 +23,7 @@ mkdir -p "$ASSETS/man" "$ASSETS/completions"
 "$BIN" completions bash > "$ASSETS/completions/hscm"
 "$BIN" completions zsh > "$ASSETS/completions/_hscm"
 "$BIN" completions fish > "$ASSETS/completions/hscm.fish"
-rm -f target/debian/hscm_*.deb
+rm -f target/debian/hscm_*.deb target/debian/hscm-dbgsym_*.ddeb
 # --fast: the debug build's binary is large, and xz over it takes minutes.
 FAST=()
 [ "$PROFILE" = dev ] && FAST=(--fast)

@@ -127,6 +127,14 @@ def main() -> None:
         fail("an hscm package is installed already; this test installs and removes its own")
     deb = subprocess.run(["bash", str(REPO / "scripts/package.sh"), "--debug"], check=True,
                          text=True, stdout=subprocess.PIPE).stdout.strip().splitlines()[-1]
+    # Debian's policy checker, clean but for the maintainer's address, which is a
+    # placeholder until the package has a maintainer with a mail host.
+    policy = subprocess.run(["lintian", "--suppress-tags",
+                             "bogus-mail-host,bogus-mail-host-in-debian-changelog", str(REPO / deb)],
+                            capture_output=True, text=True)
+    said = [line for line in policy.stdout.splitlines() if re.match(r"^[EWI]: ", line)]
+    if policy.returncode != 0 or said:
+        fail("lintian on the package:\n" + "\n".join(said) + policy.stderr)
     print(f"package-test: installing {deb}")
     run("dpkg", "-i", deb)
     server = None
@@ -138,6 +146,13 @@ def main() -> None:
                      "/usr/share/doc/hscm/examples/hscm.toml", "/usr/share/hscm/grafana/hscm.json"]:
             if not os.path.exists(path):
                 fail(f"the package did not install {path}")
+        sections = run("readelf", "-S", "--wide", "/usr/bin/hscm").stdout
+        if ".debug_info" in sections:
+            fail("/usr/bin/hscm ships its debug symbols; they belong in hscm-dbgsym")
+        ddeb = (REPO / deb).with_name(Path(deb).name.replace("hscm_", "hscm-dbgsym_")).with_suffix(".ddeb")
+        debug_files = subprocess.run(["dpkg-deb", "-c", str(ddeb)], capture_output=True, text=True).stdout
+        if "/usr/lib/debug/.build-id/" not in debug_files:
+            fail(f"{ddeb} holds no debug symbols by build id")
         if oct(os.stat("/var/lib/hscm").st_mode & 0o777) != "0o700" or not os.path.isdir("/etc/hscm"):
             fail("postinst did not make /etc/hscm and a 0700 /var/lib/hscm")
         verify = subprocess.run(

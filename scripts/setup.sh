@@ -31,6 +31,7 @@ command -v setpriv >/dev/null || need_apt+=(util-linux)   # another user's view 
 command -v rsync >/dev/null || need_apt+=(rsync)   # modes kept by rsync -aA through hscm mount
 command -v systemd-analyze >/dev/null || need_apt+=(systemd)   # `systemd-analyze verify` of dist/systemd
 command -v dpkg-deb >/dev/null || need_apt+=(dpkg-dev)   # the Debian package's install test
+command -v lintian >/dev/null || need_apt+=(lintian)   # the package's policy check (package_test.py)
 if [ ${#need_apt[@]} -gt 0 ]; then
   SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
