@@ -23,6 +23,8 @@ cargo test --workspace --locked
 echo "== Python package: build the abi3 wheel (scripts/python-env.sh) and run its tests"
 PY=$(bash scripts/python-env.sh --debug)
 HSCM_BIN=$PWD/target/debug/hscm "$PY" -m pytest -q -p no:cacheprovider crates/hscm-py/tests
+echo "== the light Python install: the wheel and its declared dependencies alone (scripts/python-light.sh)"
+bash scripts/python-light.sh
 echo "== the service side: metrics parsed by prometheus_client against hscm status, the dashboard, the systemd units, SIGTERM"
 HSCM_BIN=$PWD/target/debug/hscm "$PY" -m pytest -q -p no:cacheprovider crates/hscm-service/tests
 echo "== the Debian package: built with cargo-deb, installed, a unit started from it, removed (root only)"

@@ -14,12 +14,11 @@ Submodules load on first use, so a sweep's worker process that only runs points 
 not pay for pandas.
 """
 
-from __future__ import annotations
-
-import importlib
-from typing import TYPE_CHECKING, Any
-
-import os
+# No name here but the API's (`__all__`): the modules this file uses are imported
+# under private names, and `dir(hscm)` lists the API alone.
+import importlib as _importlib
+import os as _os
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from ._native import FileSystem, HscmError, KeyValueStore, TieredVolume, Volume, git_revision
 from ._native import open as _open
@@ -44,7 +43,7 @@ __all__ = [
 ]
 
 
-def open(path: str | os.PathLike[str], *, read_only: bool = False) -> Volume | TieredVolume | FileSystem:  # noqa: A001
+def open(path: str | _os.PathLike[str], *, read_only: bool = False) -> Volume | TieredVolume | FileSystem:  # noqa: A001
     """Opens the volume at ``path`` by its kind, read from its header: a flat volume as
     :class:`Volume`, a tiered one as :class:`TieredVolume`, one made with ``--fs`` as
     :class:`FileSystem` (its files by path). Each is a context manager; ``close()``
@@ -53,21 +52,25 @@ def open(path: str | os.PathLike[str], *, read_only: bool = False) -> Volume | T
     >>> with hscm.open("data.hscm") as v:                     # doctest: +SKIP
     ...     v.write(0, b"hello")
     """
-    return _open(os.fspath(path), read_only)
+    return _open(_os.fspath(path), read_only)
 
 
-def volume_kind(path: str | os.PathLike[str]) -> str:
+def volume_kind(path: str | _os.PathLike[str]) -> str:
     """``"flat"``, ``"tiered"`` or ``"fs"``: the kind of volume at ``path``, from its
     header (nothing is opened or locked)."""
-    return _volume_kind(os.fspath(path))
+    return _volume_kind(_os.fspath(path))
 
-if TYPE_CHECKING:
+if _TYPE_CHECKING:
     from . import experiments, sim, sweep, trace
 
 _SUBMODULES = {"sim", "trace", "sweep", "experiments"}
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name in _SUBMODULES:
-        return importlib.import_module(f".{name}", __name__)
+        return _importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'hscm' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)

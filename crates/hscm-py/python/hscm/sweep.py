@@ -150,7 +150,9 @@ def _executor(name: str, workers: int | None, scheduler: str | None, address: st
     """The executor, refused at once (before any output) when its package is missing."""
     import importlib.util
 
-    needs = {"dask": ("distributed", "dask[distributed]"), "ray": ("ray", "ray")}
+    if importlib.util.find_spec("pyarrow") is None:
+        raise ValueError("a sweep writes Parquet, which needs pyarrow: pip install 'hscm[sweep]'")
+    needs = {"dask": ("distributed", "hscm[dask]"), "ray": ("ray", "hscm[ray]")}
     if name in needs and importlib.util.find_spec(needs[name][0]) is None:
         raise ValueError(
             f"the {name} executor needs the {needs[name][0]} package: pip install '{needs[name][1]}'"
