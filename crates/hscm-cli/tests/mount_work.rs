@@ -166,6 +166,93 @@ fn listings_show_sizes_and_blocks_before_any_fsync() {
     }
 }
 
+/// The kernel keeps directory listings across opens (`FOPEN_CACHE_DIR` with
+/// `FOPEN_KEEP_CACHE`): listing a directory again asks the daemon for nothing, and
+/// every change made through the mount (create, unlink, rename in, rename out,
+/// mkdir) shows in the next listing.
+#[test]
+fn listings_the_kernel_keeps_follow_every_change() {
+    let Some(_memory) = root_and_memory() else {
+        return;
+    };
+    for (mode, extra) in PATHS {
+        let what = format!("{mode} {extra:?}");
+        let dir = tempfile::tempdir().unwrap();
+        let v = fs_volume(dir.path(), "64M", mode);
+        let m = Mounted::with(&v, &dir.path().join("mnt"), extra);
+        let (d, other) = (m.path("d"), m.path("other"));
+        std::fs::create_dir(&d).unwrap();
+        std::fs::create_dir(&other).unwrap();
+        for i in 0..50 {
+            std::fs::write(d.join(format!("f{i}")), b"x").unwrap();
+        }
+        std::fs::write(other.join("moved-in"), b"y").unwrap();
+        let names = |dir: &Path| -> Vec<String> {
+            let mut n: Vec<String> = std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            n.sort();
+            n
+        };
+        let readdirs = || -> u64 {
+            status_of(&m.at)["ops"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter(|o| o["op"] == "readdir" || o["op"] == "readdirplus")
+                .map(|o| o["count"].as_u64().unwrap())
+                .sum()
+        };
+        let mut model: Vec<String> = (0..50).map(|i| format!("f{i}")).collect();
+        model.sort();
+        assert_eq!(names(&d), model, "{what}: first listing");
+        let asked = readdirs();
+        assert_eq!(names(&d), model, "{what}: again");
+        assert_eq!(
+            readdirs(),
+            asked,
+            "{what}: the second listing came from the kernel's cache"
+        );
+        let changes: [(&str, Box<dyn Fn()>); 5] = [
+            (
+                "create",
+                Box::new(|| std::fs::write(d.join("new"), b"z").unwrap()),
+            ),
+            (
+                "unlink",
+                Box::new(|| std::fs::remove_file(d.join("f3")).unwrap()),
+            ),
+            (
+                "rename in",
+                Box::new(|| std::fs::rename(other.join("moved-in"), d.join("moved-in")).unwrap()),
+            ),
+            (
+                "rename out",
+                Box::new(|| std::fs::rename(d.join("f7"), other.join("f7")).unwrap()),
+            ),
+            (
+                "mkdir",
+                Box::new(|| std::fs::create_dir(d.join("sub")).unwrap()),
+            ),
+        ];
+        for (change, apply) in changes {
+            apply();
+            match change {
+                "create" => model.push("new".into()),
+                "unlink" => model.retain(|n| n != "f3"),
+                "rename in" => model.push("moved-in".into()),
+                "rename out" => model.retain(|n| n != "f7"),
+                _ => model.push("sub".into()),
+            }
+            model.sort();
+            assert_eq!(names(&d), model, "{what}: after {change}");
+        }
+        assert_eq!(names(&other), ["f7"], "{what}: the other directory");
+        m.unmount();
+    }
+}
+
 /// What `hscm status` says of the mount at `at`.
 pub(crate) fn status_of(at: &Path) -> serde_json::Value {
     let o = run(&["status", "--json"]);

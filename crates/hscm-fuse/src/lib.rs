@@ -610,7 +610,14 @@ impl fuser::Filesystem for Fuse {
             return reply.error(errno(e));
         }
         match self.dirs.open() {
-            Some(fh) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            // The kernel keeps the listing in its cache, across opens: only this
+            // mount changes the directory, and each change made through it drops
+            // the cached listing (`fuse_dir_changed`), so `du` after `find` asks
+            // for no listing again.
+            Some(fh) => reply.opened(
+                FileHandle(fh),
+                FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
+            ),
             None => {
                 tracing::warn!(
                     "{} directories open on this mount: opendir refused (EMFILE)",
