@@ -214,36 +214,28 @@ fn listings_the_kernel_keeps_follow_every_change() {
             asked,
             "{what}: the second listing came from the kernel's cache"
         );
-        let changes: [(&str, Box<dyn Fn()>); 5] = [
-            (
-                "create",
-                Box::new(|| std::fs::write(d.join("new"), b"z").unwrap()),
-            ),
-            (
-                "unlink",
-                Box::new(|| std::fs::remove_file(d.join("f3")).unwrap()),
-            ),
-            (
-                "rename in",
-                Box::new(|| std::fs::rename(other.join("moved-in"), d.join("moved-in")).unwrap()),
-            ),
-            (
-                "rename out",
-                Box::new(|| std::fs::rename(d.join("f7"), other.join("f7")).unwrap()),
-            ),
-            (
-                "mkdir",
-                Box::new(|| std::fs::create_dir(d.join("sub")).unwrap()),
-            ),
-        ];
-        for (change, apply) in changes {
-            apply();
+        for change in ["create", "unlink", "rename in", "rename out", "mkdir"] {
             match change {
-                "create" => model.push("new".into()),
-                "unlink" => model.retain(|n| n != "f3"),
-                "rename in" => model.push("moved-in".into()),
-                "rename out" => model.retain(|n| n != "f7"),
-                _ => model.push("sub".into()),
+                "create" => {
+                    std::fs::write(d.join("new"), b"z").unwrap();
+                    model.push("new".into());
+                }
+                "unlink" => {
+                    std::fs::remove_file(d.join("f3")).unwrap();
+                    model.retain(|n| n != "f3");
+                }
+                "rename in" => {
+                    std::fs::rename(other.join("moved-in"), d.join("moved-in")).unwrap();
+                    model.push("moved-in".into());
+                }
+                "rename out" => {
+                    std::fs::rename(d.join("f7"), other.join("f7")).unwrap();
+                    model.retain(|n| n != "f7");
+                }
+                _ => {
+                    std::fs::create_dir(d.join("sub")).unwrap();
+                    model.push("sub".into());
+                }
             }
             model.sort();
             assert_eq!(names(&d), model, "{what}: after {change}");
