@@ -156,26 +156,14 @@ fn a_signal_right_after_mounting_by_the_rings_stops_cleanly() {
     let log = dir.path().join("daemon.log");
     let mut by_the_rings = 0;
     for round in 0..12 {
-        let mut daemon = crate::util::hscm()
-            .arg("mount")
+        let mut cmd = crate::util::hscm();
+        cmd.arg("mount")
             .arg(&v)
             .arg(&at)
             .args(["--foreground", "--io-uring", "on"])
             .env("HSCM_LOG", "info")
-            .stderr(std::fs::File::create(&log).unwrap())
-            .stdout(std::process::Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        std::io::BufRead::read_line(
-            &mut std::io::BufReader::new(daemon.stdout.take().unwrap()),
-            &mut line,
-        )
-        .unwrap();
-        assert!(
-            line.starts_with("mounted"),
-            "round {round}: printed {line:?}"
-        );
+            .stderr(std::fs::File::create(&log).unwrap());
+        let (mut daemon, _) = crate::util::spawn_until_line(&mut cmd, "mounted");
         // Odd rounds give the queues a request first, so that some stop from a wait
         // with completions just served.
         if round % 2 == 1 {

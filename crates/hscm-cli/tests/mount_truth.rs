@@ -17,6 +17,19 @@ pub(crate) const PATHS: [(&str, &[&str]); 3] = [
     ("on-flush", &["--no-passthrough"]),
 ];
 
+/// Runs `test` once per way of serving ([`PATHS`]), each on a fresh file system of
+/// `size`, with a name for its messages; unmounts after each.
+pub(crate) fn on_every_path(size: &str, test: impl Fn(&str, &crate::mount_passthrough::Mounted)) {
+    for (mode, extra) in PATHS {
+        let what = format!("{mode} {extra:?}");
+        let dir = tempfile::tempdir().unwrap();
+        let v = crate::util::fs_volume(dir.path(), size, mode);
+        let m = crate::mount_passthrough::Mounted::with(&v, &dir.path().join("mnt"), extra);
+        test(&what, &m);
+        m.unmount();
+    }
+}
+
 /// Every test here needs root (FUSE passthrough) and holds the system's memory
 /// for reading (see `util::SYSTEM_MEMORY`); None, said once, where not root.
 pub(crate) fn root_and_memory() -> Option<std::sync::RwLockReadGuard<'static, ()>> {

@@ -8,7 +8,7 @@
 //! so and passes.
 
 use crate::mount_passthrough::{pattern, Mounted};
-use crate::mount_truth::{root_and_memory, PATHS};
+use crate::mount_truth::{on_every_path, root_and_memory, PATHS};
 use crate::util::{fs_volume, run};
 
 use std::collections::BTreeMap;
@@ -175,11 +175,7 @@ fn listings_the_kernel_keeps_follow_every_change() {
     let Some(_memory) = root_and_memory() else {
         return;
     };
-    for (mode, extra) in PATHS {
-        let what = format!("{mode} {extra:?}");
-        let dir = tempfile::tempdir().unwrap();
-        let v = fs_volume(dir.path(), "64M", mode);
-        let m = Mounted::with(&v, &dir.path().join("mnt"), extra);
+    on_every_path("64M", |what, m| {
         let (d, other) = (m.path("d"), m.path("other"));
         std::fs::create_dir(&d).unwrap();
         std::fs::create_dir(&other).unwrap();
@@ -241,8 +237,7 @@ fn listings_the_kernel_keeps_follow_every_change() {
             assert_eq!(names(&d), model, "{what}: after {change}");
         }
         assert_eq!(names(&other), ["f7"], "{what}: the other directory");
-        m.unmount();
-    }
+    });
 }
 
 /// What `hscm status` says of the mount at `at`.
