@@ -174,10 +174,19 @@ fn full_then_freed(durability: &str, extra: &[&str]) {
     let err = fill_until_full(&at.join("fill"), 32 << 20);
     assert_eq!(err.raw_os_error(), Some(28), "ENOSPC, not EIO: {err}");
     std::fs::remove_file(at.join("fill")).unwrap();
-    let mut after = std::fs::File::create(at.join("after")).unwrap();
-    after.write_all(&vec![2u8; 1 << 20]).unwrap();
-    after.sync_all().unwrap();
-    drop(after);
+    let write_mib = |name: &str| {
+        let mut f = std::fs::File::create(at.join(name)).unwrap();
+        f.write_all(&vec![2u8; 1 << 20])
+            .unwrap_or_else(|e| panic!("{durability} {extra:?}: {name}: {e}"));
+        f.sync_all().unwrap();
+    };
+    write_mib("after");
+    // Full again; a rename over the file frees its space as the unlink did.
+    std::fs::write(at.join("tiny"), b"t").unwrap();
+    let err = fill_until_full(&at.join("fill"), 32 << 20);
+    assert_eq!(err.raw_os_error(), Some(28), "ENOSPC again: {err}");
+    std::fs::rename(at.join("tiny"), at.join("fill")).unwrap();
+    write_mib("after-rename");
     umount(&at);
     assert!(daemon.wait().unwrap().success());
 }

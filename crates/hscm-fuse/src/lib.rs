@@ -303,26 +303,16 @@ impl fuser::Filesystem for Fuse {
     }
 
     fn unlink(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        // Only while a release is in flight is the inode worth a lookup.
-        let ino = match self.rings.releases.any() {
-            true => self
-                .fs
-                .lookup(parent.0, name.as_bytes())
-                .map(|a| a.ino)
-                .ok(),
-            false => None,
-        };
+        let ino = self.inode_to_free(parent.0, name.as_bytes());
         let gone = self.stats.time(
             stats::UNLINK,
             || self.fs.unlink(parent.0, name.as_bytes()),
             |_| 0,
         );
-        if let (Ok(()), Some(ino)) = (&gone, ino) {
+        if gone.is_ok() {
             // Space held by a close the kernel has sent on is free when this returns
             // (`releases.rs`).
-            self.rings
-                .releases
-                .wait(ino, releases::UNLINK_WAITS_FOR_RELEASE);
+            self.wait_for_releases(ino);
         }
         self.empty(gone, reply)
     }
@@ -370,6 +360,10 @@ impl fuser::Filesystem for Fuse {
             no_replace: flags.contains(fuser::RenameFlags::RENAME_NOREPLACE),
             exchange: flags.contains(fuser::RenameFlags::RENAME_EXCHANGE),
         };
+        let replaced = match flags.exchange {
+            true => None,
+            false => self.inode_to_free(newparent.0, newname.as_bytes()),
+        };
         let renamed = self.stats.time(
             stats::RENAME,
             || {
@@ -383,6 +377,9 @@ impl fuser::Filesystem for Fuse {
             },
             |_| 0,
         );
+        if renamed.is_ok() {
+            self.wait_for_releases(replaced);
+        }
         self.empty(renamed, reply)
     }
 

@@ -7,7 +7,8 @@
 //! held (its handle looks open), and a write served by the kernel alone (passthrough)
 //! cannot wait for them. An unlink that leaves an inode no name waits, for a
 //! bounded time, for the releases of that inode that have arrived, so that when it
-//! returns their space is free, as on a local file system.
+//! returns their space is free, as on a local file system. A rename over a file
+//! waits the same way for the file it replaced.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -77,6 +78,25 @@ impl ReleasesInFlight {
             pending = self.finished.wait_timeout(pending, left).unwrap().0;
         }
         true
+    }
+}
+
+impl crate::Fuse {
+    /// The inode `name` in `parent` holds before an unlink or a rename over it, looked
+    /// up only while some release is in flight (else there is nothing to wait for).
+    pub(crate) fn inode_to_free(&self, parent: u64, name: &[u8]) -> Option<u64> {
+        if !self.rings.releases.any() {
+            return None;
+        }
+        self.fs.lookup(parent, name).ok().map(|a| a.ino)
+    }
+
+    /// After the name of `ino` went: waits for the releases of it already sent, so
+    /// that the space they hold is free when the call returns.
+    pub(crate) fn wait_for_releases(&self, ino: Option<u64>) {
+        if let Some(ino) = ino {
+            self.rings.releases.wait(ino, UNLINK_WAITS_FOR_RELEASE);
+        }
     }
 }
 

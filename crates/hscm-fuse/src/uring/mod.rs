@@ -301,8 +301,10 @@ impl HandedOff {
 
 /// FUSE_RELEASE's opcode.
 const RELEASE: u32 = 18;
-/// FUSE_UNLINK's opcode.
+/// FUSE_UNLINK's, FUSE_RENAME's and FUSE_RENAME2's opcodes.
 const UNLINK: u32 = 10;
+const RENAME: u32 = 12;
+const RENAME2: u32 = 45;
 
 /// Runs one request; where its bytes do not parse, answers EIO so that the entry is
 /// not lost.
@@ -567,9 +569,10 @@ impl QueueThread {
                     (word(8), opcode, word(16))
                 };
                 commit_ids[index] = unique;
-                // An unlink may wait for a release in flight (`releases.rs`), which
-                // may wait for requests this thread serves.
-                let waits = opcode == UNLINK && self.state.releases.any();
+                // An unlink or a rename may wait for a release in flight
+                // (`releases.rs`), which may wait for requests this thread serves.
+                let waits =
+                    matches!(opcode, UNLINK | RENAME | RENAME2) && self.state.releases.any();
                 if waits || hands_off(opcode, self.immediate) {
                     let release_of = (opcode == RELEASE).then(|| {
                         self.state.releases.arrived(nodeid);
