@@ -15,10 +15,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-/// How long an unlink waits for releases of its inode that have arrived. A release
-/// writes the file home first where the kernel wrote it in RAM, which takes as long
-/// as the device takes for the file's bytes.
-pub(crate) const UNLINK_WAITS_FOR_RELEASE: Duration = Duration::from_secs(2);
+/// How long an unlink, or a rename over a file, waits for the releases that have
+/// arrived of the inode whose name went. A release writes the file home first where
+/// the kernel wrote it in RAM, which takes as long as the device takes for its bytes.
+pub(crate) const NAME_GONE_WAITS_FOR_RELEASE: Duration = Duration::from_secs(2);
 
 /// Counts of releases arrived and not finished, by inode.
 #[derive(Debug, Default)]
@@ -95,7 +95,7 @@ impl crate::Fuse {
     /// that the space they hold is free when the call returns.
     pub(crate) fn wait_for_releases(&self, ino: Option<u64>) {
         if let Some(ino) = ino {
-            self.rings.releases.wait(ino, UNLINK_WAITS_FOR_RELEASE);
+            self.rings.releases.wait(ino, NAME_GONE_WAITS_FOR_RELEASE);
         }
     }
 }
