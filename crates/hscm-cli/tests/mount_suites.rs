@@ -265,6 +265,78 @@ fn bench_fs_work_json_times_every_step_on_every_file_system() {
     assert!(text(&o).contains("no file system \"zfs\""), "{}", text(&o));
 }
 
+/// Ctrl-C in the middle of `hscm bench fs-work`, while its own FUSE daemon serves
+/// a mount and an ext4 loop mount lies beside it: the command says so and exits
+/// with 130, and leaves no mount, no scratch directory and the kernel's io_uring
+/// switch as it found it.
+#[test]
+fn ctrl_c_during_bench_fs_work_leaves_no_mount_behind() {
+    let _quiet = crate::util::SYSTEM_MEMORY
+        .write()
+        .unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let switch_before = hscm_fuse::uring::kernel_switch();
+    let mounts_under = |dir: &Path| -> Vec<String> {
+        let prefix = format!("{}/", dir.display());
+        std::fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .lines()
+            .filter_map(|l| l.split(' ').nth(4))
+            .filter(|at| at.starts_with(&prefix))
+            .map(String::from)
+            .collect()
+    };
+    let mut child = util::hscm()
+        .args([
+            "bench",
+            "fs-work",
+            "--files",
+            "3000",
+            "--c-units",
+            "2",
+            "--ls-entries",
+            "100",
+            "--fs",
+            "ext4,hscm",
+            "--dir",
+        ])
+        .arg(dir.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Until hscm's own mount is up (its mount point is named hscm-on-flush), and
+    // ext4's may still be there beside it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !mounts_under(dir.path())
+        .iter()
+        .any(|m| m.ends_with("/hscm-on-flush"))
+    {
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "the bench ended before hscm was mounted"
+        );
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no hscm mount after 120 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = rustix::process::Pid::from_child(&child);
+    rustix::process::kill_process(pid, rustix::process::Signal::Int).unwrap();
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(130), "{err}");
+    assert!(err.contains("stopped by SIGINT"), "{err}");
+    assert_eq!(mounts_under(dir.path()), Vec::<String>::new(), "{err}");
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+    assert_eq!(hscm_fuse::uring::kernel_switch(), switch_before);
+}
+
 #[test]
 fn bench_fs_json_names_every_file_system_and_durable_comparison() {
     let _quiet = crate::util::SYSTEM_MEMORY

@@ -240,6 +240,107 @@ fn listings_the_kernel_keeps_follow_every_change() {
     });
 }
 
+/// The requests docs/fs.md counts per operation ("Requests per operation", "The
+/// directory's getattr"), as a budget nothing may grow: a create sends a lookup, the
+/// create and the directory's getattr (and a release it does not wait for); an
+/// unlink, a mkdir and a rename their own request and the directory's getattr (a
+/// mkdir and a rename a lookup too); a stat repeated, nothing.
+#[test]
+fn requests_per_operation_stay_within_what_docs_fs_md_counts() {
+    let Some(_memory) = root_and_memory() else {
+        return;
+    };
+    const N: u64 = 40;
+    on_every_path("64M", |what, m| {
+        let counts = || -> BTreeMap<String, u64> {
+            status_of(&m.at)["ops"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|o| {
+                    (
+                        o["op"].as_str().unwrap().to_string(),
+                        o["count"].as_u64().unwrap(),
+                    )
+                })
+                .collect()
+        };
+        let d = m.path("d");
+        std::fs::create_dir(&d).unwrap();
+        let step = |name: &str, work: &dyn Fn(u64), budget: &[(&str, u64)]| {
+            let before = counts();
+            for i in 0..N {
+                work(i);
+            }
+            let after = counts();
+            let sent: BTreeMap<&str, u64> = after
+                .iter()
+                .map(|(op, n)| (op.as_str(), n - before.get(op).copied().unwrap_or(0)))
+                .filter(|(op, n)| *n > 0 && *op != "release")
+                .collect();
+            let allowed: BTreeMap<&str, u64> = budget.iter().copied().collect();
+            for (op, n) in &sent {
+                let most = allowed.get(op).copied().unwrap_or(0);
+                assert!(
+                    *n <= most,
+                    "{what}: {name} x{N} sent {n} {op} (at most {most}); all: {sent:?}"
+                );
+            }
+        };
+        step(
+            "create",
+            &|i| {
+                let f = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create_new(true)
+                    .open(d.join(format!("f{i}")))
+                    .unwrap();
+                drop(f);
+            },
+            // In immediate mode a writable close sends a FLUSH: the file's RAM goes
+            // home before the close returns.
+            &[
+                ("lookup", N),
+                ("create", N),
+                ("getattr", N),
+                ("flush", if what.starts_with("immediate") { N } else { 0 }),
+            ],
+        );
+        // The first stat may ask (without passthrough, the kernel forgets a file's
+        // attributes at a writable close); the second must not.
+        step(
+            "stat",
+            &|i| {
+                std::fs::symlink_metadata(d.join(format!("f{i}"))).unwrap();
+            },
+            // Plus one: the directory's, which the last create made the kernel forget.
+            &[("getattr", N + 1)],
+        );
+        step(
+            "stat again",
+            &|i| {
+                std::fs::symlink_metadata(d.join(format!("f{i}"))).unwrap();
+            },
+            &[("getattr", 1)],
+        );
+        step(
+            "mkdir",
+            &|i| std::fs::create_dir(d.join(format!("sub{i}"))).unwrap(),
+            &[("lookup", N), ("mkdir", N), ("getattr", N)],
+        );
+        step(
+            "rename",
+            &|i| std::fs::rename(d.join(format!("sub{i}")), d.join(format!("dir{i}"))).unwrap(),
+            &[("lookup", N), ("rename", N), ("getattr", N)],
+        );
+        step(
+            "unlink",
+            &|i| std::fs::remove_file(d.join(format!("f{i}"))).unwrap(),
+            &[("unlink", N), ("getattr", N)],
+        );
+    });
+}
+
 /// What `hscm status` says of the mount at `at`.
 pub(crate) fn status_of(at: &Path) -> serde_json::Value {
     let o = run(&["status", "--json"]);

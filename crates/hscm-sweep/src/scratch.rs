@@ -1,10 +1,13 @@
-//! Nothing left behind: scratch directories and half-written outputs are removed on
-//! success, on error and on SIGINT/SIGTERM.
+//! Nothing left behind: scratch directories and half-written outputs are removed,
+//! and what a benchmark mounted is unmounted, on success, on error and on
+//! SIGINT/SIGTERM.
 //!
-//! Every [`Scratch`] directory and every [`OutputFile`] not yet committed is recorded
-//! in one list. The first one made installs a handler thread for SIGINT and SIGTERM
-//! that removes whatever the list holds and ends the process with 128 + the signal's
-//! number, as a shell expects of a command stopped by that signal.
+//! Every [`Scratch`] directory, every [`OutputFile`] not yet committed, every mount
+//! a benchmark made ([`unmount_on_signal`]) and every system setting it changed
+//! ([`restore_on_signal`]) is recorded in one list. The first one recorded installs a
+//! handler thread for SIGINT and SIGTERM that undoes the list, newest first (so a
+//! mount goes before the scratch directory it lies in), and ends the process with
+//! 128 + the signal's number, as a shell expects of a command stopped by that signal.
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -12,11 +15,22 @@ use std::sync::{Mutex, Once};
 
 use anyhow::{Context, Result};
 
-/// Paths to remove if the process is stopped by a signal.
-static LIVE: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+/// What a signal must undo before the process ends.
+#[derive(Debug, PartialEq)]
+enum Undo {
+    /// A file or directory tree to remove.
+    Remove(PathBuf),
+    /// A mount to detach (lazily: a program still inside it does not keep it).
+    Unmount(PathBuf),
+    /// A setting to put back: these bytes written to this file.
+    Write(PathBuf, String),
+}
+
+/// What to undo if the process is stopped by a signal, oldest first.
+static LIVE: Mutex<Vec<Undo>> = Mutex::new(Vec::new());
 static HANDLER: Once = Once::new();
 
-fn track(path: &Path) {
+fn track(undo: Undo) {
     HANDLER.call_once(|| {
         // Without the handler a signal still stops the command, only without cleaning.
         if let Ok(mut signals) = signal_hook::iterator::Signals::new([
@@ -33,30 +47,65 @@ fn track(path: &Path) {
                             "SIGTERM"
                         };
                         eprintln!(
-                            "hscm: stopped by {name}: removing the scratch files it made, then exiting"
+                            "hscm: stopped by {name}: unmounting and removing what it made, then exiting"
                         );
-                        remove_all_tracked();
+                        undo_all_tracked();
                         std::process::exit(128 + sig);
                     }
                 });
         }
     });
-    lock_live().push(path.to_path_buf());
+    lock_live().push(undo);
 }
 
-fn untrack(path: &Path) {
-    lock_live().retain(|p| p != path);
+fn untrack(undo: &Undo) {
+    lock_live().retain(|u| u != undo);
 }
 
-fn lock_live() -> std::sync::MutexGuard<'static, Vec<PathBuf>> {
+fn lock_live() -> std::sync::MutexGuard<'static, Vec<Undo>> {
     // A panic elsewhere while holding it leaves a list that is still right.
     LIVE.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn remove_all_tracked() {
-    for p in lock_live().drain(..) {
-        remove(&p);
+fn undo_all_tracked() {
+    let undos: Vec<Undo> = lock_live().drain(..).rev().collect();
+    for u in undos {
+        match u {
+            Undo::Remove(p) => remove(&p),
+            Undo::Unmount(p) => {
+                if let Err(e) = rustix::mount::unmount(&p, rustix::mount::UnmountFlags::DETACH) {
+                    eprintln!("hscm: unmounting {}: {e}", p.display());
+                }
+            }
+            Undo::Write(p, bytes) => {
+                if let Err(e) = std::fs::write(&p, bytes) {
+                    eprintln!("hscm: putting {} back: {e}", p.display());
+                }
+            }
+        }
     }
+}
+
+/// Records a mount at `at` that a signal must detach before the process ends (the
+/// caller unmounts it itself otherwise, then calls [`mounted_no_more`]).
+pub fn unmount_on_signal(at: &Path) {
+    track(Undo::Unmount(at.to_path_buf()));
+}
+
+/// The mount at `at` is gone: a signal leaves it alone.
+pub fn mounted_no_more(at: &Path) {
+    untrack(&Undo::Unmount(at.to_path_buf()));
+}
+
+/// Records a system setting a signal must put back: `bytes` written to `file` (the
+/// caller puts it back itself otherwise, then calls [`restored`]).
+pub fn restore_on_signal(file: &Path, bytes: &str) {
+    track(Undo::Write(file.to_path_buf(), bytes.to_string()));
+}
+
+/// The setting in `file` is back as it was: a signal leaves it alone.
+pub fn restored(file: &Path) {
+    lock_live().retain(|u| !matches!(u, Undo::Write(p, _) if p == file));
 }
 
 /// Removes a file or a directory tree. Benchmark threads may still be creating files
@@ -89,7 +138,7 @@ impl Scratch {
             .prefix(&format!(".hscm-{purpose}-"))
             .tempdir_in(&parent)
             .with_context(|| format!("cannot make a scratch directory in {}", parent.display()))?;
-        track(dir.path());
+        track(Undo::Remove(dir.path().to_path_buf()));
         Ok(Scratch { dir })
     }
 
@@ -102,7 +151,7 @@ impl Drop for Scratch {
     fn drop(&mut self) {
         // Removed before it leaves the list, so a signal in between still removes it.
         remove(self.dir.path());
-        untrack(self.dir.path());
+        untrack(&Undo::Remove(self.dir.path().to_path_buf()));
     }
 }
 
@@ -128,7 +177,7 @@ impl OutputFile {
             .suffix(".partial")
             .tempfile_in(parent)
             .with_context(|| format!("cannot create {}", dest.display()))?;
-        track(tmp.path());
+        track(Undo::Remove(tmp.path().to_path_buf()));
         Ok(OutputFile {
             tmp: Some(tmp),
             dest: dest.to_path_buf(),
@@ -156,7 +205,7 @@ impl OutputFile {
             .persist(&self.dest)
             .map(drop)
             .with_context(|| format!("cannot write {}", self.dest.display()));
-        untrack(&tmp_path);
+        untrack(&Undo::Remove(tmp_path));
         result
     }
 }
@@ -166,7 +215,7 @@ impl Drop for OutputFile {
         if let Some(tmp) = self.tmp.take() {
             let p = tmp.path().to_path_buf();
             drop(tmp);
-            untrack(&p);
+            untrack(&Undo::Remove(p));
         }
     }
 }
@@ -190,11 +239,11 @@ mod tests {
         let parent = tempfile::tempdir().unwrap();
         let s = Scratch::new("test", Some(parent.path())).unwrap();
         std::fs::write(s.path().join("f"), b"x").unwrap();
-        assert!(lock_live().contains(&s.path().to_path_buf()));
+        assert!(lock_live().contains(&Undo::Remove(s.path().to_path_buf())));
         let p = s.path().to_path_buf();
         drop(s);
         assert!(!p.exists());
-        assert!(!lock_live().contains(&p));
+        assert!(!lock_live().contains(&Undo::Remove(p.clone())));
     }
 
     #[test]

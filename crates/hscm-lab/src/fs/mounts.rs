@@ -7,6 +7,7 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context, Result};
 use hscm_fs::{FileSystem, MountOptions};
+use hscm_sweep::scratch;
 use hscm_volume::{CreateOptions, Durability, OpenOptions, Volume};
 
 /// What is measured. Names (`name()`) are the `fs` field of the JSON rows.
@@ -108,6 +109,17 @@ enum Keep {
 
 impl Drop for Mounted {
     fn drop(&mut self) {
+        self.unmount();
+        // Unmounted first, so that a signal in between still detaches it.
+        scratch::mounted_no_more(&self.at);
+        if let Keep::Passthrough { backing } = &self.keep {
+            scratch::mounted_no_more(backing);
+        }
+    }
+}
+
+impl Mounted {
+    fn unmount(&mut self) {
         match &mut self.keep {
             Keep::Hscm(session) => {
                 if let Some((s, mounted)) = session.take() {
@@ -190,8 +202,10 @@ pub fn mount(dir: &Path, under: Under, size: u64) -> Result<Mounted> {
             );
             if let Err(e) = mounted {
                 let _ = Command::new("umount").arg(&backing).status();
+                scratch::mounted_no_more(&backing);
                 return Err(e);
             }
+            scratch::unmount_on_signal(&at);
             Ok(Mounted {
                 under,
                 at,
@@ -212,7 +226,9 @@ fn mount_tmpfs(at: &Path, room: u64) -> Result<()> {
             .arg("tmpfs")
             .arg(at),
         "mount -t tmpfs",
-    )
+    )?;
+    scratch::unmount_on_signal(at);
+    Ok(())
 }
 
 fn mount_ext(dir: &Path, under: Under, room: u64) -> Result<Mounted> {
@@ -239,6 +255,7 @@ fn mount_ext(dir: &Path, under: Under, room: u64) -> Result<Mounted> {
             .arg(&at),
         &format!("mounting {name} on a loop device"),
     )?;
+    scratch::unmount_on_signal(&at);
     Ok(Mounted {
         under,
         at,
@@ -299,6 +316,9 @@ fn mount_hscm(dir: &Path, room: u64, under: Under) -> Result<Mounted> {
     let (stats, rings) = (served.stats(), served.rings());
     let (session, mounted) = hscm_fuse::mount(served, &at, &config)
         .context("mounting hscm (FUSE: /dev/fuse and fusermount3, Debian package fuse3)")?;
+    // Its daemon is this process: a signal that ends it must not leave the mount
+    // behind, disconnected.
+    scratch::unmount_on_signal(&at);
     let serving = rings.clone();
     let session = std::thread::Builder::new()
         .name("hscm-bench-fuse".into())

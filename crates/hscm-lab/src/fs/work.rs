@@ -481,7 +481,14 @@ impl RingSwitch {
         if !wants || hscm_fuse::uring::kernel_switch() != Some(false) {
             return Ok(RingSwitch { turned_on: false });
         }
-        let turned_on = hscm_fuse::uring::enable_in_kernel()?;
+        let switch = std::path::Path::new(hscm_fuse::uring::KERNEL_SWITCH);
+        // Recorded before it is turned on, so that a signal at any moment puts it back.
+        crate::scratch::restore_on_signal(switch, "N");
+        let turned_on = hscm_fuse::uring::enable_in_kernel();
+        if !matches!(turned_on, Ok(true)) {
+            crate::scratch::restored(switch);
+        }
+        let turned_on = turned_on?;
         if turned_on {
             note!(
                 "[fs-work] turned on {} for this run (FUSE over io_uring)",
@@ -501,6 +508,7 @@ impl Drop for RingSwitch {
                     hscm_fuse::uring::KERNEL_SWITCH
                 );
             }
+            crate::scratch::restored(std::path::Path::new(hscm_fuse::uring::KERNEL_SWITCH));
         }
     }
 }
