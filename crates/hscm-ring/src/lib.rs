@@ -59,10 +59,6 @@ pub use hscm_block::WriteFlags;
 pub use proto::Status;
 #[cfg(not(loom))]
 pub use region::{Geometry, PROTOCOL_SECTOR};
-/// The old name of [`PROTOCOL_SECTOR`] (512), which the volume's 4 KiB alignment shared.
-#[cfg(not(loom))]
-#[deprecated(note = "use PROTOCOL_SECTOR: the unit commands count in")]
-pub const SECTOR: u64 = PROTOCOL_SECTOR;
 #[cfg(not(loom))]
 pub use server::{endpoint_path, Server, ServerHandle, ServerOptions, ServerStats};
 #[cfg(not(loom))]

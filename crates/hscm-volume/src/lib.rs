@@ -37,9 +37,6 @@ pub use device_counters::DeviceStats;
 pub use error::{Error, Result};
 pub use header::{Header, FORMAT_VERSION, HEADER_LEN, IO_ALIGN, MAGIC};
 
-/// The old name of [`IO_ALIGN`] (4096), which the ring's 512-byte sector shared.
-#[deprecated(note = "use IO_ALIGN: the device layer's alignment, not a protocol sector")]
-pub const SECTOR: u64 = IO_ALIGN;
 pub use hscm_durable::{Failure, LockHolder};
 pub use journal::{JOURNAL_OFFSET, MIN_JOURNAL};
 pub use ram::{check_fits_in_memory, memory_available_for_volumes};
