@@ -2,6 +2,8 @@
 //! right after it; version 2 puts two checkpoint slots and the journal in between.
 //! Layout (little endian) is documented in docs/format.md; keep the two in step.
 
+use hscm_durable::codec::{sealed, CodecError, Dec, Enc};
+
 use crate::error::{Error, Result};
 use crate::Durability;
 
@@ -49,25 +51,22 @@ impl Header {
     }
 
     pub fn encode(&self) -> [u8; HEADER_LEN as usize] {
+        let mut e = Enc(Vec::with_capacity(CHECKED_LEN_V2 + 4));
+        e.raw(&MAGIC)
+            .u32(self.version)
+            .u32(HEADER_LEN as u32)
+            .u64(self.volume_size)
+            .u32(self.chunk_size)
+            .u32(self.durability.code())
+            .raw(&self.uuid)
+            .u64(self.data_offset())
+            .u64(self.created_unix_s);
+        if self.version != 1 {
+            e.u64(JOURNAL_OFFSET).u64(self.journal_len);
+        }
+        e.seal();
         let mut b = [0u8; HEADER_LEN as usize];
-        b[0..8].copy_from_slice(&MAGIC);
-        b[8..12].copy_from_slice(&self.version.to_le_bytes());
-        b[12..16].copy_from_slice(&(HEADER_LEN as u32).to_le_bytes());
-        b[16..24].copy_from_slice(&self.volume_size.to_le_bytes());
-        b[24..28].copy_from_slice(&self.chunk_size.to_le_bytes());
-        b[28..32].copy_from_slice(&self.durability.code().to_le_bytes());
-        b[32..48].copy_from_slice(&self.uuid);
-        b[48..56].copy_from_slice(&self.data_offset().to_le_bytes());
-        b[56..64].copy_from_slice(&self.created_unix_s.to_le_bytes());
-        let checked = if self.version == 1 {
-            CHECKED_LEN_V1
-        } else {
-            b[64..72].copy_from_slice(&JOURNAL_OFFSET.to_le_bytes());
-            b[72..80].copy_from_slice(&self.journal_len.to_le_bytes());
-            CHECKED_LEN_V2
-        };
-        let crc = crc32c::crc32c(&b[..checked]);
-        b[checked..checked + 4].copy_from_slice(&crc.to_le_bytes());
+        b[..e.0.len()].copy_from_slice(&e.0);
         b
     }
 
@@ -84,9 +83,45 @@ impl Header {
                 CHECKED_LEN_V2 + 4
             )));
         }
-        let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().expect("4 bytes"));
-        let u64_at = |o: usize| u64::from_le_bytes(b[o..o + 8].try_into().expect("8 bytes"));
-        let magic: [u8; 8] = b[0..8].try_into().expect("8 bytes");
+        // Every field in order; version 1 ends (with its checksum) where version 2's
+        // journal fields begin, and those are read only for version 2.
+        let fields = || -> std::result::Result<_, CodecError> {
+            let mut d = Dec::new(b, "the volume header");
+            let magic: [u8; 8] = d.raw(8)?.try_into().expect("8 bytes");
+            let version = d.u32()?;
+            let header_len = d.u32()?;
+            let volume_size = d.u64()?;
+            let chunk_size = d.u32()?;
+            let durability = d.u32()?;
+            let uuid: [u8; 16] = d.raw(16)?.try_into().expect("16 bytes");
+            let data_offset = d.u64()?;
+            let created_unix_s = d.u64()?;
+            let journal = (d.u64()?, d.u64()?);
+            Ok((
+                magic,
+                version,
+                header_len,
+                volume_size,
+                chunk_size,
+                durability,
+                uuid,
+                data_offset,
+                created_unix_s,
+                journal,
+            ))
+        };
+        let (
+            magic,
+            version,
+            header_len,
+            volume_size,
+            chunk_size,
+            durability,
+            uuid,
+            data_offset,
+            created_unix_s,
+            (journal_offset, journal_len),
+        ) = fields().map_err(|e| bad(e.0))?;
         if magic != MAGIC {
             return Err(Error::BadMagic {
                 path: path.to_string(),
@@ -95,7 +130,6 @@ impl Header {
             });
         }
         // The version is checked before the checksum: a newer format may checksum differently.
-        let version = u32_at(8);
         if version > FORMAT_VERSION {
             return Err(Error::UnsupportedVersion {
                 path: path.to_string(),
@@ -108,19 +142,19 @@ impl Header {
         } else {
             CHECKED_LEN_V2
         };
-        let stored = u32_at(checked);
-        let computed = crc32c::crc32c(&b[..checked]);
-        if stored != computed {
+        if !sealed(b, checked) {
+            let stored = Dec::new(&b[checked..], "the volume header's checksum")
+                .u32()
+                .map_err(|e| bad(e.0))?;
             return Err(Error::HeaderChecksum {
                 path: path.to_string(),
                 stored,
-                computed,
+                computed: crc32c::crc32c(&b[..checked]),
             });
         }
         if version == 0 {
             return Err(bad("format version 0 does not exist".into()));
         }
-        let header_len = u32_at(12);
         if u64::from(header_len) != HEADER_LEN {
             return Err(bad(format!(
                 "header length {header_len}; version {version} requires {HEADER_LEN}"
@@ -129,30 +163,28 @@ impl Header {
         let journal_len = if version == 1 {
             0
         } else {
-            let journal_offset = u64_at(64);
             if journal_offset != JOURNAL_OFFSET {
                 return Err(bad(format!(
                     "journal offset {journal_offset}; version {version} requires {JOURNAL_OFFSET}"
                 )));
             }
-            u64_at(72)
+            journal_len
         };
         validate_journal(journal_len).map_err(bad)?;
-        let data_offset = u64_at(48);
         if data_offset != self::data_offset(version, journal_len) {
             return Err(bad(format!(
                 "data offset {data_offset}; version {version} with a {journal_len}-byte journal requires {}",
                 self::data_offset(version, journal_len)
             )));
         }
-        let durability = Durability::from_code(u32_at(28))
-            .ok_or_else(|| bad(format!("unknown durability code {}", u32_at(28))))?;
+        let durability = Durability::from_code(durability)
+            .ok_or_else(|| bad(format!("unknown durability code {durability}")))?;
         let h = Header {
-            volume_size: u64_at(16),
-            chunk_size: u32_at(24),
+            volume_size,
+            chunk_size,
             durability,
-            uuid: b[32..48].try_into().expect("16 bytes"),
-            created_unix_s: u64_at(56),
+            uuid,
+            created_unix_s,
             version,
             journal_len,
         };
@@ -224,6 +256,25 @@ mod tests {
             created_unix_s: 1_700_000_000,
             version: FORMAT_VERSION,
             journal_len: 1 << 20,
+        }
+    }
+
+    /// The bytes docs/format.md lays out, for a version 2 and a version 1 header:
+    /// what volumes on disk hold, so no change of the code may move them.
+    #[test]
+    fn encoding_is_the_documented_layout() {
+        let v1 = Header {
+            version: 1,
+            journal_len: 0,
+            ..sample()
+        };
+        for (h, golden) in [(sample(), "4853434d564f4c0002000000001000000000004000000000000010000100000007070707070707070707070707070707003010000000000000f1536500000000003000000000000000001000000000004f6d7e08"), (v1, "4853434d564f4c0001000000001000000000004000000000000010000100000007070707070707070707070707070707001000000000000000f1536500000000bd26ea8b")] {
+            let b = h.encode();
+            let n = golden.len() / 2;
+            let hex: String = b[..n].iter().map(|x| format!("{x:02x}")).collect();
+            assert_eq!(hex, golden, "version {}", h.version);
+            assert!(b[n..].iter().all(|&x| x == 0), "version {}", h.version);
+            assert_eq!(b.len() as u64, HEADER_LEN);
         }
     }
 
