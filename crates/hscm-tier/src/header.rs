@@ -1,6 +1,7 @@
 //! The tiered volume's header: the first 4 KiB of the home device, naming the geometry
 //! and the DRAM tier's policy, with a checksum. Data starts right after it.
 
+use hscm_durable::codec::{CodecError, Dec, Enc};
 use hscm_durable::Durability;
 use hscm_policy::cache::{AdmissionName, EvictionName};
 use serde::Serialize;
@@ -168,34 +169,39 @@ impl TierConfig {
     }
 
     /// The header's bytes; `fast_path` names the fast device (empty without one).
+    /// Layout: docs/tier.md; the offsets in the comments are the fields' places.
     pub(crate) fn encode(&self, fast_path: &str) -> Vec<u8> {
-        let mut h = vec![0u8; HEADER_LEN as usize];
-        h[..8].copy_from_slice(MAGIC);
-        h[8..12].copy_from_slice(&VERSION.to_le_bytes());
-        h[12..16].copy_from_slice(&self.block.to_le_bytes());
-        h[16..24].copy_from_slice(&self.size.to_le_bytes());
-        h[24..32].copy_from_slice(&self.ram.to_le_bytes());
-        h[32..40].copy_from_slice(&self.sequential_cutoff.to_le_bytes());
-        h[40] = match self.durability {
-            Durability::Immediate => 0,
-            // `validate` refuses write-back before any header is written.
-            Durability::OnFlush | Durability::WriteBack => 1,
-        };
-        put_name(&mut h[48..80], self.eviction.name());
-        put_name(&mut h[80..112], self.admission.map_or("", |a| a.name()));
+        let mut e = Enc(Vec::with_capacity(HEADER_LEN as usize));
+        e.raw(MAGIC) // 0
+            .u32(VERSION) // 8
+            .u32(self.block) // 12
+            .u64(self.size) // 16
+            .u64(self.ram) // 24
+            .u64(self.sequential_cutoff) // 32
+            .u8(match self.durability {
+                Durability::Immediate => 0,
+                // `validate` refuses write-back before any header is written.
+                Durability::OnFlush | Durability::WriteBack => 1,
+            }) // 40
+            .raw(&[0; 7])
+            .raw(&name_field(self.eviction.name())) // 48
+            .raw(&name_field(self.admission.map_or("", |a| a.name()))); // 80
         if let Some(f) = &self.fast {
-            h[112..120].copy_from_slice(&f.size.to_le_bytes());
-            h[120] = match f.mode {
-                WriteMode::WriteThrough => 0,
-                WriteMode::WriteBack => 1,
-            };
-            h[128..136].copy_from_slice(&f.id.to_le_bytes());
-            put_name(&mut h[136..168], f.eviction.name());
-            put_name(&mut h[168..200], f.admission.map_or("", |a| a.name()));
             let p = &fast_path.as_bytes()[..fast_path.len().min(MAX_FAST_PATH)];
-            h[200..202].copy_from_slice(&(p.len() as u16).to_le_bytes());
-            h[202..202 + p.len()].copy_from_slice(p);
+            e.u64(f.size) // 112
+                .u8(match f.mode {
+                    WriteMode::WriteThrough => 0,
+                    WriteMode::WriteBack => 1,
+                }) // 120
+                .raw(&[0; 7])
+                .u64(f.id) // 128
+                .raw(&name_field(f.eviction.name())) // 136
+                .raw(&name_field(f.admission.map_or("", |a| a.name()))) // 168
+                .u16(p.len() as u16) // 200
+                .raw(p); // 202
         }
+        let mut h = e.0;
+        h.resize(HEADER_LEN as usize, 0);
         hscm_durable::codec::seal_at(&mut h, HEADER_LEN as usize - 4);
         h
     }
@@ -215,22 +221,28 @@ impl TierConfig {
         if !hscm_durable::codec::sealed(h, HEADER_LEN as usize - 4) {
             return Err(bad("checksum mismatch".into()));
         }
-        let version = u32::from_le_bytes(h[8..12].try_into().expect("4 bytes"));
+        let mut d = Dec::new(&h[8..], "the tier header");
+        let codec = |e: CodecError| bad(e.0);
+        let version = d.u32().map_err(codec)?;
         if version != VERSION {
             return Err(bad(format!(
                 "format version {version}; this build reads {VERSION}"
             )));
         }
-        let u64_at = |at: usize| u64::from_le_bytes(h[at..at + 8].try_into().expect("8 bytes"));
-        let durability = match h[40] {
+        let block = d.u32().map_err(codec)?;
+        let size = d.u64().map_err(codec)?;
+        let ram = d.u64().map_err(codec)?;
+        let sequential_cutoff = d.u64().map_err(codec)?;
+        let durability = match d.u8().map_err(codec)? {
             0 => Durability::Immediate,
             1 => Durability::OnFlush,
-            d => return Err(bad(format!("unknown durability code {d}"))),
+            c => return Err(bad(format!("unknown durability code {c}"))),
         };
-        let eviction = get_name(&h[48..80]);
+        d.raw(7).map_err(codec)?;
+        let eviction = get_name(d.raw(NAME_FIELD).map_err(codec)?);
         let eviction = EvictionName::from_name(&eviction)
             .ok_or_else(|| bad(format!("unknown eviction policy {eviction:?}")))?;
-        let admission = get_name(&h[80..112]);
+        let admission = get_name(d.raw(NAME_FIELD).map_err(codec)?);
         let admission = if admission.is_empty() {
             None
         } else {
@@ -239,19 +251,21 @@ impl TierConfig {
                     .ok_or_else(|| bad(format!("unknown admission filter {admission:?}")))?,
             )
         };
-        let fast_size = u64_at(112);
+        let fast_size = d.u64().map_err(codec)?;
         let fast = if fast_size == 0 {
             None
         } else {
-            let mode = match h[120] {
+            let mode = match d.u8().map_err(codec)? {
                 0 => WriteMode::WriteThrough,
                 1 => WriteMode::WriteBack,
                 m => return Err(bad(format!("unknown fast-tier write mode code {m}"))),
             };
-            let eviction = get_name(&h[136..168]);
+            d.raw(7).map_err(codec)?;
+            let id = d.u64().map_err(codec)?;
+            let eviction = get_name(d.raw(NAME_FIELD).map_err(codec)?);
             let eviction = EvictionName::from_name(&eviction)
                 .ok_or_else(|| bad(format!("unknown fast-tier eviction policy {eviction:?}")))?;
-            let admission = get_name(&h[168..200]);
+            let admission = get_name(d.raw(NAME_FIELD).map_err(codec)?);
             let admission = if admission.is_empty() {
                 None
             } else {
@@ -264,15 +278,15 @@ impl TierConfig {
                 mode,
                 eviction,
                 admission,
-                id: u64_at(128),
+                id,
             })
         };
         let cfg = TierConfig {
             fast,
-            block: u32::from_le_bytes(h[12..16].try_into().expect("4 bytes")),
-            size: u64_at(16),
-            ram: u64_at(24),
-            sequential_cutoff: u64_at(32),
+            block,
+            size,
+            ram,
+            sequential_cutoff,
             durability,
             eviction,
             admission,
@@ -282,11 +296,20 @@ impl TierConfig {
     }
 }
 
+/// Where the fast device's path lies in the header: its length (u16), then its bytes.
+const FAST_PATH_AT: usize = 200;
+
 /// The fast device's path as the header names it (empty without a fast tier). A
 /// relative path is relative to the directory of home.
 pub(crate) fn read_fast_path(h: &[u8]) -> String {
-    let n = usize::from(u16::from_le_bytes([h[200], h[201]])).min(MAX_FAST_PATH);
-    String::from_utf8_lossy(&h[202..202 + n]).into_owned()
+    let mut d = Dec::new(
+        h.get(FAST_PATH_AT..).unwrap_or_default(),
+        "the fast tier's path",
+    );
+    let n = d.u16().map_or(0, usize::from).min(MAX_FAST_PATH);
+    d.raw(n)
+        .map(|p| String::from_utf8_lossy(p).into_owned())
+        .unwrap_or_default()
 }
 
 /// Writes `bytes` (a whole number of sectors) at `offset` of home from an aligned copy,
@@ -313,10 +336,15 @@ pub(crate) fn read_region(
     Ok(buf)
 }
 
-fn put_name(field: &mut [u8], name: &str) {
-    let n = name.len().min(field.len() - 1);
+/// Bytes of a policy's name field: its length (one byte), then the name, then zeroes.
+const NAME_FIELD: usize = 32;
+
+fn name_field(name: &str) -> [u8; NAME_FIELD] {
+    let mut field = [0u8; NAME_FIELD];
+    let n = name.len().min(NAME_FIELD - 1);
     field[0] = n as u8;
     field[1..1 + n].copy_from_slice(&name.as_bytes()[..n]);
+    field
 }
 
 fn get_name(field: &[u8]) -> String {
@@ -353,6 +381,32 @@ mod tests {
         assert!(e.contains("checksum"), "{e}");
         let e = TierConfig::decode(&[0; 4096], "v").unwrap_err().to_string();
         assert!(e.contains("not a tiered volume"), "{e}");
+    }
+
+    /// The bytes tiered volumes on disk hold, with and without a fast tier: no change
+    /// of the code may move them (a CRC-32C of the header page stands for them).
+    #[test]
+    fn encoding_is_the_documented_layout() {
+        let mut cfg = TierConfig::new(1 << 30, 64 << 20);
+        cfg.admission = Some(AdmissionName::SecondMiss);
+        cfg.eviction = EvictionName::S3fifo;
+        cfg.durability = Durability::OnFlush;
+        let mut fast = FastConfig::new(1 << 24);
+        fast.admission = Some(AdmissionName::SeenBefore);
+        fast.mode = WriteMode::WriteBack;
+        fast.id = 0x0123_4567_89ab_cdef;
+        let with_fast = TierConfig {
+            fast: Some(fast),
+            ..cfg
+        };
+        let plain = cfg.encode("");
+        let fast = with_fast.encode("../fast.tier0");
+        // Of the page less its seal: a sealed page's own CRC-32C is a constant.
+        let body = |h: &[u8]| crc32c::crc32c(&h[..HEADER_LEN as usize - 4]);
+        assert_eq!(plain.len() as u64, HEADER_LEN);
+        assert_eq!(&plain[..8], MAGIC);
+        assert_eq!(body(&plain), 0xb664_f619);
+        assert_eq!(body(&fast), 0x3ef2_11de);
     }
 
     #[test]
