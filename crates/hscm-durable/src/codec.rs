@@ -46,6 +46,14 @@ impl Enc {
         self.0.extend_from_slice(v);
         self
     }
+    /// Writes `v` over the four bytes at `at`, already written: a field such as a
+    /// checksum that can only be known once what follows it is there.
+    ///
+    /// Panics if those bytes were not written yet: a layout bug, never input.
+    pub fn put_u32_at(&mut self, at: usize, v: u32) -> &mut Self {
+        self.0[at..at + 4].copy_from_slice(&v.to_le_bytes());
+        self
+    }
     /// Appends the CRC-32C of everything written so far (see [`sealed`]).
     pub fn seal(&mut self) -> &mut Self {
         let crc = crc32c::crc32c(&self.0);

@@ -11,9 +11,11 @@
 //! 24 key, then value
 //! ```
 
+use hscm_durable::codec::{CodecError, Dec, Enc};
+
 use crate::{Error, Result};
 
-pub(crate) const MAGIC: u32 = u32::from_le_bytes(*b"KVR1");
+pub(crate) const MAGIC: [u8; 4] = *b"KVR1";
 pub(crate) const HEADER: usize = 24;
 /// Longest key accepted.
 pub const MAX_KEY: usize = 4096;
@@ -51,18 +53,20 @@ pub(crate) fn encoded_len(key: &[u8], value: &[u8]) -> usize {
 
 /// Appends one encoded record to `out`.
 pub(crate) fn encode(out: &mut Vec<u8>, seq: u64, kind: Kind, key: &[u8], value: &[u8]) {
-    let start = out.len();
-    out.extend_from_slice(&MAGIC.to_le_bytes());
-    out.extend_from_slice(&[0; 4]);
-    out.extend_from_slice(&seq.to_le_bytes());
-    out.push(kind as u8);
-    out.push(0);
-    out.extend_from_slice(&(key.len() as u16).to_le_bytes());
-    out.extend_from_slice(&(value.len() as u32).to_le_bytes());
-    out.extend_from_slice(key);
-    out.extend_from_slice(value);
-    let crc = crc32c::crc32c(&out[start + 8..]);
-    out[start + 4..start + 8].copy_from_slice(&crc.to_le_bytes());
+    let mut e = Enc(std::mem::take(out));
+    let start = e.0.len();
+    e.raw(&MAGIC)
+        .u32(0) // the checksum, once the rest is there
+        .u64(seq)
+        .u8(kind as u8)
+        .u8(0)
+        .u16(key.len() as u16)
+        .u32(value.len() as u32)
+        .raw(key)
+        .raw(value);
+    let crc = crc32c::crc32c(&e.0[start + 8..]);
+    e.put_u32_at(start + 4, crc);
+    *out = e.0;
 }
 
 /// Decodes the record at the start of `buf`, or says why it is not one.
@@ -73,12 +77,24 @@ pub(crate) fn decode(buf: &[u8]) -> std::result::Result<View<'_>, String> {
             buf.len()
         ));
     }
-    let u32_at = |o: usize| u32::from_le_bytes(buf[o..o + 4].try_into().unwrap());
-    if u32_at(0) != MAGIC {
-        return Err(format!("bad magic {:#010x}", u32_at(0)));
+    let mut d = Dec::new(buf, "a key-value record");
+    let mut header = || -> std::result::Result<_, CodecError> {
+        Ok((
+            d.raw(4)?,
+            d.u32()?,
+            d.u64()?,
+            d.u8()?,
+            d.u8()?,
+            d.u16()?,
+            d.u32()?,
+        ))
+    };
+    let (magic, stored_crc, seq, kind, _reserved, key_len, value_len) =
+        header().map_err(|e| e.0)?;
+    if magic != MAGIC {
+        return Err(format!("bad magic {magic:02x?}"));
     }
-    let key_len = u16::from_le_bytes([buf[18], buf[19]]) as usize;
-    let value_len = u32_at(20) as usize;
+    let (key_len, value_len) = (usize::from(key_len), value_len as usize);
     if key_len == 0 || key_len > MAX_KEY {
         return Err(format!("key length {key_len} outside 1..={MAX_KEY}"));
     }
@@ -93,19 +109,18 @@ pub(crate) fn decode(buf: &[u8]) -> std::result::Result<View<'_>, String> {
         ));
     }
     let crc = crc32c::crc32c(&buf[8..len]);
-    if crc != u32_at(4) {
+    if crc != stored_crc {
         return Err(format!(
-            "checksum mismatch (stored {:#010x}, computed {crc:#010x})",
-            u32_at(4)
+            "checksum mismatch (stored {stored_crc:#010x}, computed {crc:#010x})"
         ));
     }
-    let kind = match buf[16] {
+    let kind = match kind {
         1 => Kind::Put,
         2 => Kind::Delete,
         k => return Err(format!("unknown record kind {k}")),
     };
     Ok(View {
-        seq: u64::from_le_bytes(buf[8..16].try_into().unwrap()),
+        seq,
         kind,
         key: &buf[HEADER..HEADER + key_len],
         value: &buf[HEADER + key_len..len],
@@ -219,9 +234,8 @@ pub(crate) fn scan_whole<'a>(
 
 /// Offset of the first valid record at or after `from`.
 fn next_valid(buf: &[u8], from: usize) -> Option<usize> {
-    let magic = MAGIC.to_le_bytes();
     (from..buf.len().saturating_sub(HEADER - 1))
-        .filter(|&o| buf[o..o + 4] == magic)
+        .filter(|&o| buf[o..o + 4] == MAGIC)
         .find(|&o| decode(&buf[o..]).is_ok())
 }
 
@@ -246,6 +260,21 @@ mod tests {
             got.push((r.seq, r.key.to_vec(), r.value.to_vec()))
         });
         (got, s)
+    }
+
+    /// The bytes of one put and one delete as docs/format.md lays them out: what stores
+    /// on disk hold, so no change of the code may move them.
+    #[test]
+    fn encoding_is_the_documented_layout() {
+        let mut out = Vec::new();
+        encode(&mut out, 0x0102_0304_0506_0708, Kind::Put, b"key", b"value");
+        encode(&mut out, 9, Kind::Delete, b"k", b"");
+        let hex: String = out.iter().map(|x| format!("{x:02x}")).collect();
+        assert_eq!(
+            hex,
+            "4b565231cd80bf30080706050403020101000300050000006b657976616c7565\
+             4b5652315cbe2a0c090000000000000002000100000000006b"
+        );
     }
 
     #[test]
