@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use hscm_durable::codec::{newest, sealed, Dec, Enc};
+use hscm_durable::codec::{newest, sealed, CodecError, Dec, Enc};
 
 use crate::backend::IO_ALIGN;
 use crate::backend::{AlignedBuf, Backend};
@@ -33,6 +33,8 @@ const CHECKPOINT_MAGIC: [u8; 8] = *b"HSCMCKP\0";
 const CHECKPOINT_BODY: usize = 8 + 16 + 4 * 8;
 /// Bytes of a batch descriptor before its entries.
 const DESCRIPTOR_FIXED: usize = 64;
+/// Where a batch's checksum lies in its descriptor.
+const CRC_AT: usize = 56;
 const ENTRY_LEN: usize = 16;
 /// Records one batch can describe.
 pub(crate) const MAX_ENTRIES: usize = (IO_ALIGN as usize - DESCRIPTOR_FIXED) / ENTRY_LEN;
@@ -132,24 +134,30 @@ pub(crate) fn encode_batch(
         "too many records for one batch"
     );
     let total: usize = IO_ALIGN as usize + payloads.iter().map(|(_, p)| p.len()).sum::<usize>();
+    let mut e = Enc(Vec::with_capacity(IO_ALIGN as usize));
+    e.raw(&BATCH_MAGIC)
+        .raw(uuid)
+        .u64(nonce)
+        .u64(seq)
+        .u64(log_pos)
+        .u32(total as u32)
+        .u32(payloads.len() as u32)
+        .u32(0) // the checksum, over the whole batch with this field zero
+        .raw(&[0; DESCRIPTOR_FIXED - 60]);
+    for (offset, data) in payloads {
+        e.u64(*offset).u64(data.len() as u64);
+    }
     let mut b = AlignedBuf::zeroed(total);
-    b[0..8].copy_from_slice(&BATCH_MAGIC);
-    b[8..24].copy_from_slice(uuid);
-    b[24..32].copy_from_slice(&nonce.to_le_bytes());
-    b[32..40].copy_from_slice(&seq.to_le_bytes());
-    b[40..48].copy_from_slice(&log_pos.to_le_bytes());
-    b[48..52].copy_from_slice(&(total as u32).to_le_bytes());
-    b[52..56].copy_from_slice(&(payloads.len() as u32).to_le_bytes());
+    b[..e.0.len()].copy_from_slice(&e.0);
     let mut at = IO_ALIGN as usize;
-    for (i, (offset, data)) in payloads.iter().enumerate() {
-        let e = DESCRIPTOR_FIXED + i * ENTRY_LEN;
-        b[e..e + 8].copy_from_slice(&offset.to_le_bytes());
-        b[e + 8..e + 16].copy_from_slice(&(data.len() as u64).to_le_bytes());
+    for (_, data) in payloads {
         b[at..at + data.len()].copy_from_slice(data);
         at += data.len();
     }
     let crc = crc32c::crc32c(&b);
-    b[56..60].copy_from_slice(&crc.to_le_bytes());
+    e.0.truncate(0);
+    e.u32(crc);
+    b[CRC_AT..CRC_AT + 4].copy_from_slice(&e.0);
     b
 }
 
@@ -161,18 +169,29 @@ fn decode_descriptor(
     seq: u64,
     pos: u64,
 ) -> Option<(u64, Vec<Entry>)> {
-    let u64_at = |o: usize| u64::from_le_bytes(d[o..o + 8].try_into().expect("8 bytes"));
-    let u32_at = |o: usize| u32::from_le_bytes(d[o..o + 4].try_into().expect("4 bytes"));
-    if d[0..8] != BATCH_MAGIC
-        || d[8..24] != header.uuid
-        || u64_at(24) != ck.nonce
-        || u64_at(32) != seq
-        || u64_at(40) != pos
+    let mut fields = Dec::new(d, "a journal batch descriptor");
+    let mut fixed = || -> std::result::Result<_, CodecError> {
+        Ok((
+            fields.raw(8)?,
+            fields.raw(16)?,
+            fields.u64()?,
+            fields.u64()?,
+            fields.u64()?,
+            fields.u32()?,
+            fields.u32()?,
+        ))
+    };
+    let (magic, uuid, nonce, batch_seq, batch_pos, total, count) = fixed().ok()?;
+    if magic != BATCH_MAGIC
+        || uuid != header.uuid
+        || nonce != ck.nonce
+        || batch_seq != seq
+        || batch_pos != pos
     {
         return None;
     }
-    let total = u64::from(u32_at(48));
-    let count = u32_at(52) as usize;
+    let total = u64::from(total);
+    let count = count as usize;
     if total < IO_ALIGN || total > max_batch(header.journal_len) || total % IO_ALIGN != 0 {
         return None;
     }
@@ -181,9 +200,9 @@ fn decode_descriptor(
     }
     let mut entries = Vec::with_capacity(count);
     let mut sum = IO_ALIGN;
-    for i in 0..count {
-        let e = DESCRIPTOR_FIXED + i * ENTRY_LEN;
-        let (offset, len) = (u64_at(e), u64_at(e + 8));
+    let mut table = Dec::new(d.get(DESCRIPTOR_FIXED..)?, "a journal batch's entries");
+    for _ in 0..count {
+        let (offset, len) = (table.u64().ok()?, table.u64().ok()?);
         let end = offset.checked_add(len)?;
         if offset % IO_ALIGN != 0 || len == 0 || len % IO_ALIGN != 0 || end > header.volume_size {
             return None;
@@ -270,8 +289,10 @@ pub(crate) fn scan(backend: &dyn Backend, header: &Header) -> Result<Replay> {
             read(pos + IO_ALIGN, &mut payload)?;
         }
         let mut check = desc.to_vec();
-        check[56..60].fill(0);
-        let stored = u32::from_le_bytes(desc[56..60].try_into().expect("4 bytes"));
+        check[CRC_AT..CRC_AT + 4].fill(0);
+        let Ok(stored) = Dec::new(&desc[CRC_AT..], "a journal batch's checksum").u32() else {
+            break;
+        };
         let crc = crc32c::crc32c_append(
             crc32c::crc32c(&check),
             &payload[..(total - IO_ALIGN) as usize],
@@ -322,12 +343,30 @@ pub(crate) fn runs_of(sectors: &BTreeMap<u64, Box<[u8]>>) -> Vec<(u64, AlignedBu
 /// A fresh random incarnation number.
 pub(crate) fn new_nonce() -> u64 {
     let b = *uuid::Uuid::new_v4().as_bytes();
-    u64::from_le_bytes(b[..8].try_into().expect("8 bytes"))
+    Dec::new(&b, "a random UUID").u64().expect("16 bytes")
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A batch's bytes as docs/format.md lays them out (a CRC-32C of the whole batch
+    /// stands for them): what journals on disk hold, so no change of the code may move
+    /// them.
+    #[test]
+    fn a_batch_is_the_documented_layout() {
+        let one = vec![0x11u8; IO_ALIGN as usize];
+        let two = vec![0x22u8; 2 * IO_ALIGN as usize];
+        let b = encode_batch(
+            &[5; 16],
+            0xaabb_ccdd_eeff_0011,
+            7,
+            3 << 12,
+            &[(8192, &one), (1 << 20, &two)],
+        );
+        assert_eq!(b.len(), 4 * IO_ALIGN as usize);
+        assert_eq!(crc32c::crc32c(&b), 0x0ad3_4a0a);
+    }
 
     use crate::testing::FaultyBackend;
     use crate::Durability;
