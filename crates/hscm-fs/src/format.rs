@@ -176,10 +176,11 @@ pub(crate) fn encode_record(seq: u64, payload: &[u8]) -> Vec<u8> {
 /// an older one left from before the last checkpoint, or never-written space).
 pub(crate) fn decode_record(log: &[u8], seq: u64) -> Option<(&[u8], u64)> {
     let header = log.get(..RECORD_HEADER as usize)?;
-    let magic = u32::from_le_bytes(header[0..4].try_into().ok()?);
-    let len = u32::from_le_bytes(header[4..8].try_into().ok()?) as usize;
-    let found_seq = u64::from_le_bytes(header[8..16].try_into().ok()?);
-    let crc = u32::from_le_bytes(header[16..20].try_into().ok()?);
+    let mut d = Dec::new(header, "a log record's header");
+    let magic = d.u32().ok()?;
+    let len = d.u32().ok()? as usize;
+    let found_seq = d.u64().ok()?;
+    let crc = d.u32().ok()?;
     if magic != RECORD_MAGIC || found_seq != seq {
         return None;
     }

@@ -3,6 +3,8 @@
 //! and every block is read from home when it is refilled), so a stale or missing list
 //! costs a cold start, never data; a damaged one is ignored.
 
+use hscm_durable::codec::{sealed, Dec, Enc};
+
 use crate::header::{read_region, write_region, TierConfig, HEADER_LEN};
 
 const MAGIC: &[u8; 8] = b"HSCMHOT1";
@@ -58,31 +60,32 @@ pub(crate) fn load(home: &dyn hscm_durable::device::Backend, cfg: &TierConfig) -
 /// The region's bytes for `blocks` (at most the DRAM's block count), sector-padded.
 pub(crate) fn encode(cfg: &TierConfig, blocks: &[u64]) -> Vec<u8> {
     let n = blocks.len().min(cfg.ram_blocks() as usize);
-    let mut list = Vec::with_capacity(n * 8);
-    for b in &blocks[..n] {
-        list.extend_from_slice(&b.to_le_bytes());
+    let mut list = Enc(Vec::with_capacity(n * 8));
+    for &b in &blocks[..n] {
+        list.u64(b);
     }
-    let mut out = vec![0u8; PAGE as usize];
-    out[..8].copy_from_slice(MAGIC);
-    out[8..16].copy_from_slice(&(n as u64).to_le_bytes());
-    out[16..20].copy_from_slice(&crc32c::crc32c(&list).to_le_bytes());
-    let head_crc = crc32c::crc32c(&out[..20]);
-    out[20..24].copy_from_slice(&head_crc.to_le_bytes());
-    out.extend_from_slice(&list);
+    // The first page: magic, count and the list's CRC-32C, sealed by a CRC-32C of its own.
+    let mut e = Enc(Vec::with_capacity(PAGE as usize + list.0.len()));
+    e.raw(MAGIC)
+        .u64(n as u64)
+        .u32(crc32c::crc32c(&list.0))
+        .seal();
+    let mut out = e.0;
+    out.resize(PAGE as usize, 0);
+    out.extend_from_slice(&list.0);
     out.resize(out.len().next_multiple_of(PAGE as usize), 0);
     out
 }
 
+/// Bytes of the first page the seal covers: magic, count, the list's CRC-32C.
+const HEAD: usize = 20;
+
 /// The count the region's first page announces, if that page is intact.
 pub(crate) fn count(cfg: &TierConfig, page: &[u8]) -> Option<usize> {
-    if page.len() < 24 || &page[..8] != MAGIC {
+    if page.len() < HEAD + 4 || &page[..8] != MAGIC || !sealed(page, HEAD) {
         return None;
     }
-    let head_crc = u32::from_le_bytes(page[20..24].try_into().ok()?);
-    if crc32c::crc32c(&page[..20]) != head_crc {
-        return None;
-    }
-    let n = u64::from_le_bytes(page[8..16].try_into().ok()?);
+    let n = Dec::new(&page[8..], "a hot list's count").u64().ok()?;
     (n <= cfg.ram_blocks()).then_some(n as usize)
 }
 
@@ -91,21 +94,29 @@ pub(crate) fn count(cfg: &TierConfig, page: &[u8]) -> Option<usize> {
 pub(crate) fn decode(cfg: &TierConfig, region: &[u8]) -> Option<Vec<u64>> {
     let n = count(cfg, region)?;
     let list = region.get(PAGE as usize..PAGE as usize + n * 8)?;
-    let crc = u32::from_le_bytes(region[16..20].try_into().ok()?);
+    let crc = Dec::new(&region[16..], "a hot list's CRC").u32().ok()?;
     if crc32c::crc32c(list) != crc {
         return None;
     }
     let blocks = cfg.size / u64::from(cfg.block);
-    let out: Vec<u64> = list
-        .chunks_exact(8)
-        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-        .collect();
-    out.iter().all(|&b| b < blocks).then_some(out)
+    let mut d = Dec::new(list, "a hot list");
+    let out: Vec<u64> = (0..n).map_while(|_| d.u64().ok()).collect();
+    (out.len() == n && out.iter().all(|&b| b < blocks)).then_some(out)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The region's bytes for a list (a CRC-32C of them stands for them): what tiered
+    /// volumes on disk hold, so no change of the code may move them.
+    #[test]
+    fn a_region_is_the_documented_layout() {
+        let cfg = TierConfig::new(1 << 20, 64 << 10);
+        let bytes = encode(&cfg, &[3, 1, 0x0102_0304]);
+        assert_eq!(bytes.len() as u64, 2 * PAGE);
+        assert_eq!(crc32c::crc32c(&bytes), 0xbb4f_773e);
+    }
 
     #[test]
     fn a_hot_list_reads_back_and_a_damaged_one_is_ignored() {

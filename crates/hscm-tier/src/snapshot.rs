@@ -3,6 +3,7 @@
 //! without opening the volume. One page after the data: a length, a CRC-32C, then the
 //! JSON. Like the hot list, it is a report, never trusted for data.
 
+use hscm_durable::codec::{Dec, Enc};
 use serde::{Deserialize, Serialize};
 
 use crate::dram::TierStats;
@@ -151,18 +152,21 @@ pub(crate) fn encode(snap: &Snapshot) -> Vec<u8> {
     let json = serde_json::to_vec(snap).unwrap_or_default();
     let mut page = vec![0u8; PAGE];
     if json.len() + 8 <= PAGE {
-        page[..4].copy_from_slice(&(json.len() as u32).to_le_bytes());
-        page[4..8].copy_from_slice(&crc32c::crc32c(&json).to_le_bytes());
-        page[8..8 + json.len()].copy_from_slice(&json);
+        let mut e = Enc(Vec::with_capacity(PAGE));
+        e.u32(json.len() as u32)
+            .u32(crc32c::crc32c(&json))
+            .raw(&json);
+        page[..e.0.len()].copy_from_slice(&e.0);
     }
     page
 }
 
 /// The snapshot a page holds, if it is intact.
 pub fn decode(page: &[u8]) -> Option<Snapshot> {
-    let n = u32::from_le_bytes(page.get(..4)?.try_into().ok()?) as usize;
-    let crc = u32::from_le_bytes(page.get(4..8)?.try_into().ok()?);
-    let json = page.get(8..8 + n)?;
+    let mut d = Dec::new(page, "a stats snapshot");
+    let n = d.u32().ok()? as usize;
+    let crc = d.u32().ok()?;
+    let json = d.raw(n).ok()?;
     if n == 0 || crc32c::crc32c(json) != crc {
         return None;
     }
@@ -195,6 +199,31 @@ pub fn read_saved(path: &std::path::Path, cfg: &TierConfig) -> std::io::Result<O
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A page's layout: the JSON's length and its CRC-32C (little-endian u32 each),
+    /// then the JSON, then zeroes.
+    #[test]
+    fn a_page_is_the_documented_layout() {
+        let snap = Snapshot {
+            state: "closed".into(),
+            pid: 7,
+            saved_at: 1,
+            mode: "write-through".into(),
+            dirty_bytes: 0,
+            fast_failure: None,
+            session_s: 0.0,
+            writeback_blocks_per_s: 0.0,
+            session: Counters::default(),
+            lifetime: Counters::default(),
+        };
+        let page = encode(&snap);
+        let json = serde_json::to_vec(&snap).unwrap();
+        assert_eq!(page.len(), PAGE);
+        assert_eq!(page[..4], (json.len() as u32).to_le_bytes());
+        assert_eq!(page[4..8], crc32c::crc32c(&json).to_le_bytes());
+        assert_eq!(page[8..8 + json.len()], json[..]);
+        assert!(page[8 + json.len()..].iter().all(|&b| b == 0));
+    }
 
     #[test]
     fn a_snapshot_reads_back_and_damage_reads_as_none() {
