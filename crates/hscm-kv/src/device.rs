@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use hscm_durable::codec::{sealed, CodecError, Dec, Enc};
 use hscm_durable::{Media, Poison};
 use parking_lot::RwLock;
 
@@ -93,17 +94,14 @@ impl Device {
     /// Saves every key's access count next to the log (format: repeated
     /// `u16 key_len, key, u32 hotness`, then a crc32c of all of it).
     pub fn save_hotness(&self) -> Result<()> {
-        let mut out = Vec::new();
+        let mut e = Enc::default();
         for (key, meta) in self.index.read().iter() {
             let h = meta.hotness.load(Ordering::Relaxed);
             if h > 0 && !meta.deleted {
-                out.extend_from_slice(&(key.len() as u16).to_le_bytes());
-                out.extend_from_slice(key);
-                out.extend_from_slice(&h.to_le_bytes());
+                e.u16(key.len() as u16).raw(key).u32(h);
             }
         }
-        let crc = crc32c::crc32c(&out);
-        out.extend_from_slice(&crc.to_le_bytes());
+        let out = e.seal().0.clone();
         self.disk
             .media
             .replace(HOTNESS, &out)
@@ -241,20 +239,20 @@ fn load_hotness(disk: &Disk, index: &BTreeMap<Key, Meta>) {
     let Some(body_len) = bytes.len().checked_sub(4) else {
         return damaged();
     };
-    let (body, crc) = bytes.split_at(body_len);
-    if crc32c::crc32c(body).to_le_bytes() != crc {
+    if !sealed(&bytes, body_len) {
         return damaged();
     }
-    let mut at = 0;
-    while at + 2 <= body.len() {
-        let len = u16::from_le_bytes([body[at], body[at + 1]]) as usize;
-        let Some(h) = body.get(at + 2 + len..at + 6 + len) else {
+    let mut d = Dec::new(&bytes[..body_len], "the hotness file");
+    while !d.is_empty() {
+        let entry = (|| -> std::result::Result<_, CodecError> {
+            let len = usize::from(d.u16()?);
+            Ok((d.raw(len)?, d.u32()?))
+        })();
+        let Ok((key, h)) = entry else {
             return damaged();
         };
-        if let Some(m) = index.get(&body[at + 2..at + 2 + len]) {
-            m.hotness
-                .store(u32::from_le_bytes(h.try_into().unwrap()), Ordering::Relaxed);
+        if let Some(m) = index.get(key) {
+            m.hotness.store(h, Ordering::Relaxed);
         }
-        at += 6 + len;
     }
 }
