@@ -21,6 +21,8 @@ use std::hash::{BuildHasher, Hasher};
 use std::io;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::codec::{seal_at, sealed, CodecError, Dec, Enc};
+
 /// Bytes kept at the end of every export for the owner record.
 pub const OWNER_BLOCK: u64 = 4096;
 const MAGIC: &[u8; 8] = b"HSCMOWN1";
@@ -58,18 +60,21 @@ impl OwnerRecord {
     }
 
     pub fn encode(&self) -> Vec<u8> {
-        let mut b = vec![0u8; OWNER_BLOCK as usize];
-        b[..8].copy_from_slice(MAGIC);
-        b[8] = if self.held { HELD } else { FREE };
-        b[16..24].copy_from_slice(&self.generation.to_le_bytes());
-        b[24..32].copy_from_slice(&self.token.to_le_bytes());
-        b[32..36].copy_from_slice(&self.pid.to_le_bytes());
-        b[40..48].copy_from_slice(&self.since.to_le_bytes());
         let host = &self.host.as_bytes()[..self.host.len().min(255)];
-        b[48] = host.len() as u8;
-        b[49..49 + host.len()].copy_from_slice(host);
-        let crc = crc32c::crc32c(&b[..OWNER_BLOCK as usize - 4]);
-        b[OWNER_BLOCK as usize - 4..].copy_from_slice(&crc.to_le_bytes());
+        let mut e = Enc(Vec::with_capacity(OWNER_BLOCK as usize));
+        e.raw(MAGIC) // 0
+            .u8(if self.held { HELD } else { FREE }) // 8
+            .raw(&[0; 7])
+            .u64(self.generation) // 16
+            .u64(self.token) // 24
+            .u32(self.pid) // 32
+            .raw(&[0; 4])
+            .u64(self.since) // 40
+            .u8(host.len() as u8) // 48
+            .raw(host); // 49
+        let mut b = e.0;
+        b.resize(OWNER_BLOCK as usize, 0);
+        seal_at(&mut b, OWNER_BLOCK as usize - 4);
         b
     }
 
@@ -79,20 +84,28 @@ impl OwnerRecord {
         if b.len() != OWNER_BLOCK as usize || &b[..8] != MAGIC {
             return None;
         }
-        let end = OWNER_BLOCK as usize - 4;
-        if crc32c::crc32c(&b[..end]).to_le_bytes() != b[end..] {
+        if !sealed(b, OWNER_BLOCK as usize - 4) {
             return None;
         }
-        let u64_at = |at: usize| u64::from_le_bytes(b[at..at + 8].try_into().expect("8"));
-        let host_len = b[48] as usize;
-        Some(OwnerRecord {
-            held: b[8] == HELD,
-            generation: u64_at(16),
-            token: u64_at(24),
-            pid: u32::from_le_bytes(b[32..36].try_into().expect("4")),
-            since: u64_at(40),
-            host: String::from_utf8_lossy(&b[49..49 + host_len]).into_owned(),
-        })
+        let mut d = Dec::new(&b[8..], "the export's owner record");
+        let mut fields = || -> Result<_, CodecError> {
+            let held = d.u8()? == HELD;
+            d.raw(7)?;
+            let (generation, token, pid) = (d.u64()?, d.u64()?, d.u32()?);
+            d.raw(4)?;
+            let since = d.u64()?;
+            let host_len = usize::from(d.u8()?);
+            let host = String::from_utf8_lossy(d.raw(host_len)?).into_owned();
+            Ok(OwnerRecord {
+                held,
+                generation,
+                token,
+                pid,
+                since,
+                host,
+            })
+        };
+        fields().ok()
     }
 
     /// Whether the holder was a process of this machine that no longer runs. (Two
@@ -257,6 +270,23 @@ mod tests {
         assert_eq!(OwnerRecord::decode(&torn), None);
         assert_eq!(OwnerRecord::decode(&[0u8; 4096]), None);
         assert!(r.describe().contains("generation 7"), "{}", r.describe());
+    }
+
+    /// The record's bytes (a CRC-32C of the block less its seal stands for them): what
+    /// exports hold, so no change of the code may move them.
+    #[test]
+    fn the_record_is_its_documented_layout() {
+        let r = OwnerRecord {
+            held: true,
+            generation: 7,
+            token: 0x1122_3344_5566_7788,
+            pid: 4242,
+            since: 1_795_000_000,
+            host: "storage1".into(),
+        };
+        let b = r.encode();
+        assert_eq!(b.len() as u64, OWNER_BLOCK);
+        assert_eq!(crc32c::crc32c(&b[..b.len() - 4]), 0xf10a_c7ef);
     }
 
     #[test]
