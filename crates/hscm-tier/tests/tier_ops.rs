@@ -7,15 +7,12 @@
 //! `HSCM_FUZZ_CASES` raises the count; a failing case prints its input in hex.
 
 use hscm_tier::testing::tier_ops;
-use hscm_volume::testing::volume_ops::check_sequences;
+use hscm_volume::testing::volume_ops::{check_sequences, fuzz_cases, replay_saved};
 use rand::{Rng, SeedableRng};
 
 #[test]
 fn random_operation_sequences_keep_every_promise_across_failures_and_power_cuts() {
-    let cases: usize = std::env::var("HSCM_FUZZ_CASES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(400);
+    let cases = fuzz_cases(400);
     let mut rng = rand::rngs::SmallRng::seed_from_u64(0x7_1e25);
     let inputs = (0..cases).map(|_| {
         let len = rng.gen_range(1..600);
@@ -29,16 +26,7 @@ fn random_operation_sequences_keep_every_promise_across_failures_and_power_cuts(
 fn saved_inputs_replay_clean() {
     // Whatever a local `cargo fuzz run tier_ops` left in its (untracked) corpus.
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let Ok(entries) = std::fs::read_dir(root.join("../../fuzz/corpus/tier_ops")) else {
-        return;
-    };
-    for entry in entries {
-        let path = entry.unwrap().path();
-        let input = std::fs::read(&path).unwrap();
-        if let Err(broken) = tier_ops(&input) {
-            panic!("{}: {broken}", path.display());
-        }
-    }
+    replay_saved(&[&root.join("../../fuzz/corpus/tier_ops")], tier_ops);
 }
 
 /// The fast-tier driver (`hscm_tier::testing::fast_tier_ops`, also the `tier_fast_ops`
@@ -47,10 +35,7 @@ fn saved_inputs_replay_clean() {
 #[test]
 fn random_sequences_over_a_fast_tier_keep_every_promise_across_failures_and_power_cuts() {
     use hscm_tier::testing::fast_tier_ops;
-    let cases: usize = std::env::var("HSCM_FUZZ_CASES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(600);
+    let cases = fuzz_cases(600);
     let mut rng = rand::rngs::SmallRng::seed_from_u64(0xfa57);
     let mut total = hscm_tier::testing::FastOutcome::default();
     for _ in 0..cases {

@@ -12,10 +12,7 @@ use rand::{Rng, SeedableRng};
 
 #[test]
 fn random_operation_sequences_keep_every_promise_across_failures_and_power_cuts() {
-    let cases: usize = std::env::var("HSCM_FUZZ_CASES")
-        .ok()
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(400);
+    let cases = volume_ops::fuzz_cases(400);
     let mut rng = rand::rngs::SmallRng::seed_from_u64(0x5eed_f022);
     let inputs = (0..cases).map(|_| {
         let len = rng.gen_range(1..600);
@@ -32,20 +29,7 @@ fn saved_inputs_replay_clean() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let kept = root.join("tests/volume_ops_inputs");
     let fuzzed = root.join("../../fuzz/corpus/volume_ops");
-    let mut replayed = 0;
-    for dir in [&kept, &fuzzed] {
-        let Ok(entries) = std::fs::read_dir(dir) else {
-            continue;
-        };
-        for entry in entries {
-            let path = entry.unwrap().path();
-            let input = std::fs::read(&path).unwrap();
-            if let Err(broken) = volume_ops::run(&input) {
-                panic!("{}: {broken}", path.display());
-            }
-            replayed += 1;
-        }
-    }
+    let replayed = volume_ops::replay_saved(&[&kept, &fuzzed], volume_ops::run);
     // At least the input that found a failed volume answering flush with success.
     assert!(replayed > 0, "no saved inputs under {}", kept.display());
 }

@@ -89,6 +89,40 @@ pub struct Outcome {
 /// broken promise with the input in hex (to save and replay), and checks that the
 /// inputs reached the interesting paths: more restarts than sequences, and at least one
 /// request refused after a failure. Returns the totals.
+/// How many seeded sequences a bounded run in `cargo test` tries: `HSCM_FUZZ_CASES`
+/// when set (for a longer run), else `default`.
+pub fn fuzz_cases(default: usize) -> usize {
+    std::env::var("HSCM_FUZZ_CASES")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Runs every input saved under `dirs` (regression inputs kept with the tests, and
+/// whatever a local cargo-fuzz run left in its untracked corpus; a missing directory
+/// holds none) through `run`, panicking with the file's name at the first that
+/// breaks a promise. How many it ran.
+pub fn replay_saved<T>(
+    dirs: &[&std::path::Path],
+    run: impl Fn(&[u8]) -> Result<T, String>,
+) -> usize {
+    let mut replayed = 0;
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        for entry in entries {
+            let path = entry.expect("a directory entry").path();
+            let input = std::fs::read(&path).expect("a saved input");
+            if let Err(broken) = run(&input) {
+                panic!("{}: {broken}", path.display());
+            }
+            replayed += 1;
+        }
+    }
+    replayed
+}
+
 pub fn check_sequences(
     inputs: impl IntoIterator<Item = Vec<u8>>,
     run: impl Fn(&[u8]) -> Result<Outcome, String>,
