@@ -22,6 +22,7 @@ mod mount_user;
 mod mount_work;
 mod nbd;
 mod nbd_tls;
+mod readme;
 mod remote_home;
 mod ring_process;
 mod status_trust;
