@@ -356,21 +356,28 @@ fn get_name(field: &[u8]) -> String {
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_header_reads_back_and_damage_is_named() {
+    /// A configuration without a fast tier, and the same with one of `mode`.
+    fn configs(mode: WriteMode) -> (TierConfig, TierConfig) {
         let mut cfg = TierConfig::new(1 << 30, 64 << 20);
         cfg.admission = Some(AdmissionName::SecondMiss);
         cfg.eviction = EvictionName::S3fifo;
         cfg.durability = Durability::OnFlush;
-        let h = cfg.encode("");
-        assert_eq!(TierConfig::decode(&h, "v").unwrap(), cfg);
         let mut fast = FastConfig::new(1 << 24);
         fast.admission = Some(AdmissionName::SeenBefore);
-        fast.mode = WriteMode::WriteThrough;
+        fast.mode = mode;
+        fast.id = 0x0123_4567_89ab_cdef;
         let with_fast = TierConfig {
             fast: Some(fast),
             ..cfg
         };
+        (cfg, with_fast)
+    }
+
+    #[test]
+    fn a_header_reads_back_and_damage_is_named() {
+        let (cfg, with_fast) = configs(WriteMode::WriteThrough);
+        let h = cfg.encode("");
+        assert_eq!(TierConfig::decode(&h, "v").unwrap(), cfg);
         let h2 = with_fast.encode("/dev/pmem0");
         assert_eq!(TierConfig::decode(&h2, "v").unwrap(), with_fast);
         assert_eq!(read_fast_path(&h2), "/dev/pmem0");
@@ -387,18 +394,7 @@ mod tests {
     /// of the code may move them (a CRC-32C of the header page stands for them).
     #[test]
     fn encoding_is_the_documented_layout() {
-        let mut cfg = TierConfig::new(1 << 30, 64 << 20);
-        cfg.admission = Some(AdmissionName::SecondMiss);
-        cfg.eviction = EvictionName::S3fifo;
-        cfg.durability = Durability::OnFlush;
-        let mut fast = FastConfig::new(1 << 24);
-        fast.admission = Some(AdmissionName::SeenBefore);
-        fast.mode = WriteMode::WriteBack;
-        fast.id = 0x0123_4567_89ab_cdef;
-        let with_fast = TierConfig {
-            fast: Some(fast),
-            ..cfg
-        };
+        let (cfg, with_fast) = configs(WriteMode::WriteBack);
         let plain = cfg.encode("");
         let fast = with_fast.encode("../fast.tier0");
         // Of the page less its seal: a sealed page's own CRC-32C is a constant.

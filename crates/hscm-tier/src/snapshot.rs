@@ -200,11 +200,9 @@ pub fn read_saved(path: &std::path::Path, cfg: &TierConfig) -> std::io::Result<O
 mod tests {
     use super::*;
 
-    /// A page's layout: the JSON's length and its CRC-32C (little-endian u32 each),
-    /// then the JSON, then zeroes.
-    #[test]
-    fn a_page_is_the_documented_layout() {
-        let snap = Snapshot {
+    /// A cleanly closed volume's snapshot with these session counters.
+    fn closed(session: Counters) -> Snapshot {
+        Snapshot {
             state: "closed".into(),
             pid: 7,
             saved_at: 1,
@@ -213,9 +211,16 @@ mod tests {
             fast_failure: None,
             session_s: 0.0,
             writeback_blocks_per_s: 0.0,
-            session: Counters::default(),
+            session,
             lifetime: Counters::default(),
-        };
+        }
+    }
+
+    /// A page's layout: the JSON's length and its CRC-32C (little-endian u32 each),
+    /// then the JSON, then zeroes.
+    #[test]
+    fn a_page_is_the_documented_layout() {
+        let snap = closed(Counters::default());
         let page = encode(&snap);
         let json = serde_json::to_vec(&snap).unwrap();
         assert_eq!(page.len(), PAGE);
@@ -227,21 +232,10 @@ mod tests {
 
     #[test]
     fn a_snapshot_reads_back_and_damage_reads_as_none() {
-        let snap = Snapshot {
-            state: "closed".into(),
-            pid: 7,
-            saved_at: 1,
-            mode: "write-through".into(),
-            dirty_bytes: 0,
-            fast_failure: None,
-            session_s: 0.0,
-            writeback_blocks_per_s: 0.0,
-            session: Counters {
-                requests: 3,
-                ..Counters::default()
-            },
-            lifetime: Counters::default(),
-        };
+        let snap = closed(Counters {
+            requests: 3,
+            ..Counters::default()
+        });
         let page = encode(&snap);
         assert_eq!(decode(&page).unwrap().session.requests, 3);
         let mut torn = page.clone();

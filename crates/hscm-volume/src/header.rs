@@ -84,44 +84,20 @@ impl Header {
             )));
         }
         // Every field in order; version 1 ends (with its checksum) where version 2's
-        // journal fields begin, and those are read only for version 2.
-        let fields = || -> std::result::Result<_, CodecError> {
-            let mut d = Dec::new(b, "the volume header");
-            let magic: [u8; 8] = d.raw(8)?.try_into().expect("8 bytes");
-            let version = d.u32()?;
-            let header_len = d.u32()?;
-            let volume_size = d.u64()?;
-            let chunk_size = d.u32()?;
-            let durability = d.u32()?;
-            let uuid: [u8; 16] = d.raw(16)?.try_into().expect("16 bytes");
-            let data_offset = d.u64()?;
-            let created_unix_s = d.u64()?;
-            let journal = (d.u64()?, d.u64()?);
-            Ok((
-                magic,
-                version,
-                header_len,
-                volume_size,
-                chunk_size,
-                durability,
-                uuid,
-                data_offset,
-                created_unix_s,
-                journal,
-            ))
-        };
-        let (
-            magic,
-            version,
-            header_len,
-            volume_size,
-            chunk_size,
-            durability,
-            uuid,
-            data_offset,
-            created_unix_s,
-            (journal_offset, journal_len),
-        ) = fields().map_err(|e| bad(e.0))?;
+        // journal fields begin, and those are used only for version 2.
+        let short = |e: CodecError| bad(e.0);
+        let mut d = Dec::new(b, "the volume header");
+        let magic: [u8; 8] = d.raw(8).map_err(short)?.try_into().expect("8 bytes");
+        let version = d.u32().map_err(short)?;
+        let header_len = d.u32().map_err(short)?;
+        let volume_size = d.u64().map_err(short)?;
+        let chunk_size = d.u32().map_err(short)?;
+        let durability = d.u32().map_err(short)?;
+        let uuid: [u8; 16] = d.raw(16).map_err(short)?.try_into().expect("16 bytes");
+        let data_offset = d.u64().map_err(short)?;
+        let created_unix_s = d.u64().map_err(short)?;
+        let journal_offset = d.u64().map_err(short)?;
+        let journal_len = d.u64().map_err(short)?;
         if magic != MAGIC {
             return Err(Error::BadMagic {
                 path: path.to_string(),
