@@ -50,7 +50,7 @@ fn io_uring_and_dev_fuse_serve_many_writers_alike() {
     let rings_here = hscm_fuse::uring::kernel_switch().is_some();
     // `--io-uring on` turns the kernel's switch on; it goes back as it was, so that
     // the test run leaves the machine's setting alone.
-    let _switch = SwitchRestored(std::fs::read_to_string(hscm_fuse::uring::KERNEL_SWITCH).ok());
+    let _switch = SwitchRestored::now();
     if !rings_here {
         eprintln!(
             "the rings are not tested: this kernel has no {}",
@@ -148,7 +148,7 @@ fn a_signal_right_after_mounting_by_the_rings_stops_cleanly() {
         );
         return;
     }
-    let _switch = SwitchRestored(std::fs::read_to_string(hscm_fuse::uring::KERNEL_SWITCH).ok());
+    let _switch = SwitchRestored::now();
     let dir = tempfile::tempdir().unwrap();
     let v = fs_volume(dir.path(), "64M", "immediate");
     let at = dir.path().join("mnt");
@@ -182,12 +182,30 @@ fn a_signal_right_after_mounting_by_the_rings_stops_cleanly() {
     eprintln!("{by_the_rings} of 12 rounds stopped with the rings up");
 }
 
-/// The kernel's FUSE-over-io_uring switch as it was, written back on drop.
-struct SwitchRestored(Option<String>);
+/// Held by each test here that may turn the kernel's switch on: two at once would
+/// each save what the other set, and the later restore would leave the switch on.
+static SWITCH: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The kernel's FUSE-over-io_uring switch as it was when this was made (by one test
+/// at a time, [`SWITCH`]), written back on drop.
+struct SwitchRestored {
+    was: Option<String>,
+    _alone: std::sync::MutexGuard<'static, ()>,
+}
+
+impl SwitchRestored {
+    fn now() -> SwitchRestored {
+        let alone = SWITCH.lock().unwrap_or_else(|e| e.into_inner());
+        SwitchRestored {
+            was: std::fs::read_to_string(hscm_fuse::uring::KERNEL_SWITCH).ok(),
+            _alone: alone,
+        }
+    }
+}
 
 impl Drop for SwitchRestored {
     fn drop(&mut self) {
-        if let Some(was) = &self.0 {
+        if let Some(was) = &self.was {
             let _ = std::fs::write(hscm_fuse::uring::KERNEL_SWITCH, was.trim());
         }
     }
