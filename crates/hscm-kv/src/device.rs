@@ -101,10 +101,10 @@ impl Device {
                 e.u16(key.len() as u16).raw(key).u32(h);
             }
         }
-        let out = e.seal().0.clone();
+        e.seal();
         self.disk
             .media
-            .replace(HOTNESS, &out)
+            .replace(HOTNESS, &e.0)
             .map_err(|e| Error::io(format!("writing {}", self.disk.path(HOTNESS)), e))
     }
 

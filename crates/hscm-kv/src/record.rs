@@ -77,24 +77,18 @@ pub(crate) fn decode(buf: &[u8]) -> std::result::Result<View<'_>, String> {
             buf.len()
         ));
     }
+    let short = |e: CodecError| e.0;
     let mut d = Dec::new(buf, "a key-value record");
-    let mut header = || -> std::result::Result<_, CodecError> {
-        Ok((
-            d.raw(4)?,
-            d.u32()?,
-            d.u64()?,
-            d.u8()?,
-            d.u8()?,
-            d.u16()?,
-            d.u32()?,
-        ))
-    };
-    let (magic, stored_crc, seq, kind, _reserved, key_len, value_len) =
-        header().map_err(|e| e.0)?;
+    let magic = d.raw(4).map_err(short)?;
     if magic != MAGIC {
         return Err(format!("bad magic {magic:02x?}"));
     }
-    let (key_len, value_len) = (usize::from(key_len), value_len as usize);
+    let stored_crc = d.u32().map_err(short)?;
+    let seq = d.u64().map_err(short)?;
+    let kind = d.u8().map_err(short)?;
+    d.u8().map_err(short)?; // reserved
+    let key_len = usize::from(d.u16().map_err(short)?);
+    let value_len = d.u32().map_err(short)? as usize;
     if key_len == 0 || key_len > MAX_KEY {
         return Err(format!("key length {key_len} outside 1..={MAX_KEY}"));
     }

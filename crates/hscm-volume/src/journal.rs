@@ -14,7 +14,7 @@
 
 use std::collections::BTreeMap;
 
-use hscm_durable::codec::{newest, sealed, CodecError, Dec, Enc};
+use hscm_durable::codec::{newest, sealed, Dec, Enc};
 
 use crate::backend::IO_ALIGN;
 use crate::backend::{AlignedBuf, Backend};
@@ -170,26 +170,15 @@ fn decode_descriptor(
     pos: u64,
 ) -> Option<(u64, Vec<Entry>)> {
     let mut fields = Dec::new(d, "a journal batch descriptor");
-    let mut fixed = || -> std::result::Result<_, CodecError> {
-        Ok((
-            fields.raw(8)?,
-            fields.raw(16)?,
-            fields.u64()?,
-            fields.u64()?,
-            fields.u64()?,
-            fields.u32()?,
-            fields.u32()?,
-        ))
-    };
-    let (magic, uuid, nonce, batch_seq, batch_pos, total, count) = fixed().ok()?;
-    if magic != BATCH_MAGIC
-        || uuid != header.uuid
-        || nonce != ck.nonce
-        || batch_seq != seq
-        || batch_pos != pos
+    if fields.raw(8).ok()? != BATCH_MAGIC
+        || fields.raw(16).ok()? != header.uuid
+        || fields.u64().ok()? != ck.nonce
+        || fields.u64().ok()? != seq
+        || fields.u64().ok()? != pos
     {
         return None;
     }
+    let (total, count) = (fields.u32().ok()?, fields.u32().ok()?);
     let total = u64::from(total);
     let count = count as usize;
     if total < IO_ALIGN || total > max_batch(header.journal_len) || total % IO_ALIGN != 0 {
