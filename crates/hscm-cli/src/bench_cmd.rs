@@ -5,7 +5,7 @@ use anyhow::Result;
 use clap::Subcommand;
 
 use hscm_lab::experiments::{RestartArgs, TierBenchArgs, VolumeBenchArgs};
-use hscm_lab::{fs, nbd, nbd_strangers, remote, ring};
+use hscm_lab::{fs, mirror, nbd, nbd_strangers, remote, ring};
 use hscm_sweep::commands::{CacheBenchArgs, MemsimBenchArgs, MemsimValidateArgs};
 use hscm_sweep::experiment::run_and_print;
 
@@ -22,6 +22,7 @@ pub enum BenchCmd {
     Fs(fs::FsBenchArgs),
     FsWork(fs::FsWorkArgs),
     Remote(remote::RemoteBenchArgs),
+    Mirror(mirror::MirrorBenchArgs),
     Restart(RestartArgs),
 }
 
@@ -39,6 +40,7 @@ pub fn run(cmd: BenchCmd) -> Result<()> {
         BenchCmd::Fs(a) => run_and_print(&a),
         BenchCmd::FsWork(a) => run_and_print(&a),
         BenchCmd::Remote(a) => run_and_print(&a),
+        BenchCmd::Mirror(a) => run_and_print(&a),
         BenchCmd::Restart(a) => run_and_print(&a),
     }
 }

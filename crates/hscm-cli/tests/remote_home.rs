@@ -4,71 +4,10 @@
 //! killed under a serving volume.
 
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::util::*;
-
-/// A server process (nbdkit, qemu-nbd, hscm nbd), killed when dropped.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn wait_for(socket: &Path, child: &mut Child) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !socket.exists() {
-        if let Some(s) = child.try_wait().unwrap() {
-            panic!("the server ended ({s}) before making {}", socket.display());
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no socket at {}",
-            socket.display()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-fn nbdkit(socket: &Path, args: &[&str]) -> Proc {
-    let _ = std::fs::remove_file(socket);
-    let mut child = Command::new("nbdkit")
-        .args([
-            "-f",
-            "--exit-with-parent",
-            "--unix",
-            socket.to_str().unwrap(),
-        ])
-        .args(args)
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("nbdkit (scripts/setup.sh installs it)");
-    wait_for(socket, &mut child);
-    Proc(child)
-}
-
-fn unix_uri(socket: &Path, query: &str) -> String {
-    format!("nbd+unix:///?socket={}{query}", socket.display())
-}
-
-/// `hscm nbd HOME --socket SOCKET` once it serves.
-fn hscm_nbd(home: &str, socket: &Path) -> Proc {
-    let _ = std::fs::remove_file(socket);
-    let mut cmd = hscm();
-    cmd.args(["nbd", home, "--socket", socket.to_str().unwrap()]);
-    Proc(spawn_until_line(&mut cmd, "nbd").0)
-}
-
-fn tool(program: &str, args: &[&str]) -> std::process::Output {
-    Command::new(program)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("{program}: {e} (scripts/setup.sh installs libnbd-bin)"))
-}
 
 fn random_file(path: &Path, len: usize, seed: u8) -> Vec<u8> {
     let mut x = (seed as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;

@@ -12,6 +12,7 @@ mod crash;
 mod kv_cli;
 mod kv_crash;
 mod memsim_cli;
+mod mirror;
 mod mount;
 mod mount_passthrough;
 mod mount_rings;

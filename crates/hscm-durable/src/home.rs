@@ -5,6 +5,7 @@
 use std::path::Path;
 
 use crate::device::{Backend, DeviceError, FileBackend, IO_ALIGN};
+use crate::mirror::{is_mirror, MirrorBackend};
 use crate::nbd::{is_nbd_uri, NbdBackend, NbdUri};
 
 /// True when `name` is an NBD URI, not a path.
@@ -19,11 +20,13 @@ fn uri(name: &Path) -> Result<Option<NbdUri>, DeviceError> {
     }
 }
 
-/// Opens an existing home: a file or device locked against other openers, or an NBD
-/// export (writable when asked).
+/// Opens an existing home: a file or device locked against other openers, a mirror
+/// whose local member is that file (`crate::mirror`), or an NBD export (writable when
+/// asked).
 pub fn open(name: &Path, writable: bool) -> Result<Box<dyn Backend>, DeviceError> {
     Ok(match uri(name)? {
         Some(u) => Box::new(NbdBackend::open(&u, writable)?),
+        None if is_mirror(name) => Box::new(MirrorBackend::open(name, writable)?),
         None => Box::new(FileBackend::open(name, writable)?),
     })
 }
@@ -33,6 +36,7 @@ pub fn open(name: &Path, writable: bool) -> Result<Box<dyn Backend>, DeviceError
 pub fn open_for_inspection(name: &Path) -> Result<Box<dyn Backend>, DeviceError> {
     Ok(match uri(name)? {
         Some(u) => Box::new(NbdBackend::open(&u, false)?),
+        None if is_mirror(name) => Box::new(MirrorBackend::open_for_inspection(name)?),
         None => Box::new(FileBackend::open_for_inspection(name)?),
     })
 }

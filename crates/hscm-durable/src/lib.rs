@@ -8,6 +8,8 @@
 //!   block device, O_DIRECT with a buffered fallback, the owner lock held while open,
 //!   io_uring for many writes at once) and [`device::AlignedBuf`];
 //! * [`home`]: where a store lives, a path or an NBD URI, opened as a backend;
+//! * [`mirror`]: a home kept equal on a local device and NBD exports on other
+//!   machines (protocol C, quorum, fencing, resync);
 //! * [`nbd`]: the NBD client home ([`nbd::NbdBackend`]): any NBD export as a device;
 //! * [`lock`]: one owner per store, by `flock` on the file that holds it;
 //! * [`Poison`]: the first device failure (or a background thread's panic), after which
@@ -27,6 +29,8 @@ mod durability;
 pub mod home;
 pub mod lock;
 mod media;
+mod members;
+pub mod mirror;
 pub mod nbd;
 mod poison;
 pub mod runtime;

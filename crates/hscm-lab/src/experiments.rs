@@ -242,6 +242,20 @@ impl Experiment for crate::remote::RemoteBenchArgs {
     }
 }
 
+impl Experiment for crate::mirror::MirrorBenchArgs {
+    type Output = crate::mirror::MirrorBench;
+    fn json(&self) -> bool {
+        self.json
+    }
+    fn run(&self) -> Result<Self::Output> {
+        crate::mirror::bench(self)
+    }
+    fn print(&self, out: &Self::Output) -> Result<()> {
+        print!("{}", out.render());
+        Ok(())
+    }
+}
+
 impl Experiment for kv::KvBenchArgs {
     type Output = kv::KvRuns;
     fn json(&self) -> bool {

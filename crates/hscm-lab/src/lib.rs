@@ -31,6 +31,7 @@ pub mod experiments;
 pub mod fio;
 pub mod fs;
 pub mod kv;
+pub mod mirror;
 pub mod nbd;
 pub mod nbd_strangers;
 pub mod remote;

@@ -133,10 +133,10 @@ pub fn bench(a: &RemoteBenchArgs) -> Result<RemoteBench> {
     Ok(out)
 }
 
-/// nbdkit's memory plugin over TCP on 127.0.0.1, killed when dropped.
-struct Export {
+/// nbdkit over TCP on 127.0.0.1, killed when dropped.
+pub(crate) struct Export {
     child: Child,
-    uri: String,
+    pub uri: String,
     _relay: Option<DelayRelay>,
 }
 
@@ -147,8 +147,15 @@ impl Drop for Export {
     }
 }
 
-/// The export, reached through a [`DelayRelay`] when `rtt` adds any delay.
+/// The export (nbdkit's memory plugin), reached through a [`DelayRelay`] when `rtt`
+/// adds any delay.
 fn start_export(size: u64, rtt: f64) -> Result<Export> {
+    start_nbdkit(&["memory", &size.to_string(), "allocator=malloc"], rtt)
+}
+
+/// nbdkit with `plugin` (its name and arguments) over TCP on 127.0.0.1, reached
+/// through a [`DelayRelay`] when `rtt` (ms) adds any delay.
+pub(crate) fn start_nbdkit(plugin: &[&str], rtt: f64) -> Result<Export> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port();
@@ -161,7 +168,7 @@ fn start_export(size: u64, rtt: f64) -> Result<Export> {
             "-p",
         ])
         .arg(port.to_string())
-        .args(["memory", &size.to_string(), "allocator=malloc"])
+        .args(plugin)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

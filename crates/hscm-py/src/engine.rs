@@ -181,6 +181,7 @@ impl Volume {
             },
             overwrite,
             larger_than_ram: true,
+            mirror: None,
         };
         py.detach(|| hscm_serving::create(&path, &spec))
             .map(drop)

@@ -125,6 +125,7 @@ impl TieredVolume {
             },
             overwrite,
             larger_than_ram: false,
+            mirror: None,
         };
         py.detach(|| hscm_serving::create(&path, &spec))
             .map(drop)

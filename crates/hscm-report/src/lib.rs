@@ -16,6 +16,7 @@ pub mod fs;
 mod fs_work;
 pub mod kv;
 pub mod memsim;
+mod mirror;
 pub mod nbd;
 pub mod plot;
 pub mod python;

@@ -202,13 +202,15 @@ pub fn section(out: &Path, quick: bool) -> Result<Section> {
     let strangers = strangers(&mut md, quick, &mut checks)?;
     let (remote_checks, remote) = crate::remote::subsection(&mut md, quick)?;
     checks.extend(remote_checks);
+    let (mirror_checks, mirror) = crate::mirror::subsection(&mut md, quick)?;
+    checks.extend(mirror_checks);
     let passed = targets_table(&mut md, "Targets", &checks);
     writeln!(md)?;
     plot_iops(&out.join("nbd_iops.svg"), &b)?;
     writeln!(md, "![NBD IOPS](nbd_iops.svg)\n")?;
     Ok(Section {
         md,
-        json: json!({"bench": b, "strangers": strangers, "remote": remote, "checks": named_checks_json(&checks)}),
+        json: json!({"bench": b, "strangers": strangers, "remote": remote, "mirror": mirror, "checks": named_checks_json(&checks)}),
         passed,
         total: checks.len(),
     })

@@ -190,6 +190,11 @@ target!(REMOTE_TIER_MISS_VS_RTT, "tier miss p50 / a direct read's p50 at QD1 wit
     ThisProject, "", "a miss costs one round trip");
 target!(REMOTE_TIER_HIT_VS_LOCAL, "tier DRAM hits on an NBD home / flat volume reads on a local home, 4 KiB QD16x4 (IOPS)", >= 0.9, "x",
     ThisProject, "", "hits do not notice the network");
+// Mirrored homes (issue 53's own bars).
+target!(MIRROR_QD1_VS_BOUND, "durable 4 KiB write p50 at QD1, volume on a mirror / (local durable write + the export's durable write, one round trip)", <= 1.2, "x",
+    ThisProject, "", "protocol C costs one round trip and the remote's durable write, little more");
+target!(MIRROR_QD16_VS_SLOWER, "durable 4 KiB writes at QD16, volume on a mirror / the slower member's own durable writes (IOPS)", >= 0.8, "x",
+    ThisProject, "", "mirroring keeps most of the slower member's rate");
 
 // The tiered volume (the project's own goals, set by its issue; Baek & Park 2020 §4 and
 // Park & Bahn 2020 motivate it).
@@ -299,6 +304,8 @@ pub static ALL: &[&Target] = &[
     &REMOTE_DURABLE_WRITE_VS_DIRECT,
     &REMOTE_TIER_MISS_VS_RTT,
     &REMOTE_TIER_HIT_VS_LOCAL,
+    &MIRROR_QD1_VS_BOUND,
+    &MIRROR_QD16_VS_SLOWER,
     &TIER_REPLAY_DIFFERENCES,
     &TIER_HIT_VS_FLAT,
     &TIER_HIT_SCALING,

@@ -56,6 +56,13 @@ pub const FAMILIES: &[(&str, &str)] = &[
     ("hscm_fs_files", "gauge"),
     ("hscm_fs_files_free", "gauge"),
     ("hscm_fs_ram_bytes", "gauge"),
+    ("hscm_mirror_generation", "gauge"),
+    ("hscm_mirror_members_in_sync", "gauge"),
+    ("hscm_mirror_quorum", "gauge"),
+    ("hscm_mirror_fenced", "gauge"),
+    ("hscm_mirror_member_in_sync", "gauge"),
+    ("hscm_mirror_member_to_copy_bytes", "gauge"),
+    ("hscm_mirror_member_copied_bytes_total", "counter"),
     ("hscm_clients", "gauge"),
     ("hscm_clients_total", "counter"),
     ("hscm_errors_total", "counter"),
@@ -183,6 +190,46 @@ pub fn render(s: &Status) -> String {
             "Requests to the home on the network that failed after their retries.",
             h.failed_requests as f64,
         );
+    }
+    if let Some(m) = &s.mirror {
+        w.one(
+            "hscm_mirror_generation",
+            "The mirrored home's generation (raised by each promotion).",
+            m.generation as f64,
+        );
+        w.one(
+            "hscm_mirror_members_in_sync",
+            "Members of the mirrored home in sync now, the local one included.",
+            m.in_sync as f64,
+        );
+        w.one(
+            "hscm_mirror_quorum",
+            "Members that must be in sync for a write to be acknowledged.",
+            m.quorum as f64,
+        );
+        w.one(
+            "hscm_mirror_fenced",
+            "1 once another primary was promoted and this one refuses writes for good.",
+            if m.fenced.is_some() { 1.0 } else { 0.0 },
+        );
+        let members: &[Family<crate::MirrorMember>] = &[
+            (
+                "hscm_mirror_member_in_sync",
+                "1 while the member holds every acknowledged write and answers.",
+                |x| u64::from(x.state == "in-sync" && x.absent.is_none()),
+            ),
+            (
+                "hscm_mirror_member_to_copy_bytes",
+                "Bytes resync must still copy to the member.",
+                |x| x.to_copy_bytes,
+            ),
+            (
+                "hscm_mirror_member_copied_bytes_total",
+                "Bytes resync copied to the member since start.",
+                |x| x.copied_bytes,
+            ),
+        ];
+        w.labelled(members, "member", &m.members, |x| &x.name);
     }
     if let Some(fuse) = &s.fuse {
         w.one(

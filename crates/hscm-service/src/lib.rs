@@ -28,7 +28,8 @@ use std::time::{Instant, SystemTime};
 pub use args::ServiceArgs;
 pub use http::{HttpError, MetricsServer};
 pub use status::{
-    Clients, Device, FsSpace, FuseTransport, Health, Journal, Load, Op, Status, Tier,
+    Clients, Device, FsSpace, FuseTransport, Health, Journal, Load, Mirror, MirrorMember, Op,
+    Status, Tier,
 };
 
 /// A snapshot of the instance, taken when asked.

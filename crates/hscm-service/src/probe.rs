@@ -6,7 +6,7 @@ use hscm_fs::FileSystem;
 use hscm_tier::TieredVolume;
 use hscm_volume::{LoadState, Volume};
 
-use crate::status::{Device, FsSpace, Health, Journal, Load, RemoteHome, Status, Tier};
+use crate::status::{Device, FsSpace, Health, Journal, Load, Mirror, RemoteHome, Status, Tier};
 
 fn load_state_name(s: &LoadState) -> &'static str {
     match s {
@@ -66,6 +66,7 @@ pub fn flat(status: &mut Status, v: &Volume) {
     status.device = device(v);
     status.health = Health::from_failure(v.failure().map(str::to_string).or_else(|| v.home_away()));
     status.home = v.home_health().map(|h| RemoteHome::from_health(&h));
+    status.mirror = v.mirror_status().map(|m| Mirror::from_status(&m));
 }
 
 /// A tiered volume: DRAM over an optional fast tier over home.
@@ -152,6 +153,7 @@ pub fn fs(status: &mut Status, fs: &FileSystem, v: &Volume) {
         .or_else(|| v.home_away());
     status.health = Health::from_failure(failure);
     status.home = v.home_health().map(|h| RemoteHome::from_health(&h));
+    status.mirror = v.mirror_status().map(|m| Mirror::from_status(&m));
 }
 
 /// A served target's requests, for a snapshot.

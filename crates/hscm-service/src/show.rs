@@ -161,6 +161,34 @@ impl Status {
                 write!(f, "; last: {e}")?;
             }
         }
+        if let Some(m) = &s.mirror {
+            write!(
+                f,
+                "\n  mirror: generation {}, {} of {} members in sync, {} needed (on-no-quorum {})",
+                m.generation,
+                m.in_sync,
+                m.members.len(),
+                m.quorum,
+                m.on_no_quorum
+            )?;
+            if let Some(why) = &m.fenced {
+                write!(f, "\n    FENCED: {why}")?;
+            }
+            for x in &m.members {
+                write!(f, "\n    {}: {}", x.name, x.state)?;
+                if x.to_copy_bytes > 0 {
+                    write!(
+                        f,
+                        ", {} to copy ({} copied)",
+                        hscm_durable::units::human_bytes(x.to_copy_bytes),
+                        hscm_durable::units::human_bytes(x.copied_bytes)
+                    )?;
+                }
+                if let Some(why) = &x.absent {
+                    write!(f, ", absent: {why}")?;
+                }
+            }
+        }
         if let Some(m) = &s.metrics_address {
             write!(f, "\n  metrics: {m}")?;
         }

@@ -54,6 +54,62 @@ pub struct Status {
     pub home: Option<RemoteHome>,
     /// How a mount's requests travel between the kernel and hscm.
     pub fuse: Option<FuseTransport>,
+    /// The members of a mirrored home (docs/mirror.md), where the volume has one.
+    pub mirror: Option<Mirror>,
+}
+
+/// A mirrored home: its generation, quorum, and where each member stands.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct Mirror {
+    pub generation: u64,
+    pub epoch: u64,
+    /// Members in sync now (the local one included), and how many writes need.
+    pub in_sync: u64,
+    pub quorum: u64,
+    /// `io-error` or `suspend-io`.
+    pub on_no_quorum: String,
+    /// Why this primary refuses writes for good (another was promoted).
+    pub fenced: Option<String>,
+    /// The local member first.
+    pub members: Vec<MirrorMember>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+#[serde(default)]
+pub struct MirrorMember {
+    pub name: String,
+    /// `in-sync`, `behind` or `needs-full-copy`.
+    pub state: String,
+    /// Why it does not answer now.
+    pub absent: Option<String>,
+    /// Bytes resync must still copy to it, and has copied since start.
+    pub to_copy_bytes: u64,
+    pub copied_bytes: u64,
+}
+
+impl Mirror {
+    pub fn from_status(m: &hscm_durable::mirror::MirrorStatus) -> Mirror {
+        Mirror {
+            generation: m.generation,
+            epoch: m.epoch,
+            in_sync: m.in_sync as u64,
+            quorum: m.needed as u64,
+            on_no_quorum: m.on_no_quorum.name().into(),
+            fenced: m.fenced.clone(),
+            members: m
+                .members
+                .iter()
+                .map(|x| MirrorMember {
+                    name: x.name.clone(),
+                    state: x.state.name().into(),
+                    absent: x.absent.clone(),
+                    to_copy_bytes: x.to_copy,
+                    copied_bytes: x.copied,
+                })
+                .collect(),
+        }
+    }
 }
 
 /// A mount's transport (docs/fs.md, "Round trips").

@@ -48,6 +48,18 @@ pub struct CreateSpec {
     /// Make a flat volume even though this machine's memory cannot hold it (for
     /// another machine).
     pub larger_than_ram: bool,
+    /// Mirror the volume's home onto NBD exports on other machines (docs/mirror.md).
+    pub mirror: Option<MirrorSpec>,
+}
+
+/// A mirrored home: the local file at the volume's path and these remote members.
+#[derive(Debug, Clone, Default)]
+pub struct MirrorSpec {
+    /// The remote members, NBD URIs (one to four).
+    pub members: Vec<String>,
+    /// Members that must be in sync to acknowledge a write; 0: a majority.
+    pub quorum: u8,
+    pub on_no_quorum: hscm_durable::mirror::OnNoQuorum,
 }
 
 /// What was made, as `hscm volume create` reports it (its `Display`).
@@ -74,17 +86,29 @@ pub enum Created {
 /// Makes the volume `spec` describes at `path`.
 pub fn create(path: &Path, spec: &CreateSpec) -> Result<Created> {
     let flat = |chunk_size, journal_size| {
-        Volume::create(
+        let opts = CreateOptions {
+            chunk_size,
+            durability: spec.durability,
+            overwrite: spec.overwrite,
+            journal_size,
+        };
+        let Some(m) = &spec.mirror else {
+            return Volume::create(path, spec.size, &opts).map_err(Error::from);
+        };
+        // Refused before any member is touched, as a plain create does.
+        opts.validate(spec.size, &path.display().to_string())?;
+        let home = hscm_durable::mirror::create(
             path,
-            spec.size,
-            &CreateOptions {
-                chunk_size,
-                durability: spec.durability,
+            opts.backing_len(spec.size),
+            &m.members,
+            &hscm_durable::mirror::MirrorOptions {
+                quorum: m.quorum,
+                on_no_quorum: m.on_no_quorum,
                 overwrite: spec.overwrite,
-                journal_size,
             },
         )
-        .map_err(Error::from)
+        .map_err(hscm_volume::Error::from)?;
+        Volume::format(&home, spec.size, &opts).map_err(Error::from)
     };
     match &spec.layout {
         Layout::Flat {
@@ -117,6 +141,10 @@ pub fn create(path: &Path, spec: &CreateSpec) -> Result<Created> {
                 ram_budget: *ram_budget,
             })
         }
+        Layout::Tiered { .. } if spec.mirror.is_some() => Err(Error::Invalid {
+            path: path.to_path_buf(),
+            why: "a tiered volume cannot be mirrored yet: mirror a flat volume or a file system (docs/mirror.md)".into(),
+        }),
         Layout::Tiered { config, fast_path } => {
             let config = TierConfig {
                 size: spec.size,

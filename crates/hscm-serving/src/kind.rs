@@ -88,7 +88,8 @@ enum Store {
 
 impl Store {
     fn open(path: &Path) -> Result<Store> {
-        if hscm_durable::home::is_remote(path) {
+        // A mirror's local member holds the volume past the mirror's own metadata.
+        if hscm_durable::home::is_remote(path) || hscm_durable::mirror::is_mirror(path) {
             let home =
                 hscm_durable::home::open_for_inspection(path).map_err(|e| Error::Invalid {
                     path: path.to_path_buf(),

@@ -27,7 +27,7 @@ mod kind;
 mod lifecycle;
 mod open;
 
-pub use create::{create, CreateSpec, Created, Layout};
+pub use create::{create, CreateSpec, Created, Layout, MirrorSpec};
 pub use error::{Error, Result};
 pub use inspect::{describe, saved_counters, Description};
 pub use kind::{detect, Kind};

@@ -292,6 +292,7 @@ fn tiered_spec(size: u64, ram: u64) -> hscm_serving::CreateSpec {
         },
         overwrite: false,
         larger_than_ram: false,
+        mirror: None,
     }
 }
 
@@ -308,6 +309,7 @@ fn every_kind_is_created_described_and_detected_as_made() {
         layout,
         overwrite: false,
         larger_than_ram: false,
+        mirror: None,
     };
     let made = hscm_serving::create(
         &flat,
@@ -386,6 +388,7 @@ fn a_volume_that_cannot_be_made_as_asked_is_refused_and_nothing_is_left() {
         },
         overwrite: false,
         larger_than_ram: false,
+        mirror: None,
     };
     let e = hscm_serving::create(&path, &spec).unwrap_err();
     assert!(matches!(e, Error::WouldNotOpenHere { .. }), "{e}");

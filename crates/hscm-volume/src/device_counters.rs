@@ -120,4 +120,8 @@ impl Backend for CountingBackend {
     fn remote_health(&self) -> Option<Arc<hscm_durable::device::RemoteHealth>> {
         self.inner.remote_health()
     }
+
+    fn mirror_status(&self) -> Option<hscm_durable::mirror::MirrorStatus> {
+        self.inner.mirror_status()
+    }
 }

@@ -184,3 +184,64 @@ pub fn tiered_volume(dir: &Path, size: &str, ram: &str) -> PathBuf {
 /// that runs it holds this for writing, and tests that fill or free much memory
 /// hold it for reading, so that no other test's pages come or go meanwhile.
 pub static SYSTEM_MEMORY: std::sync::RwLock<()> = std::sync::RwLock::new(());
+
+/// A server process (nbdkit, qemu-nbd, hscm nbd), killed when dropped.
+pub struct Proc(pub Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub fn wait_for(socket: &Path, child: &mut Child) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !socket.exists() {
+        if let Some(s) = child.try_wait().unwrap() {
+            panic!("the server ended ({s}) before making {}", socket.display());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no socket at {}",
+            socket.display()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+pub fn nbdkit(socket: &Path, args: &[&str]) -> Proc {
+    let _ = std::fs::remove_file(socket);
+    let mut child = Command::new("nbdkit")
+        .args([
+            "-f",
+            "--exit-with-parent",
+            "--unix",
+            socket.to_str().unwrap(),
+        ])
+        .args(args)
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("nbdkit (scripts/setup.sh installs it)");
+    wait_for(socket, &mut child);
+    Proc(child)
+}
+
+pub fn unix_uri(socket: &Path, query: &str) -> String {
+    format!("nbd+unix:///?socket={}{query}", socket.display())
+}
+
+/// `hscm nbd HOME --socket SOCKET` once it serves.
+pub fn hscm_nbd(home: &str, socket: &Path) -> Proc {
+    let _ = std::fs::remove_file(socket);
+    let mut cmd = hscm();
+    cmd.args(["nbd", home, "--socket", socket.to_str().unwrap()]);
+    Proc(spawn_until_line(&mut cmd, "nbd").0)
+}
+
+pub fn tool(program: &str, args: &[&str]) -> std::process::Output {
+    Command::new(program)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("{program}: {e} (scripts/setup.sh installs libnbd-bin)"))
+}

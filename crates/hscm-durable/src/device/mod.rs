@@ -111,6 +111,10 @@ pub trait Backend: Send + Sync {
     fn remote_health(&self) -> Option<std::sync::Arc<RemoteHealth>> {
         None
     }
+    /// Where each member of a mirrored home stands; None for any other home.
+    fn mirror_status(&self) -> Option<crate::members::MirrorStatus> {
+        None
+    }
 }
 
 /// What a home on the network has been through (`crate::nbd`), for `hscm status` and

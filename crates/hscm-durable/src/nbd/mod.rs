@@ -197,6 +197,14 @@ impl NbdBackend {
         self.owner_io().current()
     }
 
+    /// Reads the owner record now: Ok while this opener still owns the export (or
+    /// opened it read-only); PermissionDenied, and every later write refused, once
+    /// another took it over. A mirror calls it before writing when its lease on the
+    /// export is old, since writes with FUA check nothing themselves.
+    pub fn verify_owner(&self) -> io::Result<()> {
+        self.check_owner()
+    }
+
     /// Ok while this opener still owns the export (or opened it read-only); once
     /// another took it over, every later write fails too.
     fn check_owner(&self) -> io::Result<()> {

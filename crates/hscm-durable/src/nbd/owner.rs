@@ -49,10 +49,7 @@ impl OwnerRecord {
         OwnerRecord {
             held: true,
             generation,
-            token: std::collections::hash_map::RandomState::new()
-                .build_hasher()
-                .finish()
-                | 1,
+            token: random_u64() | 1,
             pid: std::process::id(),
             since: now(),
             host: hostname(),
@@ -210,6 +207,14 @@ impl Claim<'_> {
     }
 }
 
+/// A random 64-bit number (claim tokens, mirror set and member ids): the standard
+/// library's per-process random hasher keys, which is all uniqueness needs here.
+pub(crate) fn random_u64() -> u64 {
+    std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish()
+}
+
 pub(crate) fn fenced(what: &str, by: &OwnerRecord) -> io::Error {
     io::Error::new(
         io::ErrorKind::PermissionDenied,
@@ -226,7 +231,7 @@ fn now() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .ok()

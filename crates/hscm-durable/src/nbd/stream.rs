@@ -65,6 +65,12 @@ impl Timed {
                 let s = found.ok_or(last)?;
                 // Requests are small and answered one by one: no Nagle delay.
                 s.set_nodelay(true)?;
+                // Closed, the connection is reset and what it still held unsent is
+                // dropped: a request given up on (its deadline passed while the link
+                // was down) must not reach the server once the link is back, after
+                // newer writes to the same blocks went by another connection. A
+                // mirror's resync depends on it.
+                rustix::net::sockopt::set_socket_linger(&s, Some(std::time::Duration::ZERO))?;
                 Socket::Tcp(s)
             }
         };

@@ -53,6 +53,11 @@ impl Volume {
     pub fn home_away(&self) -> Option<String> {
         self.shared.check_home().err().map(|e| e.to_string())
     }
+
+    /// Each member of a mirrored home (docs/mirror.md); None for any other home.
+    pub fn mirror_status(&self) -> Option<hscm_durable::mirror::MirrorStatus> {
+        self.shared.backend.mirror_status()
+    }
 }
 
 impl Shared {

@@ -140,7 +140,7 @@ impl Default for CreateOptions {
 impl CreateOptions {
     /// The geometry and journal rules a new volume of `volume_size` bytes must obey;
     /// `name` names the store in the error.
-    fn validate(&self, volume_size: u64, name: &str) -> Result<()> {
+    pub fn validate(&self, volume_size: u64, name: &str) -> Result<()> {
         validate_geometry(volume_size, self.chunk_size)
             .and_then(|()| validate_journal(self.journal_size))
             .and_then(|()| {

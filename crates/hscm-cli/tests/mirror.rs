@@ -1,0 +1,433 @@
+//! A mirrored home through the CLI as an operator runs it (issue 53, docs/mirror.md):
+//! `hscm volume create --mirror` onto an nbdkit export standing for the second
+//! machine, `hscm nbd` serving it to an NBD client that records what was
+//! acknowledged, the primary killed with SIGKILL mid-write, the replica promoted and
+//! served, the old primary unable to acknowledge a write, and the old primary's copy
+//! rejoining and resynced until it is equal byte for byte.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use hscm_durable::device::{AlignedBuf, Backend};
+use hscm_durable::mirror::META_LEN;
+use hscm_durable::nbd::{NbdBackend, NbdUri};
+
+use crate::util::*;
+
+const SIZE: u64 = 16 << 20;
+const BLOCK: u64 = 4096;
+/// Blocks the client writes (the volume's last block holds the client's owner
+/// record, so it is left out).
+const BLOCKS: u64 = SIZE / BLOCK - 2;
+
+/// An NBD client that gives each request `timeout` seconds; it takes the export
+/// over from an earlier client of this test that died with its server.
+fn client_with(socket: &Path, timeout: u32) -> NbdBackend {
+    let query = format!("&timeout={timeout}&take-over");
+    NbdBackend::open(&NbdUri::parse(&unix_uri(socket, &query)).unwrap(), true).unwrap()
+}
+
+fn client(socket: &Path) -> NbdBackend {
+    client_with(socket, 2)
+}
+
+/// The block the `seq`-th write goes to and what it holds.
+fn write_for(seq: u64) -> (u64, AlignedBuf) {
+    let at = (seq * 7919) % BLOCKS * BLOCK;
+    let mut b = AlignedBuf::zeroed(BLOCK as usize);
+    for (i, chunk) in b.chunks_mut(8).enumerate() {
+        chunk.copy_from_slice(&(seq ^ (i as u64) << 40).to_le_bytes());
+    }
+    (at, b)
+}
+
+fn member_file(path: &Path) {
+    // Larger than the member needs: an export may be.
+    let f = std::fs::File::create(path).unwrap();
+    f.set_len(SIZE + (8 << 20)).unwrap();
+}
+
+fn mirror_json(path: &Path) -> serde_json::Value {
+    ok_json(&["volume", "mirror", path.to_str().unwrap(), "--json"])
+}
+
+fn status_of(socket: &Path) -> serde_json::Value {
+    let all = ok_json(&["status", "--json"]);
+    all.as_array()
+        .unwrap()
+        .iter()
+        .find(|s| {
+            s["address"]
+                .as_str()
+                .is_some_and(|a| a.contains(socket.to_str().unwrap()))
+        })
+        .cloned()
+        .unwrap_or_else(|| panic!("hscm status does not list {}: {all}", socket.display()))
+}
+
+/// `file` exported by nbdkit on a socket beside it (standing for its machine's
+/// server), and the URI the primary reaches it by.
+fn export(file: &Path) -> (Proc, String) {
+    let socket = file.with_extension("sock");
+    let server = nbdkit(&socket, &["file", file.to_str().unwrap()]);
+    (server, unix_uri(&socket, "&timeout=2"))
+}
+
+/// `hscm status` of the server at `socket` once `n` of its mirror's members are in
+/// sync (at most a minute).
+fn wait_in_sync(socket: &Path, n: u64) -> serde_json::Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let s = status_of(socket);
+        if s["mirror"]["in_sync"] == n {
+            return s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the members never got in sync: {s}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// SIGTERM, as systemd stops a server: a clean stop, which the headers record.
+fn stop_cleanly(mut server: Proc) {
+    signal(server.0.id(), 15);
+    server.0.wait().unwrap();
+}
+
+/// Every member's file holds the primary's data region, byte for byte.
+fn assert_members_equal(primary: &Path, members: &[&Path]) {
+    let header = mirror_json(primary);
+    let data_len = header["data_bytes"].as_u64().unwrap() as usize;
+    let data = META_LEN as usize..META_LEN as usize + data_len;
+    let fa = std::fs::read(primary).unwrap();
+    for f in members {
+        let fm = std::fs::read(f).unwrap();
+        let differ: Vec<usize> = data
+            .clone()
+            .step_by(4096)
+            .filter(|&at| fm[at..at + 4096] != fa[at..at + 4096])
+            .map(|at| at - META_LEN as usize)
+            .collect();
+        assert!(
+            differ.is_empty(),
+            "{} differs in {} blocks, the first at {:?}; the mirror: {header}",
+            f.display(),
+            differ.len(),
+            differ.first()
+        );
+    }
+}
+
+#[test]
+fn a_primary_killed_mid_write_loses_nothing_acknowledged_once_its_replica_is_promoted() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (dir.path().join("a.hscm"), dir.path().join("b.member"));
+    member_file(&b);
+    let (b_server, b_uri) = export(&b);
+    let o = run(&[
+        "volume",
+        "create",
+        a.to_str().unwrap(),
+        "--size",
+        "16M",
+        "--mirror",
+        &b_uri,
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let m = mirror_json(&a);
+    assert_eq!(m["role"], "primary", "{m}");
+    assert_eq!(m["members"].as_array().unwrap().len(), 2, "{m}");
+    assert_eq!(m["quorum"], 2, "{m}");
+    let m = mirror_json(&b);
+    assert_eq!(m["role"], "replica", "{m}");
+
+    // A client writes, each write acknowledged durably, while the primary is killed.
+    let served = dir.path().join("served.sock");
+    let mut primary = hscm_nbd(a.to_str().unwrap(), &served);
+    let s = status_of(&served);
+    assert_eq!(s["mirror"]["in_sync"], 2, "{s}");
+    let acked = Arc::new(Mutex::new(0u64));
+    let writer = {
+        let acked = acked.clone();
+        let c = client(&served);
+        std::thread::spawn(move || {
+            for seq in 0.. {
+                let (at, data) = write_for(seq);
+                if c.write_durable_at(at, &data).is_err() {
+                    return;
+                }
+                *acked.lock().unwrap() = seq + 1;
+            }
+        })
+    };
+    assert!(wait_until(Duration::from_secs(30), || *acked
+        .lock()
+        .unwrap()
+        >= 300));
+    primary.0.kill().unwrap();
+    primary.0.wait().unwrap();
+    writer.join().unwrap();
+    let acked = *acked.lock().unwrap();
+
+    // The replica's machine stops exporting it and promotes it. Two members: no
+    // majority without the dead one, so only the operator can vouch (--force).
+    drop(b_server);
+    let o = run(&["volume", "promote", b.to_str().unwrap()]);
+    assert!(!o.status.success());
+    assert!(stderr(&o).contains("--force"), "{}", text(&o));
+    let p = ok_json(&[
+        "volume",
+        "promote",
+        b.to_str().unwrap(),
+        "--force",
+        "--json",
+    ]);
+    assert_eq!(p["generation"], 2, "{p}");
+    let b_served = dir.path().join("b-served.sock");
+    let new_primary = hscm_nbd(b.to_str().unwrap(), &b_served);
+    let c = client(&b_served);
+    // Every write the old primary acknowledged is there; the one in flight at the
+    // kill (number `acked`) may be there or not.
+    let mut last = std::collections::BTreeMap::new();
+    for seq in 0..acked {
+        last.insert(write_for(seq).0, seq);
+    }
+    for (at, seq) in &last {
+        let mut got = AlignedBuf::zeroed(BLOCK as usize);
+        c.read_at(*at, &mut got).unwrap();
+        let in_flight = write_for(acked);
+        let ok =
+            got[..] == write_for(*seq).1[..] || (in_flight.0 == *at && got[..] == in_flight.1[..]);
+        assert!(
+            ok,
+            "acknowledged write {seq} at {at} is lost after the promotion"
+        );
+    }
+    drop(c);
+
+    // The old primary, started again, is cut off from its member: it serves reads but
+    // acknowledges no write.
+    let old_served = dir.path().join("old.sock");
+    let old = hscm_nbd(a.to_str().unwrap(), &old_served);
+    let uri = NbdUri::parse(&unix_uri(&old_served, "&timeout=2")).unwrap();
+    let reader = NbdBackend::open(&uri, false).unwrap();
+    let mut got = AlignedBuf::zeroed(BLOCK as usize);
+    reader.read_at(0, &mut got).unwrap();
+    drop(reader);
+    // Even the client's claim (a write to the export's last block) is refused.
+    let (at, data) = write_for(1 << 40);
+    let uri = NbdUri::parse(&unix_uri(&old_served, "&timeout=2&take-over")).unwrap();
+    match NbdBackend::open(&uri, true) {
+        Err(e) => assert!(e.to_string().contains("failed a write"), "{e}"),
+        Ok(oc) => assert!(oc.write_durable_at(at, &data).is_err()),
+    }
+    let s = status_of(&old_served);
+    assert_eq!(s["health"]["ok"], false, "{s}");
+    assert_eq!(s["mirror"]["in_sync"], 1, "{s}");
+    drop(old);
+    drop(new_primary);
+
+    // The old primary's copy rejoins as a replica: exported, and named at a new
+    // promotion of the primary; resync gives it a full copy.
+    let (_a_server, a_uri) = export(&a);
+    let p = ok_json(&[
+        "volume",
+        "promote",
+        b.to_str().unwrap(),
+        "--mirror",
+        &a_uri,
+        "--json",
+    ]);
+    assert_eq!(p["generation"], 3, "{p}");
+    let new_primary = hscm_nbd(b.to_str().unwrap(), &b_served);
+    let s = wait_in_sync(&b_served, 2);
+    assert_eq!(s["mirror"]["members"][1]["state"], "in-sync", "{s}");
+    let c = client(&b_served);
+    for seq in 0..50 {
+        let (at, data) = write_for(seq + (1 << 20));
+        c.write_durable_at(at, &data).unwrap();
+    }
+    drop(c);
+    stop_cleanly(new_primary);
+    assert_members_equal(&b, &[&a]);
+    let m = mirror_json(&b);
+    assert_eq!(m["members"][1]["state"], "in-sync", "{m}");
+    assert_eq!(m["clean"], true, "{m}");
+}
+
+/// A second machine: a network namespace joined to this one by a veth pair, with
+/// addresses no route leads to from outside, removed when dropped.
+struct Machine {
+    name: String,
+    host_end: String,
+    /// Its address, as the primary reaches it.
+    address: String,
+}
+
+impl Machine {
+    fn new(tag: u8) -> Machine {
+        let pid = std::process::id();
+        let name = format!("hscm-m{tag}-{pid}");
+        let host_end = format!("hm{tag}-{}", pid % 100_000);
+        let peer = format!("pm{tag}-{}", pid % 100_000);
+        let subnet = format!("10.{}.{}", 200 + tag, pid % 250);
+        let ip = |args: &[&str]| {
+            let o = tool("ip", args);
+            assert!(o.status.success(), "ip {args:?}: {}", text(&o));
+        };
+        ip(&["netns", "add", &name]);
+        let m = Machine {
+            name: name.clone(),
+            host_end: host_end.clone(),
+            address: format!("{subnet}.2"),
+        };
+        ip(&[
+            "link", "add", &host_end, "type", "veth", "peer", "name", &peer,
+        ]);
+        ip(&["link", "set", &peer, "netns", &name]);
+        ip(&["addr", "add", &format!("{subnet}.1/30"), "dev", &host_end]);
+        ip(&["link", "set", &host_end, "up"]);
+        ip(&[
+            "-n",
+            &name,
+            "addr",
+            "add",
+            &format!("{subnet}.2/30"),
+            "dev",
+            &peer,
+        ]);
+        ip(&["-n", &name, "link", "set", &peer, "up"]);
+        ip(&["-n", &name, "link", "set", "lo", "up"]);
+        m
+    }
+
+    /// nbdkit serving `file` on this machine's address.
+    fn export(&self, file: &Path, port: u16) -> Proc {
+        let mut child = std::process::Command::new("ip")
+            .args([
+                "netns",
+                "exec",
+                &self.name,
+                "nbdkit",
+                "-f",
+                "--exit-with-parent",
+            ])
+            .args(["-i", &self.address, "-p", &port.to_string()])
+            .args(["file", file.to_str().unwrap()])
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("nbdkit (scripts/setup.sh installs it)");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect((self.address.as_str(), port)).is_err() {
+            assert!(
+                child.try_wait().unwrap().is_none(),
+                "nbdkit in {} ended",
+                self.name
+            );
+            assert!(
+                Instant::now() < deadline,
+                "nbdkit in {} never listened",
+                self.name
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Proc(child)
+    }
+
+    /// Cuts the link to it, or mends it.
+    fn link(&self, up: bool) {
+        let o = tool(
+            "ip",
+            &[
+                "link",
+                "set",
+                &self.host_end,
+                if up { "up" } else { "down" },
+            ],
+        );
+        assert!(o.status.success(), "{}", text(&o));
+    }
+}
+
+impl Drop for Machine {
+    fn drop(&mut self) {
+        let _ = tool("ip", &["link", "del", &self.host_end]);
+        let _ = tool("ip", &["netns", "del", &self.name]);
+    }
+}
+
+fn can_make_machines() -> bool {
+    rustix::process::geteuid().is_root() && tool("ip", &["netns", "list"]).status.success()
+}
+
+/// Three machines: the primary here, two replicas in network namespaces over TCP.
+/// A link cut leaves a majority, so writes go on; the member that was cut off is
+/// resynced with what it missed once the link is mended, and ends equal byte for byte.
+/// Both links cut: no quorum, writes refused, and accepted again once one returns.
+#[test]
+fn replicas_on_other_machines_survive_cut_links_and_end_equal() {
+    if !can_make_machines() {
+        eprintln!("skipped: network namespaces need root");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (m1, m2) = (Machine::new(1), Machine::new(2));
+    let (f1, f2) = (dir.path().join("r1"), dir.path().join("r2"));
+    member_file(&f1);
+    member_file(&f2);
+    let _s1 = m1.export(&f1, 10809);
+    let _s2 = m2.export(&f2, 10809);
+    let uri = |m: &Machine| format!("nbd://{}:10809/?timeout=2", m.address);
+    let a = dir.path().join("a.hscm");
+    let o = run(&[
+        "volume",
+        "create",
+        a.to_str().unwrap(),
+        "--size",
+        "16M",
+        "--mirror",
+        &uri(&m1),
+        "--mirror",
+        &uri(&m2),
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let served = dir.path().join("served.sock");
+    let primary = hscm_nbd(a.to_str().unwrap(), &served);
+    // Longer than a member's deadline (2 s), which a write meets once a link is cut.
+    let c = client_with(&served, 20);
+    for seq in 0..200 {
+        let (at, data) = write_for(seq);
+        c.write_durable_at(at, &data).unwrap();
+    }
+    // One link cut: two of three are a majority.
+    m1.link(false);
+    for seq in 200..400 {
+        let (at, data) = write_for(seq);
+        c.write_durable_at(at, &data).unwrap();
+    }
+    let s = status_of(&served);
+    assert_eq!(s["mirror"]["in_sync"], 2, "{s}");
+    assert_eq!(s["mirror"]["members"][1]["state"], "behind", "{s}");
+    let missed = s["mirror"]["members"][1]["to_copy_bytes"].as_u64().unwrap();
+    assert!(missed > 0 && missed < SIZE, "{s}");
+    // Both cut: no quorum; the write is refused, not acknowledged.
+    m2.link(false);
+    let (at, data) = write_for(400);
+    assert!(c.write_durable_at(at, &data).is_err());
+    m1.link(true);
+    m2.link(true);
+    let s = wait_in_sync(&served, 3);
+    let copied = s["mirror"]["members"][1]["copied_bytes"].as_u64().unwrap();
+    assert!(copied < SIZE, "a cut-off member got a full copy: {s}");
+    // Writes pass again (the volume lets them in once a flush passes).
+    assert!(wait_until(Duration::from_secs(30), || {
+        let (at, data) = write_for(401);
+        c.write_durable_at(at, &data).is_ok()
+    }));
+    drop(c);
+    stop_cleanly(primary);
+    assert_members_equal(&a, &[&f1, &f2]);
+}

@@ -1,0 +1,65 @@
+//! A remote member's write-intent bitmap, one bit per chunk of the volume.
+
+use std::collections::BTreeSet;
+
+use crate::device::IO_ALIGN;
+
+/// A remote member's write-intent bitmap: `dirty` what resync must still copy,
+/// `persisted` what the local member's bitmap region says (a superset of what the
+/// member lacks, cleared only when it is in sync again), `unflushed` chunks written
+/// to it since its last flush (lost to it if that flush fails).
+#[derive(Default)]
+pub(super) struct Bits {
+    pub dirty: Vec<u64>,
+    pub dirty_count: u64,
+    pub persisted: Vec<u64>,
+    pub changed_blocks: BTreeSet<usize>,
+    pub unflushed: Vec<u64>,
+    pub full_copy_started: bool,
+}
+
+/// Bitmap words in one 4 KiB block.
+pub(super) const WORDS_PER_BLOCK: usize = (IO_ALIGN / 8) as usize;
+
+impl Bits {
+    pub fn new(chunks: u64) -> Bits {
+        let words = chunks.div_ceil(64) as usize;
+        Bits {
+            dirty: vec![0; words],
+            persisted: vec![0; words],
+            ..Bits::default()
+        }
+    }
+    pub fn mark(&mut self, chunk: u64) {
+        let (w, b) = ((chunk / 64) as usize, 1u64 << (chunk % 64));
+        if self.dirty[w] & b == 0 {
+            self.dirty[w] |= b;
+            self.dirty_count += 1;
+        }
+        if self.persisted[w] & b == 0 {
+            self.persisted[w] |= b;
+            self.changed_blocks.insert(w / WORDS_PER_BLOCK);
+        }
+    }
+    /// Takes up to `n` dirty chunks, clearing them.
+    pub fn take(&mut self, n: usize) -> Vec<u64> {
+        let mut out = Vec::new();
+        for (w, word) in self.dirty.iter_mut().enumerate() {
+            while *word != 0 && out.len() < n {
+                let b = word.trailing_zeros();
+                *word &= !(1u64 << b);
+                out.push(w as u64 * 64 + u64::from(b));
+            }
+            if out.len() >= n {
+                break;
+            }
+        }
+        self.dirty_count -= out.len() as u64;
+        out
+    }
+    pub fn put_back(&mut self, chunks: &[u64]) {
+        for &c in chunks {
+            self.mark(c);
+        }
+    }
+}

@@ -1,0 +1,393 @@
+//! The mirrored home against real NBD servers (nbdkit's file plugin, each member a
+//! file): protocol C (every acknowledged write on every member's file), running
+//! degraded and resyncing only what changed, the quorum rule (io-error and
+//! suspend-io), promotion and the fencing of the primary it replaces. Each member's
+//! bytes are compared with a model of what was acknowledged.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use hscm_durable::device::{AlignedBuf, Backend, DeviceError};
+use hscm_durable::mirror::{
+    self, MemberState, MirrorBackend, MirrorOptions, OnNoQuorum, PromoteOptions, META_LEN,
+};
+use rand::{Rng, SeedableRng};
+
+mod support;
+use support::Server;
+
+const DATA: u64 = 8 << 20;
+const BLOCK: usize = 4096;
+
+/// A remote member: a file served by nbdkit on a socket (stopped and started again
+/// at will).
+struct Member {
+    file: PathBuf,
+    socket: PathBuf,
+    server: Option<Server>,
+}
+
+impl Member {
+    fn new(dir: &Path, name: &str) -> Member {
+        let file = dir.join(name);
+        let f = std::fs::File::create(&file).unwrap();
+        f.set_len(mirror::member_len(DATA)).unwrap();
+        let mut m = Member {
+            file,
+            socket: dir.join(format!("{name}.sock")),
+            server: None,
+        };
+        m.start();
+        m
+    }
+    fn start(&mut self) {
+        self.server = Some(Server::nbdkit(
+            &self.socket,
+            &["file", self.file.to_str().unwrap()],
+        ));
+    }
+    fn stop(&mut self) {
+        if let Some(s) = self.server.take() {
+            s.kill();
+        }
+    }
+    fn uri(&self) -> String {
+        format!("nbd+unix:///?socket={}&timeout=1", self.socket.display())
+    }
+    /// The data region as the member's file holds it.
+    fn data(&self) -> Vec<u8> {
+        let all = std::fs::read(&self.file).unwrap();
+        all[META_LEN as usize..(META_LEN + DATA) as usize].to_vec()
+    }
+}
+
+/// Whether process `pid` has `file` open.
+fn held_open(pid: u32, file: &Path) -> bool {
+    let target = std::fs::canonicalize(file).unwrap();
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .map(|fds| {
+            fds.flatten()
+                .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l == target))
+        })
+        .unwrap_or(false)
+}
+
+fn local_data(path: &Path) -> Vec<u8> {
+    let all = std::fs::read(path).unwrap();
+    all[META_LEN as usize..(META_LEN + DATA) as usize].to_vec()
+}
+
+fn block(fill: u8) -> AlignedBuf {
+    let mut b = AlignedBuf::zeroed(BLOCK);
+    b.fill(fill);
+    b
+}
+
+/// Random writes, each acknowledged durably (FUA, or a write then a sync), recorded
+/// in the model once acknowledged.
+fn write_some(m: &MirrorBackend, model: &mut [u8], rng: &mut rand::rngs::StdRng, n: usize) {
+    for i in 0..n {
+        let at = rng.gen_range(0..DATA as usize / BLOCK) * BLOCK;
+        let b = block(rng.gen());
+        if i % 2 == 0 {
+            m.write_through_at(at as u64, &b).unwrap();
+        } else {
+            m.write_at(at as u64, &b).unwrap();
+            m.sync().unwrap();
+        }
+        model[at..at + BLOCK].copy_from_slice(&b);
+    }
+}
+
+fn create(dir: &Path, members: &[&Member], opts: &MirrorOptions) -> (PathBuf, MirrorBackend) {
+    let path = dir.join("primary.hscm");
+    let uris: Vec<String> = members.iter().map(|m| m.uri()).collect();
+    let m = mirror::create(&path, DATA, &uris, opts).unwrap();
+    (path, m)
+}
+
+#[test]
+fn every_acknowledged_write_is_on_every_member() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b) = (Member::new(dir.path(), "a"), Member::new(dir.path(), "b"));
+    let (path, m) = create(dir.path(), &[&a, &b], &MirrorOptions::default());
+    let mut model = vec![0u8; DATA as usize];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+    write_some(&m, &mut model, &mut rng, 300);
+    // Many at once, then a sync.
+    let many: Vec<(u64, AlignedBuf)> = (0..64)
+        .map(|i| ((i * 3 * BLOCK) as u64, block(i as u8 + 1)))
+        .collect();
+    let refs: Vec<(u64, &[u8])> = many.iter().map(|(a, b)| (*a, &b[..])).collect();
+    m.write_many(&refs).unwrap();
+    m.sync().unwrap();
+    for (at, b) in &many {
+        model[*at as usize..*at as usize + BLOCK].copy_from_slice(b);
+    }
+    // Acknowledged means on every member's file already, before any close.
+    assert!(a.data() == model, "member a lacks an acknowledged write");
+    assert!(b.data() == model, "member b lacks an acknowledged write");
+    assert!(local_data(&path) == model);
+    let mut back = AlignedBuf::zeroed(DATA as usize);
+    m.read_at(0, &mut back).unwrap();
+    assert!(back[..] == model[..]);
+    let s = m.status();
+    assert_eq!((s.in_sync, s.needed, s.members.len()), (3, 2, 3));
+    // Out of range, and a file that is not a mirror, are errors that say so.
+    let e = m.write_at(DATA, &block(1)).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    drop(m);
+    let h = MirrorBackend::header_at(&path).unwrap();
+    assert!(h.clean, "a clean close says so in the header");
+    assert!(h.members.iter().all(|x| x.state == MemberState::InSync));
+    let other = dir.path().join("plain");
+    std::fs::write(&other, [0u8; 8192]).unwrap();
+    assert!(MirrorBackend::open(&other, true).is_err());
+    // Reopened cleanly, no copy is needed: everything is in sync at once.
+    let m = MirrorBackend::open(&path, true).unwrap();
+    assert_eq!(m.status().in_sync, 3);
+    drop(m);
+}
+
+#[test]
+fn an_absent_member_is_resynced_with_only_what_it_missed_and_ends_equal() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = Member::new(dir.path(), "a");
+    let b = Member::new(dir.path(), "b");
+    let (path, m) = create(dir.path(), &[&a, &b], &MirrorOptions::default());
+    let mut model = vec![0u8; DATA as usize];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(2);
+    write_some(&m, &mut model, &mut rng, 50);
+    a.stop();
+    // Two of three in sync is a majority: writes go on, a's misses recorded.
+    write_some(&m, &mut model, &mut rng, 40);
+    let s = m.status();
+    assert_eq!(s.in_sync, 2);
+    assert_eq!(s.members[1].state, MemberState::Behind);
+    assert!(s.members[1].absent.is_some());
+    let missed = s.members[1].to_copy;
+    assert!(missed > 0 && missed < DATA / 2, "missed {missed}");
+    let h = MirrorBackend::header_at(&path).unwrap();
+    assert_eq!(
+        h.members[1].state,
+        MemberState::Behind,
+        "the header says a is behind before a degraded write is acknowledged"
+    );
+    assert!(b.data() == model);
+    a.start();
+    assert!(m.wait_in_sync(Duration::from_secs(30)), "{:?}", m.status());
+    let s = m.status();
+    assert!(
+        s.members[1].copied <= missed,
+        "resync copied {} bytes; only the {missed} that changed were due",
+        s.members[1].copied
+    );
+    assert!(a.data() == model, "the resynced member differs");
+    write_some(&m, &mut model, &mut rng, 20);
+    assert!(a.data() == model && b.data() == model && local_data(&path) == model);
+    drop(m);
+}
+
+#[test]
+fn without_quorum_writes_fail_at_once_or_wait_and_pass_when_it_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = Member::new(dir.path(), "a");
+    let (_, m) = create(dir.path(), &[&a], &MirrorOptions::default());
+    let mut model = vec![0u8; DATA as usize];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+    write_some(&m, &mut model, &mut rng, 10);
+    a.stop();
+    // io-error: two members, a majority is both: the write is refused, not acknowledged.
+    let e = m.write_through_at(0, &block(9)).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::TimedOut, "{e}");
+    assert!(e.to_string().contains("in sync"), "{e}");
+    assert!(m.sync().is_err());
+    let mut back = AlignedBuf::zeroed(BLOCK);
+    m.read_at(BLOCK as u64, &mut back).unwrap();
+    assert!(back[..] == model[BLOCK..2 * BLOCK], "reads go on");
+    a.start();
+    assert!(m.wait_in_sync(Duration::from_secs(30)), "{:?}", m.status());
+    m.sync().unwrap();
+    // The refused write reached the local copy and was copied over; both hold it.
+    model[..BLOCK].copy_from_slice(&block(9));
+    assert!(a.data() == model);
+    drop(m);
+
+    // suspend-io: the write waits for the member and passes once it is back.
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = Member::new(dir.path(), "a");
+    let opts = MirrorOptions {
+        on_no_quorum: OnNoQuorum::SuspendIo,
+        ..MirrorOptions::default()
+    };
+    let (_, m) = create(dir.path(), &[&a], &opts);
+    let m = Arc::new(m);
+    a.stop();
+    let writer = {
+        let m = m.clone();
+        std::thread::spawn(move || m.write_through_at(8192, &block(5)))
+    };
+    std::thread::sleep(Duration::from_millis(2500));
+    assert!(!writer.is_finished(), "suspend-io holds the write");
+    a.start();
+    writer.join().unwrap().unwrap();
+    assert_eq!(a.data()[8192..8192 + BLOCK], block(5)[..]);
+}
+
+#[test]
+fn a_promoted_replica_fences_the_old_primary_and_keeps_every_acknowledged_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = Member::new(dir.path(), "a");
+    let c = Member::new(dir.path(), "c");
+    let (old_path, old) = create(dir.path(), &[&a, &c], &MirrorOptions::default());
+    let mut model = vec![0u8; DATA as usize];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(4);
+    write_some(&old, &mut model, &mut rng, 100);
+    // The old primary's machine is cut off; a's server is stopped (as the machine that
+    // holds a would be, to promote it), and a is promoted with c beside it.
+    a.stop();
+    // Refused while the file is open elsewhere (a server exporting it).
+    let mut holder = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("exec 3<'{}'; exec sleep 60", a.file.display()))
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !held_open(holder.id(), &a.file) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the holder did not open the file"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let held = mirror::promote(
+        &a.file,
+        &PromoteOptions {
+            members: vec![c.uri()],
+            force: false,
+        },
+    );
+    assert!(
+        matches!(&held, Err(DeviceError::Invalid(why)) if why.contains("open in")),
+        "{:?}",
+        held.err()
+    );
+    holder.kill().unwrap();
+    holder.wait().unwrap();
+    let promoted = mirror::promote(
+        &a.file,
+        &PromoteOptions {
+            members: vec![c.uri()],
+            force: false,
+        },
+    )
+    .unwrap();
+    assert_eq!(promoted.generation, 2);
+    assert!(promoted.overridden.is_empty());
+    // The old primary, still running, cannot acknowledge a write any more: it lost its
+    // claim on c and turns read-only, saying why.
+    let mut refused = None;
+    for i in 0..4 {
+        if let Err(e) = old.write_through_at((i * BLOCK) as u64, &block(0xee)) {
+            refused = Some(e);
+            break;
+        }
+    }
+    let e = refused.expect("the old primary still acknowledged writes after the promotion");
+    assert_eq!(e.kind(), std::io::ErrorKind::PermissionDenied, "{e}");
+    assert!(old.status().fenced.is_some());
+    assert!(old.sync().is_err());
+    drop(old);
+    // The new primary: a, with c copied in full from it.
+    let new = MirrorBackend::open(&a.file, true).unwrap();
+    assert!(
+        new.wait_in_sync(Duration::from_secs(30)),
+        "{:?}",
+        new.status()
+    );
+    let mut back = AlignedBuf::zeroed(DATA as usize);
+    new.read_at(0, &mut back).unwrap();
+    assert!(
+        back[..] == model[..],
+        "an acknowledged write of the old primary is missing"
+    );
+    write_some(&new, &mut model, &mut rng, 30);
+    assert!(c.data() == model, "c differs from the new primary");
+    drop(new);
+    // The old primary's copy may not become a primary again by opening it: c says a
+    // newer generation holds the set.
+    let stale = MirrorBackend::open(&old_path, true);
+    assert!(
+        matches!(&stale, Err(DeviceError::Invalid(why)) if why.contains("stale") || why.contains("refuses")),
+        "{:?}",
+        stale.err()
+    );
+    // Promoting a copy that is behind is refused too.
+    let behind = mirror::promote(
+        &old_path,
+        &PromoteOptions {
+            members: vec![c.uri()],
+            force: false,
+        },
+    );
+    assert!(behind.is_err());
+}
+
+#[test]
+fn with_two_members_promotion_needs_the_operator_to_vouch() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut a = Member::new(dir.path(), "a");
+    let (_, old) = create(dir.path(), &[&a], &MirrorOptions::default());
+    let mut model = vec![0u8; DATA as usize];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    write_some(&old, &mut model, &mut rng, 40);
+    a.stop();
+    drop(old);
+    let alone = PromoteOptions {
+        members: Vec::new(),
+        force: false,
+    };
+    let e = mirror::promote(&a.file, &alone).unwrap_err();
+    assert!(e.to_string().contains("members were reached"), "{e}");
+    let p = mirror::promote(
+        &a.file,
+        &PromoteOptions {
+            force: true,
+            ..alone
+        },
+    )
+    .unwrap();
+    assert_eq!(p.overridden.len(), 1);
+    // Alone, it is its own majority.
+    let new = MirrorBackend::open(&a.file, true).unwrap();
+    let mut back = AlignedBuf::zeroed(DATA as usize);
+    new.read_at(0, &mut back).unwrap();
+    assert!(back[..] == model[..]);
+    write_some(&new, &mut model, &mut rng, 5);
+}
+
+#[test]
+fn create_refuses_what_it_cannot_mirror_onto() {
+    let dir = tempfile::tempdir().unwrap();
+    let small = dir.path().join("small");
+    std::fs::File::create(&small)
+        .unwrap()
+        .set_len(2 << 20)
+        .unwrap();
+    let s = Server::nbdkit(&dir.path().join("s"), &["file", small.to_str().unwrap()]);
+    let e = mirror::create(
+        &dir.path().join("p"),
+        DATA,
+        &[s.uri("")],
+        &MirrorOptions::default(),
+    )
+    .err()
+    .unwrap();
+    assert!(e.to_string().contains("needs at least"), "{e}");
+    assert!(!dir.path().join("p").exists(), "nothing is left behind");
+    let e = mirror::create(&dir.path().join("p"), DATA, &[], &MirrorOptions::default())
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("remote members"), "{e}");
+}
