@@ -1,9 +1,11 @@
 //! A mirrored home through the CLI as an operator runs it (issue 53, docs/mirror.md):
 //! `hscm volume create --mirror` onto an nbdkit export standing for the second
-//! machine, `hscm nbd` serving it to an NBD client that records what was
-//! acknowledged, the primary killed with SIGKILL mid-write, the replica promoted and
-//! served, the old primary unable to acknowledge a write, and the old primary's copy
-//! rejoining and resynced until it is equal byte for byte.
+//! machine, `hscm nbd` serving it to four writers sharing an NBD client that record
+//! what was acknowledged, the primary killed with SIGKILL mid-write, the replica
+//! promoted and served, the old primary unable to acknowledge a write, and the old
+//! primary's copy rejoining and resynced until it is equal byte for byte; three
+//! machines in network namespaces with cut links; a tiered volume on a mirror; tar,
+//! git and `rm -rf` on a mirrored file system.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -144,33 +146,42 @@ fn a_primary_killed_mid_write_loses_nothing_acknowledged_once_its_replica_is_pro
     let m = mirror_json(&b);
     assert_eq!(m["role"], "replica", "{m}");
 
-    // A client writes, each write acknowledged durably, while the primary is killed.
+    // Writers share a client, each write acknowledged durably, several in flight at
+    // once, while the primary is killed. Writer w writes sequence numbers w, w +
+    // WRITERS, ...; each block is written once (fewer writes than blocks), so an
+    // acknowledged write must read back as written.
+    const WRITERS: u64 = 4;
     let served = dir.path().join("served.sock");
     let mut primary = hscm_nbd(a.to_str().unwrap(), &served);
     let s = status_of(&served);
     assert_eq!(s["mirror"]["in_sync"], 2, "{s}");
-    let acked = Arc::new(Mutex::new(0u64));
-    let writer = {
-        let acked = acked.clone();
-        let c = client(&served);
-        std::thread::spawn(move || {
-            for seq in 0.. {
-                let (at, data) = write_for(seq);
-                if c.write_durable_at(at, &data).is_err() {
-                    return;
+    let acked: Arc<Vec<Mutex<u64>>> = Arc::new((0..WRITERS).map(|_| Mutex::new(0)).collect());
+    let c = Arc::new(client(&served));
+    let writers: Vec<_> = (0..WRITERS)
+        .map(|w| {
+            let (acked, c) = (acked.clone(), c.clone());
+            std::thread::spawn(move || {
+                for i in 0..BLOCKS / WRITERS {
+                    let (at, data) = write_for(w + i * WRITERS);
+                    if c.write_durable_at(at, &data).is_err() {
+                        return;
+                    }
+                    *acked[w as usize].lock().unwrap() = i + 1;
                 }
-                *acked.lock().unwrap() = seq + 1;
-            }
+            })
         })
-    };
-    assert!(wait_until(Duration::from_secs(30), || *acked
-        .lock()
-        .unwrap()
-        >= 300));
+        .collect();
+    let total = || acked.iter().map(|a| *a.lock().unwrap()).sum::<u64>();
+    assert!(wait_until(Duration::from_secs(30), || total() >= 300));
     primary.0.kill().unwrap();
     primary.0.wait().unwrap();
-    writer.join().unwrap();
-    let acked = *acked.lock().unwrap();
+    writers.into_iter().for_each(|w| w.join().unwrap());
+    drop(c);
+    let acked: Vec<u64> = acked.iter().map(|a| *a.lock().unwrap()).collect();
+    assert!(
+        acked.iter().all(|&n| n < BLOCKS / WRITERS),
+        "a writer ran out of blocks before the kill: {acked:?}"
+    );
 
     // The replica's machine stops exporting it and promotes it. Two members: no
     // majority without the dead one, so only the operator can vouch (--force).
@@ -189,22 +200,19 @@ fn a_primary_killed_mid_write_loses_nothing_acknowledged_once_its_replica_is_pro
     let b_served = dir.path().join("b-served.sock");
     let new_primary = hscm_nbd(b.to_str().unwrap(), &b_served);
     let c = client(&b_served);
-    // Every write the old primary acknowledged is there; the one in flight at the
-    // kill (number `acked`) may be there or not.
-    let mut last = std::collections::BTreeMap::new();
-    for seq in 0..acked {
-        last.insert(write_for(seq).0, seq);
-    }
-    for (at, seq) in &last {
-        let mut got = AlignedBuf::zeroed(BLOCK as usize);
-        c.read_at(*at, &mut got).unwrap();
-        let in_flight = write_for(acked);
-        let ok =
-            got[..] == write_for(*seq).1[..] || (in_flight.0 == *at && got[..] == in_flight.1[..]);
-        assert!(
-            ok,
-            "acknowledged write {seq} at {at} is lost after the promotion"
-        );
+    // Every write the old primary acknowledged is there (each writer's one in
+    // flight at the kill may be there or not).
+    for (w, &n) in acked.iter().enumerate() {
+        for i in 0..n {
+            let seq = w as u64 + i * WRITERS;
+            let (at, want) = write_for(seq);
+            let mut got = AlignedBuf::zeroed(BLOCK as usize);
+            c.read_at(at, &mut got).unwrap();
+            assert!(
+                got[..] == want[..],
+                "acknowledged write {seq} at {at} (writer {w}) is lost after the promotion"
+            );
+        }
     }
     drop(c);
 
@@ -430,4 +438,183 @@ fn replicas_on_other_machines_survive_cut_links_and_end_equal() {
     drop(c);
     stop_cleanly(primary);
     assert_members_equal(&a, &[&f1, &f2]);
+}
+
+/// A tiered volume (DRAM over its home, larger than the DRAM) on a mirrored home, as
+/// an operator makes and serves it: what an NBD client copied in reads back equal
+/// after a clean stop and a restart, both members hold it byte for byte, `hscm status`
+/// lists the mirror; a fast tier, which acknowledges writes on this machine alone, is
+/// refused with the reason.
+#[test]
+fn a_tiered_volume_on_a_mirror_is_on_both_members_and_a_fast_tier_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let member = dir.path().join("member.img");
+    member_file(&member);
+    let (_member_server, uri) = export(&member);
+    let primary = dir.path().join("tiered.hscm");
+    let p = primary.to_str().unwrap();
+    let fast = dir.path().join("fast.img");
+    let o = run(&[
+        "volume",
+        "create",
+        p,
+        "--size",
+        "16M",
+        "--ram",
+        "4M",
+        "--fast-tier",
+        fast.to_str().unwrap(),
+        "--fast-size",
+        "8M",
+        "--mirror",
+        &uri,
+    ]);
+    assert_clean_failure(&o, "a mirrored tiered volume with a fast tier");
+    assert!(
+        stderr(&o).contains("fast tier acknowledges"),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        !primary.exists() && !fast.exists(),
+        "nothing is left behind"
+    );
+
+    let o = run(&[
+        "volume", "create", p, "--size", "16M", "--ram", "4M", "--mirror", &uri,
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+    let socket = dir.path().join("served.sock");
+    let input = dir.path().join("input");
+    let bytes: Vec<u8> = (0..SIZE as usize)
+        .map(|i| ((i as u64 * 2654435761) >> 13) as u8)
+        .collect();
+    std::fs::write(&input, &bytes).unwrap();
+    let served = hscm_nbd(p, &socket);
+    let o = tool(
+        "nbdcopy",
+        &[input.to_str().unwrap(), &unix_uri(&socket, "")],
+    );
+    assert!(o.status.success(), "nbdcopy in: {}", text(&o));
+    let s = status_of(&socket);
+    assert_eq!(s["kind"], "tiered", "{s}");
+    assert_eq!(s["mirror"]["in_sync"], 2, "{s}");
+    stop_cleanly(served);
+    assert_members_equal(&primary, &[&member]);
+
+    let _served = hscm_nbd(p, &socket);
+    let out = dir.path().join("output");
+    let o = tool("nbdcopy", &[&unix_uri(&socket, ""), out.to_str().unwrap()]);
+    assert!(o.status.success(), "nbdcopy out: {}", text(&o));
+    assert!(
+        std::fs::read(&out).unwrap() == bytes,
+        "the bytes read back differ"
+    );
+}
+
+/// The work people bring to a RAM file system, on one whose home is mirrored: a tree
+/// of small files unpacked with tar, committed with git, part of it removed with
+/// `rm -rf`; after the unmount both members hold the same bytes, and mounted again
+/// the tree equals its source and `git fsck` is clean.
+#[test]
+fn tar_git_and_rm_on_a_mirrored_file_system_end_equal_on_both_members() {
+    let Some(_memory) = crate::mount_truth::root_and_memory() else {
+        return;
+    };
+    use crate::mount_passthrough::Mounted;
+    use crate::mount_truth::git;
+    let dir = tempfile::tempdir().unwrap();
+    let member = dir.path().join("member.img");
+    std::fs::File::create(&member)
+        .unwrap()
+        .set_len(80 << 20)
+        .unwrap();
+    let (_member_server, uri) = export(&member);
+    let v = dir.path().join("fs.hscm");
+    let o = run(&[
+        "volume",
+        "create",
+        v.to_str().unwrap(),
+        "--size",
+        "64M",
+        "--fs",
+        "--mirror",
+        &uri,
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+
+    // The source: 600 small files in 30 directories, packed with tar.
+    let src = dir.path().join("src");
+    for i in 0..600usize {
+        let d = src.join(format!("d{}", i % 30));
+        std::fs::create_dir_all(&d).unwrap();
+        let body: Vec<u8> = (0..(i * 37) % 5000 + 1)
+            .map(|j| (i * 31 + j) as u8)
+            .collect();
+        std::fs::write(d.join(format!("f{i}.rs")), body).unwrap();
+    }
+    let tarball = dir.path().join("src.tar");
+    let o = tool(
+        "tar",
+        &[
+            "-cf",
+            tarball.to_str().unwrap(),
+            "-C",
+            dir.path().to_str().unwrap(),
+            "src",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+
+    let at = dir.path().join("mnt");
+    let m = Mounted::new(&v, &at);
+    let o = tool(
+        "tar",
+        &["-xf", tarball.to_str().unwrap(), "-C", at.to_str().unwrap()],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let tree = m.path("src");
+    git(&tree, &["init", "-q", "-b", "main"]);
+    git(&tree, &["add", "-A"]);
+    git(&tree, &["commit", "-q", "-m", "unpacked"]);
+    // A third of the tree removed with rm -rf and copied back.
+    let third: Vec<String> = (20..30).map(|i| format!("d{i}")).collect();
+    let mut rm = vec!["-rf"];
+    let doomed: Vec<String> = third
+        .iter()
+        .map(|d| tree.join(d).display().to_string())
+        .collect();
+    rm.extend(doomed.iter().map(String::as_str));
+    let o = tool("rm", &rm);
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(third.iter().all(|d| !tree.join(d).exists()));
+    for d in &third {
+        let o = tool(
+            "cp",
+            &["-r", src.join(d).to_str().unwrap(), tree.to_str().unwrap()],
+        );
+        assert!(o.status.success(), "{}", text(&o));
+    }
+    m.unmount();
+    assert_members_equal(&v, &[&member]);
+
+    let m = Mounted::new(&v, &at);
+    let tree = m.path("src");
+    assert!(git(&tree, &["status", "--porcelain"]).is_empty());
+    git(&tree, &["fsck", "--full"]);
+    let o = tool(
+        "diff",
+        &[
+            "-r",
+            "--exclude=.git",
+            src.to_str().unwrap(),
+            tree.to_str().unwrap(),
+        ],
+    );
+    assert!(
+        o.status.success(),
+        "the unpacked tree differs: {}",
+        text(&o)
+    );
+    m.unmount();
 }

@@ -128,7 +128,7 @@ fn files_written_closed_and_stamped_show_their_size_and_time() {
     }
 }
 
-fn git(dir: &Path, args: &[&str]) -> String {
+pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
     let o = Command::new("git")
         .args([
             "-c",

@@ -391,3 +391,80 @@ fn create_refuses_what_it_cannot_mirror_onto() {
         .unwrap();
     assert!(e.to_string().contains("remote members"), "{e}");
 }
+
+#[test]
+fn a_quorum_larger_than_the_mirror_is_refused_at_create() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = Member::new(dir.path(), "r");
+    let path = dir.path().join("p");
+    let e = mirror::create(
+        &path,
+        DATA,
+        &[r.uri()],
+        &MirrorOptions {
+            quorum: 3,
+            ..MirrorOptions::default()
+        },
+    )
+    .err()
+    .unwrap();
+    assert!(
+        e.to_string()
+            .contains("a quorum of 3 is more than the mirror's 2 members"),
+        "{e}"
+    );
+    assert!(!path.exists(), "nothing is left behind");
+}
+
+/// A damaged header, on the local copy or on a member, stops the open with an error
+/// that names the copy and says it is damaged; nothing but a claim is written to
+/// either, and once
+/// the header is whole again the mirror opens with every acknowledged write.
+#[test]
+fn a_damaged_header_is_named_and_nothing_is_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = Member::new(dir.path(), "r");
+    let (path, m) = create(dir.path(), &[&r], &MirrorOptions::default());
+    let mut model = vec![0u8; DATA as usize];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    write_some(&m, &mut model, &mut rng, 20);
+    drop(m);
+    let flip = |file: &Path| {
+        let mut all = std::fs::read(file).unwrap();
+        all[40] ^= 0x5a;
+        std::fs::write(file, &all).unwrap();
+        all
+    };
+    for (damaged, named) in [
+        (path.clone(), path.display().to_string()),
+        (r.file.clone(), r.uri()),
+    ] {
+        let before = flip(&damaged);
+        let local_before = std::fs::read(&path).unwrap();
+        let remote_before = std::fs::read(&r.file).unwrap();
+        for writable in [true, false] {
+            if !writable && damaged != path {
+                continue; // read-only opens read the local copy alone
+            }
+            let e = MirrorBackend::open(&path, writable).err().unwrap();
+            let msg = e.to_string();
+            assert!(msg.contains(&named), "{msg}");
+            assert!(
+                format!("{msg} {:?}", std::error::Error::source(&e)).contains("damaged"),
+                "{msg}"
+            );
+        }
+        assert!(std::fs::read(&path).unwrap() == local_before);
+        // The member's last block is its owner record, which the open claims (a claim
+        // of a process that is gone is taken over by the next opener).
+        let claims = remote_before.len() - 4096;
+        assert!(std::fs::read(&r.file).unwrap()[..claims] == remote_before[..claims]);
+        let mut whole = before;
+        whole[40] ^= 0x5a;
+        std::fs::write(&damaged, &whole).unwrap();
+    }
+    let m = MirrorBackend::open(&path, true).unwrap();
+    let mut back = vec![0u8; DATA as usize];
+    m.read_at(0, &mut back).unwrap();
+    assert!(back == model);
+}

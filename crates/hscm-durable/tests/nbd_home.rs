@@ -482,13 +482,7 @@ fn a_server_that_stops_answering_fails_the_request_at_the_deadline() {
     let dir = tempfile::tempdir().unwrap();
     let s = Server::nbdkit(&dir.path().join("s"), &["memory", "16M"]);
     let b = open(&s.uri("&timeout=1.5"));
-    let signal = |sig: &str| {
-        assert!(Command::new("kill")
-            .args([sig, &s.child.id().to_string()])
-            .status()
-            .unwrap()
-            .success())
-    };
+    let signal = |sig: &str| s.signal(sig);
     signal("-STOP");
     let started = Instant::now();
     let e = b.write_at(0, &[1u8; BLOCK]).unwrap_err();
@@ -964,4 +958,54 @@ fn a_crashed_holder_here_is_replaced_and_one_elsewhere_is_not() {
             (Err(e), false) => panic!("a dead local holder kept the export: {e}"),
         }
     }
+}
+
+/// The caller's own work beside a durable write (what a mirror's local copy does) runs
+/// exactly once whatever happens to the write, and while the write is out: with a
+/// stopped server it runs at once, and the write fails at its deadline after it.
+#[test]
+fn an_overlapped_durable_write_runs_the_callers_work_once_and_while_it_travels() {
+    let dir = tempfile::tempdir().unwrap();
+    let with_fua = Server::nbdkit(&dir.path().join("s"), &["memory", "16M"]);
+    let without_fua = Server::nbdkit(
+        &dir.path().join("t"),
+        &["--filter=fua", "memory", "16M"], // its default mode: no FUA offered
+    );
+    for s in [&with_fua, &without_fua] {
+        let b = open(&s.uri("&timeout=1.5"));
+        let mut calls = 0;
+        b.write_durable_overlapped(BLOCK as u64, &[7u8; BLOCK], &mut || calls += 1)
+            .unwrap();
+        assert_eq!(calls, 1);
+        let mut back = [0u8; BLOCK];
+        b.read_at(BLOCK as u64, &mut back).unwrap();
+        assert_eq!(back, [7u8; BLOCK]);
+
+        let mut calls = 0;
+        let e = b
+            .write_durable_overlapped(USABLE, &[1u8; BLOCK], &mut || calls += 1)
+            .unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput, "{e}");
+        assert_eq!(calls, 1, "the work runs even when the write is refused");
+    }
+
+    let b = open(&with_fua.uri("&timeout=1.5"));
+    let signal = |sig: &str| with_fua.signal(sig);
+    signal("-STOP");
+    let started = Instant::now();
+    let mut ran_at = Vec::new();
+    let e = b
+        .write_durable_overlapped(0, &[3u8; BLOCK], &mut || ran_at.push(started.elapsed()))
+        .unwrap_err();
+    let took = started.elapsed();
+    signal("-CONT");
+    assert_eq!(e.kind(), std::io::ErrorKind::TimedOut, "{e}");
+    assert_eq!(ran_at.len(), 1);
+    assert!(
+        ran_at[0] < Duration::from_millis(1000) && took >= Duration::from_millis(1400),
+        "the work ran at {:?}, the write failed at {took:?}: not while it was out",
+        ran_at[0]
+    );
+    b.write_durable_overlapped(0, &[4u8; BLOCK], &mut || {})
+        .unwrap();
 }

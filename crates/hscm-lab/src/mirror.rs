@@ -11,6 +11,10 @@
 //! * `local-device`: the local member's own durable write (write and fdatasync);
 //! * `remote-device`: the remote member's own durable write (an NBD write with FUA:
 //!   one round trip plus the remote device's durable write);
+//! * `both-devices`: each write to both at once, as the mirror issues it (the FUA
+//!   write sent, then the local write and sync while it is on its way), without a
+//!   volume: what the two members together allow on this machine, where both share
+//!   one disk and two vCPUs (the mirror cannot beat it; the slower device alone can);
 //! * `volume-local`: a flat volume (immediate durability) on a local file;
 //! * `volume-mirror`: the same volume on a mirror of a local file and the export.
 //!
@@ -70,7 +74,7 @@ pub struct MirrorBenchArgs {
 /// One measured point. Field names are the `--json` contract.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MirrorRow {
-    /// local-device, remote-device, volume-local or volume-mirror.
+    /// local-device, remote-device, both-devices, volume-local or volume-mirror.
     pub target: String,
     pub qd: u32,
     pub rtt_ms: f64,
@@ -96,6 +100,7 @@ pub struct MirrorBench {
     pub resync: Vec<ResyncRow>,
     /// "qd1 rttR p50 volume-mirror/bound" (bound: local-device + remote-device p50),
     /// "qd16 rttR volume-mirror/slower-device" (IOPS), "qdN rttR
+    /// volume-mirror/both-devices" (IOPS), "qdN rttR
     /// volume-mirror/volume-local", "rttR resync/link".
     pub ratios: BTreeMap<String, f64>,
     pub seconds: f64,
@@ -187,6 +192,14 @@ fn run_at(a: &MirrorBenchArgs, rtt: f64) -> Result<(Vec<MirrorRow>, ResyncRow)> 
             Ok(remote.write_durable_at(at, b)?)
         })?;
         row("remote-device", qd, m);
+        let m = measure(qd, a.seconds, a.size, |at, b| {
+            let mut local = None;
+            remote.write_durable_overlapped(at, b, &mut || {
+                local = Some(dev.write_through_at(at, b));
+            })?;
+            Ok(local.expect("called once")?)
+        })?;
+        row("both-devices", qd, m);
     }
     // The link: 1 MiB writes straight to the export, then a flush.
     let mib = AlignedBuf::zeroed(1 << 20);
@@ -290,6 +303,12 @@ fn ratios(b: &MirrorBench) -> BTreeMap<String, f64> {
                     r.iops / l.iops.min(d.iops),
                 );
             }
+        }
+        if let Some(both) = find("both-devices", qd, rtt) {
+            out.insert(
+                format!("qd{qd} rtt{rtt} volume-mirror/both-devices"),
+                r.iops / both.iops,
+            );
         }
         if let Some(v) = find("volume-local", qd, rtt) {
             out.insert(

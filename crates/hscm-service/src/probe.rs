@@ -112,6 +112,7 @@ pub fn tiered(status: &mut Status, v: &TieredVolume) {
     });
     status.health = Health::from_failure(failure);
     status.home = v.home_health().map(|h| RemoteHome::from_health(&h));
+    status.mirror = v.mirror_status().map(|m| Mirror::from_status(&m));
 }
 
 /// A mounted file system on its volume (opened home-only: the file system keeps each

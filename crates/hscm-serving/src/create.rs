@@ -62,6 +62,16 @@ pub struct MirrorSpec {
     pub on_no_quorum: hscm_durable::mirror::OnNoQuorum,
 }
 
+impl MirrorSpec {
+    fn options(&self, overwrite: bool) -> hscm_durable::mirror::MirrorOptions {
+        hscm_durable::mirror::MirrorOptions {
+            quorum: self.quorum,
+            on_no_quorum: self.on_no_quorum,
+            overwrite,
+        }
+    }
+}
+
 /// What was made, as `hscm volume create` reports it (its `Display`).
 #[derive(Debug, Clone)]
 #[non_exhaustive]
@@ -101,11 +111,7 @@ pub fn create(path: &Path, spec: &CreateSpec) -> Result<Created> {
             path,
             opts.backing_len(spec.size),
             &m.members,
-            &hscm_durable::mirror::MirrorOptions {
-                quorum: m.quorum,
-                on_no_quorum: m.on_no_quorum,
-                overwrite: spec.overwrite,
-            },
+            &m.options(spec.overwrite),
         )
         .map_err(hscm_volume::Error::from)?;
         Volume::format(&home, spec.size, &opts).map_err(Error::from)
@@ -141,10 +147,17 @@ pub fn create(path: &Path, spec: &CreateSpec) -> Result<Created> {
                 ram_budget: *ram_budget,
             })
         }
-        Layout::Tiered { .. } if spec.mirror.is_some() => Err(Error::Invalid {
-            path: path.to_path_buf(),
-            why: "a tiered volume cannot be mirrored yet: mirror a flat volume or a file system (docs/mirror.md)".into(),
-        }),
+        Layout::Tiered { config, fast_path }
+            if spec.mirror.is_some() && (config.fast.is_some() || fast_path.is_some()) =>
+        {
+            Err(Error::Invalid {
+                path: path.to_path_buf(),
+                why: "a tiered volume with a fast tier cannot be mirrored: the fast tier acknowledges \
+                      writes on this machine alone before they reach home; mirror one without it \
+                      (docs/mirror.md)"
+                    .into(),
+            })
+        }
         Layout::Tiered { config, fast_path } => {
             let config = TierConfig {
                 size: spec.size,
@@ -173,7 +186,20 @@ pub fn create(path: &Path, spec: &CreateSpec) -> Result<Created> {
                         why: "a fast tier's file is given without its size".into(),
                     })
                 }
-                None => TieredVolume::create(path, &config, spec.overwrite)?,
+                None => match &spec.mirror {
+                    Some(m) => {
+                        config.validate()?;
+                        let home = hscm_durable::mirror::create(
+                            path,
+                            config.home_len(),
+                            &m.members,
+                            &m.options(spec.overwrite),
+                        )
+                        .map_err(hscm_volume::Error::from)?;
+                        TieredVolume::format(&home, &config)?;
+                    }
+                    None => TieredVolume::create(path, &config, spec.overwrite)?,
+                },
             }
             Ok(Created::Tiered {
                 path: path.to_path_buf(),

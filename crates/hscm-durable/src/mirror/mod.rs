@@ -34,7 +34,7 @@ mod resync;
 use std::collections::BTreeSet;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -67,10 +67,6 @@ const RESYNC_BATCH: usize = 64;
 /// How often the resync thread looks for work, and how often it tries an absent member.
 const RESYNC_EVERY: Duration = Duration::from_millis(50);
 const RETRY_ABSENT: Duration = Duration::from_millis(500);
-/// Writes in flight up to which a durable write's local and remote halves run side by
-/// side, on a thread of its own: on 2 vCPUs, `hscm bench mirror` measured that
-/// halving QD1's cost above the bound and costing QD16 a third of its rate.
-const OVERLAP_BELOW: usize = 2;
 
 /// What an export (or a local file) must hold to be a member of a mirror whose
 /// volume needs `data_len` bytes.
@@ -116,6 +112,10 @@ struct Inner {
     local: FileBackend,
     writable: bool,
     remotes: Vec<Remote>,
+    /// The header's bytes per bitmap bit and data bytes, which never change once
+    /// made: read by every write without the header's lock.
+    chunk: u64,
+    data_len: u64,
     header: Mutex<MirrorHeader>,
     /// Writes hold it shared; a resync step and the step into sync hold it alone.
     gate: RwLock<()>,
@@ -124,24 +124,6 @@ struct Inner {
     states_changed: AtomicBool,
     health: Arc<RemoteHealth>,
     stop: AtomicBool,
-    /// Writes under way now.
-    in_flight: AtomicUsize,
-}
-
-/// Counts a write in flight while it lives.
-struct InFlight<'a>(&'a AtomicUsize);
-
-impl<'a> InFlight<'a> {
-    fn enter(n: &'a AtomicUsize) -> InFlight<'a> {
-        n.fetch_add(1, Ordering::Relaxed);
-        InFlight(n)
-    }
-}
-
-impl Drop for InFlight<'_> {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::Relaxed);
-    }
 }
 
 struct Remote {
@@ -238,13 +220,14 @@ impl MirrorBackend {
             local,
             writable,
             remotes,
+            chunk: header.chunk,
+            data_len: header.data_len,
             header: Mutex::new(header),
             gate: RwLock::new(()),
             fenced: Mutex::new(None),
             states_changed: AtomicBool::new(false),
             health,
             stop: AtomicBool::new(false),
-            in_flight: AtomicUsize::new(0),
         });
         inner.update_health();
         let resync = (writable && !inner.remotes.is_empty()).then(|| {
@@ -282,7 +265,7 @@ impl MirrorBackend {
 
 impl Inner {
     fn chunks(&self, offset: u64, len: u64) -> std::ops::Range<u64> {
-        let chunk = self.header.lock().chunk;
+        let chunk = self.chunk;
         if len == 0 {
             return 0..0;
         }
@@ -505,47 +488,55 @@ impl Inner {
         {
             let _shared = self.gate.read();
             let at = META_LEN + offset;
-            let to_remotes = || -> io::Result<()> {
-                for r in &self.remotes {
-                    self.to_remote(r, &chunks, durable, |l| {
-                        if durable {
-                            l.write_durable_at(at, buf)
-                        } else {
-                            l.write_at(at, buf)
-                        }
-                    })?;
-                }
-                Ok(())
-            };
-            let _counted = InFlight::enter(&self.in_flight);
-            let alone = self.in_flight.load(Ordering::Relaxed) <= OVERLAP_BELOW;
-            if durable && alone && self.remotes.iter().any(Remote::takes_writes) {
-                // Few writes in flight: the local sync and the round trips overlap, so
-                // a durable write costs the slower of them, not their sum. With many,
-                // requests overlap one another already, and a thread per write would
-                // only take CPU from them.
-                std::thread::scope(|s| {
-                    let local = s.spawn(|| self.local.write_through_at(at, buf));
-                    let remotes = to_remotes();
-                    let local = local
-                        .join()
-                        .unwrap_or_else(|_| Err(io::Error::other("the local write panicked")));
-                    local.and(remotes)
-                })?;
+            if durable {
+                let mut local = None;
+                let remotes = self.durable_to(&self.remotes, &chunks, at, buf, &mut || {
+                    local = Some(self.local.write_through_at(at, buf));
+                });
+                local.expect("durable_to runs it")?;
+                remotes?;
             } else {
-                if durable {
-                    self.local.write_through_at(at, buf)?;
-                } else {
-                    self.local.write_at(at, buf)?;
+                self.local.write_at(at, buf)?;
+                for r in &self.remotes {
+                    self.to_remote(r, &chunks, false, |l| l.write_at(at, buf))?;
                 }
-                to_remotes()?;
             }
         }
         self.finish(durable)
     }
 
+    /// A durable write of `buf` at `at` to each of `remotes`, each sent before the
+    /// next, and `local` (the local copy's write and sync) run once all are on their
+    /// way: a write costs the slowest of the members, not their sum, and needs no
+    /// thread of its own. Err only when this primary is fenced.
+    fn durable_to(
+        &self,
+        remotes: &[Remote],
+        chunks: &[u64],
+        at: u64,
+        buf: &[u8],
+        local: &mut dyn FnMut(),
+    ) -> io::Result<()> {
+        let Some((first, rest)) = remotes.split_first() else {
+            local();
+            return Ok(());
+        };
+        let mut rest_result = Ok(());
+        let mut started = false;
+        let mut the_rest = || {
+            if !std::mem::replace(&mut started, true) {
+                rest_result = self.durable_to(rest, chunks, at, buf, local);
+            }
+        };
+        let mine = self.to_remote(first, chunks, true, |l| {
+            l.write_durable_overlapped(at, buf, &mut the_rest)
+        });
+        the_rest();
+        mine.and(rest_result)
+    }
+
     fn checked(&self, offset: u64, len: u64) -> io::Result<()> {
-        let data_len = self.header.lock().data_len;
+        let data_len = self.data_len;
         if offset.checked_add(len).is_none_or(|end| end > data_len) {
             return Err(err(
                 io::ErrorKind::InvalidInput,
@@ -654,7 +645,7 @@ impl Inner {
 
 impl Backend for MirrorBackend {
     fn len(&self) -> u64 {
-        self.inner.header.lock().data_len
+        self.inner.data_len
     }
 
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
@@ -685,7 +676,6 @@ impl Backend for MirrorBackend {
             .collect();
         {
             let _shared = m.gate.read();
-            let _counted = InFlight::enter(&m.in_flight);
             m.local.write_many(&shifted)?;
             for r in &m.remotes {
                 m.to_remote(r, &chunks, false, |l| l.write_many(&shifted))?;

@@ -245,14 +245,36 @@ impl NbdBackend {
     /// Writes `buf` with FUA where the server takes it (durable when it returns,
     /// without flushing anything else), else writes and flushes.
     pub fn write_durable_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
-        if self.export.has(TX_SEND_FUA) {
-            self.checked(offset, buf.len() as u64, "write")?;
-            let mut ops = self.split(CMD_WRITE, CMD_FLAG_FUA, offset, Data::Write(buf));
-            self.run(&mut ops)
+        self.write_durable_overlapped(offset, buf, &mut || {})
+    }
+
+    /// As [`Self::write_durable_at`], calling `meanwhile` exactly once: as soon as the
+    /// write is on its way (or before returning, where it never went out). So the
+    /// caller's own work, such as a local copy's write and sync, overlaps the round
+    /// trip without a thread of its own.
+    pub fn write_durable_overlapped(
+        &self,
+        offset: u64,
+        buf: &[u8],
+        meanwhile: &mut dyn FnMut(),
+    ) -> io::Result<()> {
+        let mut hook: Option<&mut dyn FnMut()> = Some(meanwhile);
+        let result = if self.export.has(TX_SEND_FUA) {
+            self.checked(offset, buf.len() as u64, "write")
+                .and_then(|()| {
+                    let mut ops = self.split(CMD_WRITE, CMD_FLAG_FUA, offset, Data::Write(buf));
+                    self.run_with(&mut ops, &mut hook)
+                })
         } else {
-            self.write_at(offset, buf)?;
-            self.sync()
+            if let Some(f) = hook.take() {
+                f();
+            }
+            self.write_at(offset, buf).and_then(|()| self.sync())
+        };
+        if let Some(f) = hook.take() {
+            f();
         }
+        result
     }
 
     /// Zeroes a range on the server: NBD_CMD_WRITE_ZEROES where offered (no bytes
@@ -346,78 +368,6 @@ impl NbdBackend {
         }
     }
 
-    /// Runs a batch of requests on one connection, pipelined, until every one has its
-    /// answer: a lost connection is made again (and the replay copy written first)
-    /// until the deadline. The first error a server answered with fails the batch.
-    fn run(&self, ops: &mut [Op<'_>]) -> io::Result<()> {
-        let deadline = Instant::now() + self.uri.timeout;
-        let conn = self.pick();
-        let mut backoff = FIRST_BACKOFF;
-        loop {
-            let tried = self.try_once(conn, ops, deadline);
-            let Err(e) = tried else { break };
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() || is_permanent(&e) {
-                return Err(self.failed(e));
-            }
-            std::thread::sleep(backoff.min(left));
-            backoff = (backoff * 2).min(MAX_BACKOFF);
-        }
-        if let Some(op) = ops.iter().find(|o| o.error.is_some()) {
-            let (errno, msg) = op.error.clone().expect("found");
-            self.health.failed_requests.fetch_add(1, Ordering::Relaxed);
-            let base = io::Error::from_raw_os_error(errno as i32);
-            return Err(io::Error::new(
-                base.kind(),
-                format!(
-                    "{}: the server failed a {} of {} bytes at {}: {base}{}",
-                    self.uri,
-                    command(op.kind),
-                    op.len,
-                    op.offset,
-                    if msg.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" ({msg})")
-                    }
-                ),
-            ));
-        }
-        Ok(())
-    }
-
-    /// One pass of [`Self::run`]: the replay copy first where a connection was lost,
-    /// then the batch. A lost connection leaves the batch's unanswered requests to
-    /// be sent again.
-    fn try_once(&self, conn: usize, ops: &mut [Op<'_>], deadline: Instant) -> io::Result<()> {
-        if self.needs_replay.load(Ordering::Acquire) {
-            self.replay_all(conn, deadline)?;
-        }
-        let _shared = self.gate.read();
-        self.submit(&self.conns[conn], ops, deadline)?;
-        // A server that failed a request is still there: only a lost connection
-        // (handled in `mux`) calls for a replay.
-        Ok(())
-    }
-
-    fn failed(&self, e: io::Error) -> io::Error {
-        self.health.failed_requests.fetch_add(1, Ordering::Relaxed);
-        let msg = format!(
-            "{}: no answer within {:.1} s ({e}); nothing unanswered is counted as written",
-            self.uri,
-            self.uri.timeout.as_secs_f64()
-        );
-        *self.health.last_error.lock() = Some(msg.clone());
-        io::Error::new(
-            if is_permanent(&e) {
-                io::ErrorKind::InvalidData
-            } else {
-                io::ErrorKind::TimedOut
-            },
-            msg,
-        )
-    }
-
     /// A connection: the least loaded, starting from the next in turn.
     fn pick(&self) -> usize {
         let n = self.conns.len();
@@ -466,7 +416,7 @@ impl NbdBackend {
                 block.len() as u32,
                 Data::Read(&mut block),
             )];
-            self.submit(&self.conns[conn], &mut read, deadline)?;
+            self.submit(&self.conns[conn], &mut read, deadline, &mut None)?;
             if let Some((_, msg)) = read[0].error.take() {
                 return Err(io::Error::other(format!("reading the owner record: {msg}")));
             }
@@ -501,27 +451,29 @@ impl NbdBackend {
             .collect();
         let covered = self.replay.lock().seq;
         let conn = &self.conns[conn];
-        let result = self.submit(conn, &mut ops, deadline).and_then(|()| {
-            if let Some(o) = ops.iter().find(|o| o.error.is_some()) {
-                return Err(io::Error::other(format!(
-                    "writing again what the server had acknowledged: {}",
-                    o.error.clone().expect("found").1
-                )));
-            }
-            if !self.can_flush() {
-                return Ok(());
-            }
-            // Flushed at once, what was written again need not be written a third time
-            // if the connection drops once more.
-            let mut flush = [Op::new(CMD_FLUSH, 0, 0, 0, Data::None)];
-            self.submit(conn, &mut flush, deadline)?;
-            match flush[0].error.take() {
-                Some((_, msg)) => Err(io::Error::other(format!(
-                    "flushing what was written again: {msg}"
-                ))),
-                None => Ok(()),
-            }
-        });
+        let result = self
+            .submit(conn, &mut ops, deadline, &mut None)
+            .and_then(|()| {
+                if let Some(o) = ops.iter().find(|o| o.error.is_some()) {
+                    return Err(io::Error::other(format!(
+                        "writing again what the server had acknowledged: {}",
+                        o.error.clone().expect("found").1
+                    )));
+                }
+                if !self.can_flush() {
+                    return Ok(());
+                }
+                // Flushed at once, what was written again need not be written a third time
+                // if the connection drops once more.
+                let mut flush = [Op::new(CMD_FLUSH, 0, 0, 0, Data::None)];
+                self.submit(conn, &mut flush, deadline, &mut None)?;
+                match flush[0].error.take() {
+                    Some((_, msg)) => Err(io::Error::other(format!(
+                        "flushing what was written again: {msg}"
+                    ))),
+                    None => Ok(()),
+                }
+            });
         match result {
             Ok(()) => {
                 self.forget_flushed(covered);

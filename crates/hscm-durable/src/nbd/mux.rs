@@ -22,7 +22,10 @@ use parking_lot::Mutex;
 
 use super::session::{ConnectError, Op, Session};
 use super::wire::*;
-use super::{mark, NbdBackend, MAX_BYTES_IN_FLIGHT, MAX_IN_FLIGHT};
+use super::{
+    command, is_permanent, mark, NbdBackend, FIRST_BACKOFF, MAX_BACKOFF, MAX_BYTES_IN_FLIGHT,
+    MAX_IN_FLIGHT,
+};
 
 /// How long a waiting caller sleeps before looking again whether the connection needs
 /// a driver (a wake-up is normally what ends the wait).
@@ -30,6 +33,10 @@ const LOOK_AGAIN: Duration = Duration::from_millis(5);
 /// A caller whose requests are still out this long past their deadline gives up
 /// waiting (the driver fails them at the deadline; this only bounds a bug).
 const GIVE_UP_AFTER: Duration = Duration::from_secs(2);
+
+/// Work a caller does while its requests are on their way (see
+/// [`NbdBackend::write_durable_overlapped`]); taken when called, so it runs once.
+pub(super) type Meanwhile<'a> = Option<&'a mut dyn FnMut()>;
 
 /// One connection to the server and the requests on it.
 pub(crate) struct Conn {
@@ -137,6 +144,93 @@ impl Inner {
 }
 
 impl NbdBackend {
+    /// Runs a batch of requests on one connection, pipelined, until every one has its
+    /// answer: a lost connection is made again (and the replay copy written first)
+    /// until the deadline. The first error a server answered with fails the batch.
+    pub(super) fn run(&self, ops: &mut [Op<'_>]) -> io::Result<()> {
+        self.run_with(ops, &mut None)
+    }
+
+    /// As [`Self::run`], calling `meanwhile` once the batch is first on its way.
+    pub(super) fn run_with(
+        &self,
+        ops: &mut [Op<'_>],
+        meanwhile: &mut Meanwhile<'_>,
+    ) -> io::Result<()> {
+        let deadline = Instant::now() + self.uri.timeout;
+        let conn = self.pick();
+        let mut backoff = FIRST_BACKOFF;
+        loop {
+            let tried = self.try_once(conn, ops, deadline, meanwhile);
+            let Err(e) = tried else { break };
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || is_permanent(&e) {
+                return Err(self.failed(e));
+            }
+            std::thread::sleep(backoff.min(left));
+            backoff = (backoff * 2).min(MAX_BACKOFF);
+        }
+        if let Some(op) = ops.iter().find(|o| o.error.is_some()) {
+            let (errno, msg) = op.error.clone().expect("found");
+            self.health.failed_requests.fetch_add(1, Ordering::Relaxed);
+            let base = io::Error::from_raw_os_error(errno as i32);
+            return Err(io::Error::new(
+                base.kind(),
+                format!(
+                    "{}: the server failed a {} of {} bytes at {}: {base}{}",
+                    self.uri,
+                    command(op.kind),
+                    op.len,
+                    op.offset,
+                    if msg.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({msg})")
+                    }
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// One pass of [`Self::run`]: the replay copy first where a connection was lost,
+    /// then the batch. A lost connection leaves the batch's unanswered requests to
+    /// be sent again.
+    fn try_once(
+        &self,
+        conn: usize,
+        ops: &mut [Op<'_>],
+        deadline: Instant,
+        meanwhile: &mut Meanwhile<'_>,
+    ) -> io::Result<()> {
+        if self.needs_replay.load(Ordering::Acquire) {
+            self.replay_all(conn, deadline)?;
+        }
+        let _shared = self.gate.read();
+        self.submit(&self.conns[conn], ops, deadline, meanwhile)?;
+        // A server that failed a request is still there: only a lost connection
+        // (handled in `mux`) calls for a replay.
+        Ok(())
+    }
+
+    fn failed(&self, e: io::Error) -> io::Error {
+        self.health.failed_requests.fetch_add(1, Ordering::Relaxed);
+        let msg = format!(
+            "{}: no answer within {:.1} s ({e}); nothing unanswered is counted as written",
+            self.uri,
+            self.uri.timeout.as_secs_f64()
+        );
+        *self.health.last_error.lock() = Some(msg.clone());
+        io::Error::new(
+            if is_permanent(&e) {
+                io::ErrorKind::InvalidData
+            } else {
+                io::ErrorKind::TimedOut
+            },
+            msg,
+        )
+    }
+
     /// Sends the requests of `ops` not yet answered on `conn` and waits until each is
     /// answered (Ok, each with what the server said) or the connection is lost under
     /// them (Err; the unanswered ones are left to be sent again).
@@ -145,6 +239,7 @@ impl NbdBackend {
         conn: &Conn,
         ops: &mut [Op<'_>],
         deadline: Instant,
+        meanwhile: &mut Meanwhile<'_>,
     ) -> io::Result<()> {
         let open: Vec<usize> = (0..ops.len()).filter(|&i| !ops[i].done).collect();
         if open.is_empty() {
@@ -170,6 +265,10 @@ impl NbdBackend {
                     deadline,
                 });
             }
+        }
+        if let Some(work) = meanwhile.take() {
+            self.push_out(conn, &group);
+            work();
         }
         while !group.complete() {
             let session = {
@@ -223,39 +322,11 @@ impl NbdBackend {
                 }
             }
             let s = session.as_mut().expect("made above");
-            // What fits in the window goes out.
-            let batch: Vec<(u64, Entry)> = {
-                let mut inner = conn.inner.lock();
-                let mut batch = Vec::new();
-                while let Some(e) = inner.queue.front() {
-                    let len = e.op.len as u64;
-                    let out = inner.pending.len() + batch.len();
-                    if out >= MAX_IN_FLIGHT
-                        || (out > 0 && inner.bytes_in_flight + len > MAX_BYTES_IN_FLIGHT)
-                    {
-                        break;
-                    }
-                    let e = inner.queue.pop_front().expect("looked at");
-                    inner.bytes_in_flight += len;
-                    inner.next_cookie += 1;
-                    batch.push((inner.next_cookie, e));
-                }
-                batch
-            };
-            for i in 0..batch.len() {
-                let (cookie, e) = &batch[i];
-                s.deadline(e.deadline);
-                if let Err(e) = s.send(&e.op, *cookie) {
-                    let batch = batch.into_iter().map(|(_, e)| e).collect();
-                    return self.lose(conn, session, batch, e);
-                }
+            if let Err((batch, e)) = send_window(conn, s) {
+                return self.lose(conn, session, batch, e);
             }
             let deadline = {
                 let mut inner = conn.inner.lock();
-                for (cookie, mut e) in batch {
-                    e.op.sent = true;
-                    inner.pending.insert(cookie, e);
-                }
                 let idle = inner.pending.is_empty() && inner.queue.is_empty();
                 // Replies already read are handed out first: cheaper here than by a
                 // successor woken for them.
@@ -317,6 +388,35 @@ impl NbdBackend {
         }
     }
 
+    /// Sends what is queued on `conn` (up to the window) if nobody is driving it, and
+    /// leaves the replies to whoever drives next: a caller with work of its own to do
+    /// meanwhile. Another caller whose requests are out is woken to read replies,
+    /// since one may have found the connection taken while this one sent.
+    fn push_out(&self, conn: &Conn, mine: &Group) {
+        let mut session = {
+            let mut inner = conn.inner.lock();
+            if inner.driving || inner.session.is_none() {
+                return;
+            }
+            inner.driving = true;
+            inner.session.take().expect("looked at")
+        };
+        if let Err((batch, e)) = send_window(conn, &mut session) {
+            return self.lose(conn, Some(session), batch, e);
+        }
+        let mut inner = conn.inner.lock();
+        inner.session = Some(session);
+        inner.driving = false;
+        let other = inner
+            .pending
+            .iter()
+            .filter(|(_, e)| !std::ptr::eq(Arc::as_ptr(&e.group), mine))
+            .max_by_key(|(cookie, _)| **cookie);
+        if let Some((_, e)) = other {
+            e.group.owner.unpark();
+        }
+    }
+
     /// The connection is gone: every request it held or had queued goes back to its
     /// caller unanswered, and what it had acknowledged is written again before
     /// anything else (the server may have lost it).
@@ -351,4 +451,39 @@ impl NbdBackend {
         self.health.reconnects.fetch_add(1, Ordering::Relaxed);
         Ok(s)
     }
+}
+
+/// Sends what fits in the window from `conn`'s queue on `s` (held by the caller as
+/// its driver) and counts it in flight; on a send error, hands back what it took.
+fn send_window(conn: &Conn, s: &mut Session) -> Result<(), (Vec<Entry>, io::Error)> {
+    let batch: Vec<(u64, Entry)> = {
+        let mut inner = conn.inner.lock();
+        let mut batch = Vec::new();
+        while let Some(e) = inner.queue.front() {
+            let len = e.op.len as u64;
+            let out = inner.pending.len() + batch.len();
+            if out >= MAX_IN_FLIGHT
+                || (out > 0 && inner.bytes_in_flight + len > MAX_BYTES_IN_FLIGHT)
+            {
+                break;
+            }
+            let e = inner.queue.pop_front().expect("looked at");
+            inner.bytes_in_flight += len;
+            inner.next_cookie += 1;
+            batch.push((inner.next_cookie, e));
+        }
+        batch
+    };
+    for (cookie, e) in &batch {
+        s.deadline(e.deadline);
+        if let Err(why) = s.send(&e.op, *cookie) {
+            return Err((batch.into_iter().map(|(_, e)| e).collect(), why));
+        }
+    }
+    let mut inner = conn.inner.lock();
+    for (cookie, mut e) in batch {
+        e.op.sent = true;
+        inner.pending.insert(cookie, e);
+    }
+    Ok(())
 }

@@ -61,6 +61,15 @@ impl Server {
         format!("nbd+unix:///?socket={}{query}", self.socket.display())
     }
 
+    /// Sends `sig` ("-STOP", "-CONT") to the server.
+    pub fn signal(&self, sig: &str) {
+        assert!(Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success())
+    }
+
     pub fn kill(mut self) {
         self.child.kill().unwrap();
         self.child.wait().unwrap();

@@ -104,6 +104,11 @@ impl TieredVolume {
         self.shared.home.dev.remote_health()
     }
 
+    /// Its mirrored home's members and their states; None for a home of one copy.
+    pub fn mirror_status(&self) -> Option<hscm_durable::mirror::MirrorStatus> {
+        self.shared.home.dev.mirror_status()
+    }
+
     fn check(&self, offset: u64, len: u64) -> Result<()> {
         let size = self.shared.cfg.size;
         hscm_block::check_range(size, offset, len).map_err(|_| Error::OutOfRange {
