@@ -13,8 +13,8 @@
 //!   one round trip plus the remote device's durable write);
 //! * `both-devices`: each write to both at once, as the mirror issues it (the FUA
 //!   write sent, then the local write and sync while it is on its way), without a
-//!   volume: what the two members together allow on this machine, where both share
-//!   one disk and two vCPUs (the mirror cannot beat it; the slower device alone can);
+//!   volume: the bare requests on this machine, where both members share one disk
+//!   and two vCPUs;
 //! * `volume-local`: a flat volume (immediate durability) on a local file;
 //! * `volume-mirror`: the same volume on a mirror of a local file and the export.
 //!
@@ -183,6 +183,23 @@ fn run_at(a: &MirrorBenchArgs, rtt: f64) -> Result<(Vec<MirrorRow>, ResyncRow)> 
     let local_dev = dir.join("device");
     let dev = FileBackend::create(&local_dev, a.size, true)?;
     let remote = NbdBackend::open(&uri, true)?;
+    // Every target is measured on blocks written once before (a first write to a
+    // block of a sparse file also allocates it), so none pays for allocation: the
+    // local device here, the export by the link's measurement, the volumes below.
+    let mib = AlignedBuf::zeroed(1 << 20);
+    for at in (0..a.size).step_by(1 << 20) {
+        dev.write_at(at, &mib[..(a.size - at).min(1 << 20) as usize])?;
+    }
+    dev.sync()?;
+    // The link: 1 MiB writes straight to the export, then a flush.
+    let started = Instant::now();
+    let mut at = 0;
+    while at + (1 << 20) <= a.size {
+        remote.write_at(at, &mib)?;
+        at += 1 << 20;
+    }
+    remote.sync()?;
+    let link_mbps = at as f64 / 1e6 / started.elapsed().as_secs_f64();
     for &qd in &a.qd {
         let m = measure(qd, a.seconds, a.size, |at, b| {
             Ok(dev.write_through_at(at, b)?)
@@ -201,16 +218,6 @@ fn run_at(a: &MirrorBenchArgs, rtt: f64) -> Result<(Vec<MirrorRow>, ResyncRow)> 
         })?;
         row("both-devices", qd, m);
     }
-    // The link: 1 MiB writes straight to the export, then a flush.
-    let mib = AlignedBuf::zeroed(1 << 20);
-    let started = Instant::now();
-    let mut at = 0;
-    while at + (1 << 20) <= a.size {
-        remote.write_at(at, &mib)?;
-        at += 1 << 20;
-    }
-    remote.sync()?;
-    let link_mbps = at as f64 / 1e6 / started.elapsed().as_secs_f64();
     drop(remote);
     drop(dev);
 
@@ -232,6 +239,11 @@ fn run_at(a: &MirrorBenchArgs, rtt: f64) -> Result<(Vec<MirrorRow>, ResyncRow)> 
     for (target, path) in [("volume-local", &local), ("volume-mirror", &mirrored)] {
         let v = Arc::new(Volume::open(path, &OpenOptions::default())?);
         v.wait_loaded(None)?;
+        for at in (0..a.size).step_by(1 << 20) {
+            let len = (a.size - at).min(1 << 20) as usize;
+            v.write_at(at, &mib[..len], WriteFlags::NONE)?;
+        }
+        v.flush()?;
         for &qd in &a.qd {
             let m = measure(qd, a.seconds, a.size, |at, b| {
                 Ok(v.write_at(at, b, WriteFlags::FUA)?)

@@ -55,7 +55,7 @@ pub fn subsection(md: &mut String, quick: bool) -> Result<(Vec<(String, Check)>,
     }
     writeln!(md, "Every process here (the benchmark's writers, nbdkit, the delay relay) shares this machine's two \
         cores, and the export's durable write is an fdatasync on the same disk as the local one's: so \
-        `both-devices` (what the two members allow together here) is the machine's bound for a mirrored write; the \
+        `both-devices` shows the bare requests beside the volume; the \
         target, set against the slower device alone, assumes members on separate machines.\n")?;
     for (k, v) in b.ratios.iter().filter(|(k, _)| k.contains("both-devices")) {
         writeln!(md, "- {k}: {v:.2}x")?;
