@@ -412,7 +412,15 @@ fn a_server_killed_or_stopped_mid_write_and_started_again_loses_nothing_acknowle
     let file = dir.path().join("disk");
     std::fs::write(&file, vec![0u8; SIZE as usize]).unwrap();
     let sock = dir.path().join("s");
-    let args = ["file", file.to_str().unwrap()];
+    // Writes stay in the server's memory until a flush (nbdkit's cache filter in
+    // write-back mode), so a killed server loses what it acknowledged and had not
+    // flushed: the client's replay copy is what brings it back.
+    let args = [
+        "--filter=cache",
+        "file",
+        file.to_str().unwrap(),
+        "cache=writeback",
+    ];
     let mut server = Some(Server::nbdkit(&sock, &args));
     let b = std::sync::Arc::new(open(&server.as_ref().unwrap().uri("&timeout=20")));
     let mut model = vec![0u8; USABLE as usize];
