@@ -76,6 +76,23 @@ fn export(file: &Path) -> (Proc, String) {
     (server, unix_uri(&socket, "&timeout=2"))
 }
 
+/// As [`export`], with the server keeping writes in a volatile cache until a flush
+/// or FUA write reaches the file (nbdkit's cache filter in write-back mode): killing
+/// it is a power cut of that machine's disk.
+fn export_volatile(file: &Path) -> (Proc, String) {
+    let socket = file.with_extension("sock");
+    let server = nbdkit(
+        &socket,
+        &[
+            "--filter=cache",
+            "file",
+            file.to_str().unwrap(),
+            "cache=writeback",
+        ],
+    );
+    (server, unix_uri(&socket, "&timeout=2"))
+}
+
 /// `hscm status` of the server at `socket` once `n` of its mirror's members are in
 /// sync (at most a minute).
 fn wait_in_sync(socket: &Path, n: u64) -> serde_json::Value {
@@ -128,7 +145,9 @@ fn a_primary_killed_mid_write_loses_nothing_acknowledged_once_its_replica_is_pro
     let dir = tempfile::tempdir().unwrap();
     let (a, b) = (dir.path().join("a.hscm"), dir.path().join("b.member"));
     member_file(&b);
-    let (b_server, b_uri) = export(&b);
+    // Killed after the primary: both machines lose power, the replica's disk what it
+    // had not flushed.
+    let (b_server, b_uri) = export_volatile(&b);
     let o = run(&[
         "volume",
         "create",
