@@ -14,6 +14,7 @@ command -v qemu-io >/dev/null || need_apt+=(qemu-utils)
 command -v fio >/dev/null || need_apt+=(fio)
 command -v bindfs >/dev/null || need_apt+=(bindfs)   # FUSE passthrough baseline of hscm bench fs
 command -v nbdkit >/dev/null || need_apt+=(nbdkit)
+command -v nft >/dev/null || need_apt+=(nftables)   # packet loss on the mirror tests' links (this kernel has no sch_netem)
 # nbdkit's S3 plugin (Python, on the system's boto3) for the S3 home test; moto's local
 # S3 server comes from PyPI (scripts/moto-env.sh).
 dpkg -s nbdkit-plugin-python >/dev/null 2>&1 || need_apt+=(nbdkit-plugin-python)

@@ -4,8 +4,8 @@
 //! what was acknowledged, the primary killed with SIGKILL mid-write, the replica
 //! promoted and served, the old primary unable to acknowledge a write, and the old
 //! primary's copy rejoining and resynced until it is equal byte for byte; three
-//! machines in network namespaces with cut links; a tiered volume on a mirror; tar,
-//! git and `rm -rf` on a mirrored file system.
+//! machines in network namespaces with lossy, then cut links; a tiered volume on a
+//! mirror; tar, git and `rm -rf` on a mirrored file system.
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -364,6 +364,46 @@ impl Machine {
         Proc(child)
     }
 
+    /// Drops `percent` of the packets it sends and receives at random (nftables in
+    /// its namespace: this kernel has no sch_netem), or none (0); returns how many
+    /// were dropped so far.
+    fn lossy(&self, percent: u32) -> u64 {
+        let nft = |args: &[&str]| {
+            let mut all = vec!["netns", "exec", &self.name, "nft"];
+            all.extend_from_slice(args);
+            let o = tool("ip", &all);
+            assert!(
+                o.status.success(),
+                "nft {args:?} (scripts/setup.sh installs nftables): {}",
+                text(&o)
+            );
+            String::from_utf8_lossy(&o.stdout).into_owned()
+        };
+        let listed = nft(&["list", "ruleset"]);
+        let words: Vec<&str> = listed.split_whitespace().collect();
+        let dropped = words
+            .windows(2)
+            .filter(|w| w[0] == "packets")
+            .filter_map(|w| w[1].parse::<u64>().ok())
+            .sum();
+        if listed.contains("table inet loss") {
+            nft(&["delete", "table", "inet", "loss"]);
+        }
+        if percent > 0 {
+            nft(&["add", "table", "inet", "loss"]);
+            for hook in ["input", "output"] {
+                let spec = format!("{{ type filter hook {hook} priority 0; }}");
+                nft(&["add", "chain", "inet", "loss", hook, &spec]);
+                let share = percent.to_string();
+                nft(&[
+                    "add", "rule", "inet", "loss", hook, "numgen", "random", "mod", "100", "<",
+                    &share, "counter", "drop",
+                ]);
+            }
+        }
+        dropped
+    }
+
     /// Cuts the link to it, or mends it.
     fn link(&self, up: bool) {
         let o = tool(
@@ -391,7 +431,7 @@ fn can_make_machines() -> bool {
 }
 
 /// Three machines: the primary here, two replicas in network namespaces over TCP.
-/// A link cut leaves a majority, so writes go on; the member that was cut off is
+/// Links that drop packets slow writes but lose none. A link cut leaves a majority, so writes go on; the member that was cut off is
 /// resynced with what it missed once the link is mended, and ends equal byte for byte.
 /// Both links cut: no quorum, writes refused, and accepted again once one returns.
 #[test]
@@ -429,9 +469,21 @@ fn replicas_on_other_machines_survive_cut_links_and_end_equal() {
         let (at, data) = write_for(seq);
         c.write_durable_at(at, &data).unwrap();
     }
+    // Lossy links to both (5% of packets dropped each way): TCP sends them again, so
+    // writes go on; a member whose answer came later than its deadline drops out and
+    // is resynced.
+    m1.lossy(5);
+    m2.lossy(5);
+    for seq in 200..400 {
+        let (at, data) = write_for(seq);
+        c.write_durable_at(at, &data).unwrap();
+    }
+    let dropped = m1.lossy(0) + m2.lossy(0);
+    assert!(dropped > 0, "no packet was dropped on the lossy links");
+    wait_in_sync(&served, 3);
     // One link cut: two of three are a majority.
     m1.link(false);
-    for seq in 200..400 {
+    for seq in 400..600 {
         let (at, data) = write_for(seq);
         c.write_durable_at(at, &data).unwrap();
     }
@@ -442,7 +494,7 @@ fn replicas_on_other_machines_survive_cut_links_and_end_equal() {
     assert!(missed > 0 && missed < SIZE, "{s}");
     // Both cut: no quorum; the write is refused, not acknowledged.
     m2.link(false);
-    let (at, data) = write_for(400);
+    let (at, data) = write_for(600);
     assert!(c.write_durable_at(at, &data).is_err());
     m1.link(true);
     m2.link(true);
@@ -451,7 +503,7 @@ fn replicas_on_other_machines_survive_cut_links_and_end_equal() {
     assert!(copied < SIZE, "a cut-off member got a full copy: {s}");
     // Writes pass again (the volume lets them in once a flush passes).
     assert!(wait_until(Duration::from_secs(30), || {
-        let (at, data) = write_for(401);
+        let (at, data) = write_for(601);
         c.write_durable_at(at, &data).is_ok()
     }));
     drop(c);
