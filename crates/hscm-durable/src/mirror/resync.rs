@@ -107,10 +107,13 @@ impl Inner {
                 );
                 return Ok(());
             }
-            let mut pieces = Vec::with_capacity(batch.len());
-            for &c in &batch {
-                let at = c * chunk;
-                let n = chunk.min(data_len - at) as usize;
+            // Runs of neighbouring chunks (the whole batch, in a full copy) are read
+            // and sent as one piece each: fewer, larger requests on both sides.
+            let mut pieces = Vec::new();
+            for run in batch.chunk_by(|a, b| b == &(a + 1)) {
+                let at = run[0] * chunk;
+                let end = ((run[run.len() - 1] + 1) * chunk).min(data_len);
+                let n = (end - at) as usize;
                 let mut buf = AlignedBuf::zeroed(n);
                 if let Err(e) = self.local.read_at(META_LEN + at, &mut buf) {
                     r.bits.lock().put_back(&batch);
