@@ -117,7 +117,8 @@ fn nbdkit_memory_plugin() {
 }
 
 /// Many callers at once on one connection: their requests share it, each reply finds
-/// its own caller (a mixed-up cookie would hand one caller another's bytes).
+/// its own caller (a mixed-up cookie would hand one caller another's bytes), also
+/// when callers leave their requests to others while doing work of their own.
 #[test]
 fn many_callers_share_one_connection() {
     let dir = tempfile::tempdir().unwrap();
@@ -133,7 +134,20 @@ fn many_callers_share_one_connection() {
                     let blocks: Vec<u64> =
                         (0..8).map(|i| (i * 16 + t as u64) * BLOCK as u64).collect();
                     for &at in &blocks {
-                        b.write_at(at, &vec![t ^ round; BLOCK]).unwrap();
+                        let data = vec![t ^ round; BLOCK];
+                        if round % 2 == 0 {
+                            b.write_at(at, &data).unwrap();
+                        } else {
+                            // A durable write with work of the caller's own beside
+                            // it (as a mirror's local copy): others drive meanwhile.
+                            let mut calls = 0;
+                            b.write_durable_overlapped(at, &data, &mut || {
+                                calls += 1;
+                                std::thread::sleep(Duration::from_micros(200));
+                            })
+                            .unwrap();
+                            assert_eq!(calls, 1);
+                        }
                     }
                     if round % 8 == 0 {
                         b.sync().unwrap();
