@@ -140,6 +140,71 @@ fn assert_members_equal(primary: &Path, members: &[&Path]) {
     }
 }
 
+/// `hscm volume create A --size 16M --mirror URI`.
+fn create_mirrored(a: &Path, uri: &str) {
+    let o = run(&[
+        "volume",
+        "create",
+        a.to_str().unwrap(),
+        "--size",
+        "16M",
+        "--mirror",
+        uri,
+    ]);
+    assert!(o.status.success(), "{}", text(&o));
+}
+
+/// `writers` threads sharing one client of the server at `served` write durably
+/// (writer w: sequence numbers w, w + writers, ...; each block once, since there are
+/// fewer writes than blocks) until `at_least` are acknowledged in all, then the
+/// server is killed with SIGKILL. Returns how many each had acknowledged.
+fn write_then_kill(served: &Path, mut primary: Proc, writers: u64, at_least: u64) -> Vec<u64> {
+    let acked: Arc<Vec<Mutex<u64>>> = Arc::new((0..writers).map(|_| Mutex::new(0)).collect());
+    let c = Arc::new(client(served));
+    let threads: Vec<_> = (0..writers)
+        .map(|w| {
+            let (acked, c) = (acked.clone(), c.clone());
+            std::thread::spawn(move || {
+                for i in 0..BLOCKS / writers {
+                    let (at, data) = write_for(w + i * writers);
+                    if c.write_durable_at(at, &data).is_err() {
+                        return;
+                    }
+                    *acked[w as usize].lock().unwrap() = i + 1;
+                }
+            })
+        })
+        .collect();
+    let total = || acked.iter().map(|a| *a.lock().unwrap()).sum::<u64>();
+    assert!(wait_until(Duration::from_secs(30), || total() >= at_least));
+    primary.0.kill().unwrap();
+    primary.0.wait().unwrap();
+    threads.into_iter().for_each(|t| t.join().unwrap());
+    let acked: Vec<u64> = acked.iter().map(|a| *a.lock().unwrap()).collect();
+    assert!(
+        acked.iter().all(|&n| n < BLOCKS / writers),
+        "a writer ran out of blocks before the kill: {acked:?}"
+    );
+    acked
+}
+
+/// Every write [`write_then_kill`]'s writers had acknowledged reads back as written.
+fn assert_acknowledged(c: &NbdBackend, acked: &[u64], when: &str) {
+    let writers = acked.len() as u64;
+    for (w, &n) in acked.iter().enumerate() {
+        for i in 0..n {
+            let seq = w as u64 + i * writers;
+            let (at, want) = write_for(seq);
+            let mut got = AlignedBuf::zeroed(BLOCK as usize);
+            c.read_at(at, &mut got).unwrap();
+            assert!(
+                got[..] == want[..],
+                "acknowledged write {seq} at {at} (writer {w}) is lost {when}"
+            );
+        }
+    }
+}
+
 #[test]
 fn a_primary_killed_mid_write_loses_nothing_acknowledged_once_its_replica_is_promoted() {
     let dir = tempfile::tempdir().unwrap();
@@ -148,16 +213,7 @@ fn a_primary_killed_mid_write_loses_nothing_acknowledged_once_its_replica_is_pro
     // Killed after the primary: both machines lose power, the replica's disk what it
     // had not flushed.
     let (b_server, b_uri) = export_volatile(&b);
-    let o = run(&[
-        "volume",
-        "create",
-        a.to_str().unwrap(),
-        "--size",
-        "16M",
-        "--mirror",
-        &b_uri,
-    ]);
-    assert!(o.status.success(), "{}", text(&o));
+    create_mirrored(&a, &b_uri);
     let m = mirror_json(&a);
     assert_eq!(m["role"], "primary", "{m}");
     assert_eq!(m["members"].as_array().unwrap().len(), 2, "{m}");
@@ -169,38 +225,11 @@ fn a_primary_killed_mid_write_loses_nothing_acknowledged_once_its_replica_is_pro
     // once, while the primary is killed. Writer w writes sequence numbers w, w +
     // WRITERS, ...; each block is written once (fewer writes than blocks), so an
     // acknowledged write must read back as written.
-    const WRITERS: u64 = 4;
     let served = dir.path().join("served.sock");
-    let mut primary = hscm_nbd(a.to_str().unwrap(), &served);
+    let primary = hscm_nbd(a.to_str().unwrap(), &served);
     let s = status_of(&served);
     assert_eq!(s["mirror"]["in_sync"], 2, "{s}");
-    let acked: Arc<Vec<Mutex<u64>>> = Arc::new((0..WRITERS).map(|_| Mutex::new(0)).collect());
-    let c = Arc::new(client(&served));
-    let writers: Vec<_> = (0..WRITERS)
-        .map(|w| {
-            let (acked, c) = (acked.clone(), c.clone());
-            std::thread::spawn(move || {
-                for i in 0..BLOCKS / WRITERS {
-                    let (at, data) = write_for(w + i * WRITERS);
-                    if c.write_durable_at(at, &data).is_err() {
-                        return;
-                    }
-                    *acked[w as usize].lock().unwrap() = i + 1;
-                }
-            })
-        })
-        .collect();
-    let total = || acked.iter().map(|a| *a.lock().unwrap()).sum::<u64>();
-    assert!(wait_until(Duration::from_secs(30), || total() >= 300));
-    primary.0.kill().unwrap();
-    primary.0.wait().unwrap();
-    writers.into_iter().for_each(|w| w.join().unwrap());
-    drop(c);
-    let acked: Vec<u64> = acked.iter().map(|a| *a.lock().unwrap()).collect();
-    assert!(
-        acked.iter().all(|&n| n < BLOCKS / WRITERS),
-        "a writer ran out of blocks before the kill: {acked:?}"
-    );
+    let acked = write_then_kill(&served, primary, 4, 300);
 
     // The replica's machine stops exporting it and promotes it. Two members: no
     // majority without the dead one, so only the operator can vouch (--force).
@@ -221,18 +250,7 @@ fn a_primary_killed_mid_write_loses_nothing_acknowledged_once_its_replica_is_pro
     let c = client(&b_served);
     // Every write the old primary acknowledged is there (each writer's one in
     // flight at the kill may be there or not).
-    for (w, &n) in acked.iter().enumerate() {
-        for i in 0..n {
-            let seq = w as u64 + i * WRITERS;
-            let (at, want) = write_for(seq);
-            let mut got = AlignedBuf::zeroed(BLOCK as usize);
-            c.read_at(at, &mut got).unwrap();
-            assert!(
-                got[..] == want[..],
-                "acknowledged write {seq} at {at} (writer {w}) is lost after the promotion"
-            );
-        }
-    }
+    assert_acknowledged(&c, &acked, "after the promotion");
     drop(c);
 
     // The old primary, started again, is cut off from its member: it serves reads but
@@ -296,40 +314,10 @@ fn a_primary_restarted_after_a_crash_copies_its_member_whole_and_keeps_every_wri
     let (a, b) = (dir.path().join("a.hscm"), dir.path().join("b.member"));
     member_file(&b);
     let (_b_server, b_uri) = export(&b);
-    let o = run(&[
-        "volume",
-        "create",
-        a.to_str().unwrap(),
-        "--size",
-        "16M",
-        "--mirror",
-        &b_uri,
-    ]);
-    assert!(o.status.success(), "{}", text(&o));
+    create_mirrored(&a, &b_uri);
     let served = dir.path().join("served.sock");
-    let mut primary = hscm_nbd(a.to_str().unwrap(), &served);
-    let acked = Arc::new(Mutex::new(0u64));
-    let writer = {
-        let acked = acked.clone();
-        let c = client(&served);
-        std::thread::spawn(move || {
-            for seq in 0..BLOCKS {
-                let (at, data) = write_for(seq);
-                if c.write_durable_at(at, &data).is_err() {
-                    return;
-                }
-                *acked.lock().unwrap() = seq + 1;
-            }
-        })
-    };
-    assert!(wait_until(Duration::from_secs(30), || *acked
-        .lock()
-        .unwrap()
-        >= 200));
-    primary.0.kill().unwrap();
-    primary.0.wait().unwrap();
-    writer.join().unwrap();
-    let acked = *acked.lock().unwrap();
+    let primary = hscm_nbd(a.to_str().unwrap(), &served);
+    let acked = write_then_kill(&served, primary, 1, 200);
     assert_eq!(mirror_json(&a)["clean"], false);
 
     let primary = hscm_nbd(a.to_str().unwrap(), &served);
@@ -340,15 +328,7 @@ fn a_primary_restarted_after_a_crash_copies_its_member_whole_and_keeps_every_wri
         "after a crash the member gets a full copy: {s}"
     );
     let c = client(&served);
-    for seq in 0..acked {
-        let (at, want) = write_for(seq);
-        let mut got = AlignedBuf::zeroed(BLOCK as usize);
-        c.read_at(at, &mut got).unwrap();
-        assert!(
-            got[..] == want[..],
-            "acknowledged write {seq} at {at} is lost after the restart"
-        );
-    }
+    assert_acknowledged(&c, &acked, "after the restart");
     drop(c);
     stop_cleanly(primary);
     assert_members_equal(&a, &[&b]);
