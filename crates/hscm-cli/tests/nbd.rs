@@ -450,6 +450,8 @@ fn fio_verifies_its_crc32c_blocks_before_and_after_a_kill_9() {
     let sock = dir.path().join("s.sock");
     let fio = |uri: &str, extra: &[&str]| {
         let mut c = tool("fio");
+        // fio leaves its verify state file in its working directory.
+        c.current_dir(dir.path());
         c.args([
             "--name=verify",
             "--ioengine=nbd",
