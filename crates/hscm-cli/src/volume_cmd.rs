@@ -327,6 +327,7 @@ fn mirror_header(path: &Path, json: bool) -> Result<()> {
             "epoch": h.epoch,
             "primary": h.primary,
             "clean": h.clean,
+            "activity_log": h.activity_log,
             "quorum": h.needed(),
             "on_no_quorum": h.on_no_quorum.name(),
             "data_bytes": h.data_len,
@@ -344,6 +345,9 @@ fn mirror_header(path: &Path, json: bool) -> Result<()> {
             h.primary,
             if h.clean { "clean" } else { "no clean" }
         )?;
+        if h.activity_log && h.self_id == h.primary_id() {
+            outln!("  activity log kept: after a crash, only the extents written last are copied")?;
+        }
         outln!(
             "  quorum {} of {} (on-no-quorum {})",
             h.needed(),

@@ -557,3 +557,175 @@ fn a_power_cut_of_a_replica_loses_nothing_acknowledged_and_resync_makes_it_equal
     );
     drop(m);
 }
+
+/// The activity log as it is used for the kill loop below: 256 KiB extents, 4 of them
+/// listed at most, in an 8 MiB volume of 32 extents.
+const AL_EXTENT: u64 = 256 << 10;
+const AL_SLOTS: usize = 4;
+const KILL_WRITERS: u64 = 4;
+
+/// What the `seq`-th write of writer `w` puts in a block: its numbers, then a pattern
+/// they determine.
+fn stamped(w: u64, seq: u64) -> AlignedBuf {
+    let mut b = AlignedBuf::zeroed(BLOCK);
+    for (i, word) in b.chunks_mut(8).enumerate() {
+        let v = match i {
+            0 => seq + 1,
+            1 => w,
+            _ => (seq + 1).wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ (w << 56) ^ i as u64,
+        };
+        word.copy_from_slice(&v.to_le_bytes());
+    }
+    b
+}
+
+/// The primary of the kill loop, run in a child process of this test binary: writers
+/// that each own the blocks `block % KILL_WRITERS == w` write them at random (FUA,
+/// write then sync, write alone, several at once then sync) over the whole volume,
+/// so the activity log keeps evicting, and record each acknowledged write in a file
+/// of their own, until the parent kills the process with SIGKILL.
+#[test]
+#[ignore = "run by a_primary_killed_mid_write_copies_only_its_active_extents"]
+fn activity_log_kill_loop_child() {
+    let Ok(path) = std::env::var("HSCM_MIRROR_CHILD") else {
+        return;
+    };
+    let seed: u64 = std::env::var("HSCM_MIRROR_SEED").unwrap().parse().unwrap();
+    let m = Arc::new(MirrorBackend::open(Path::new(&path), true).unwrap());
+    let threads: Vec<_> = (0..KILL_WRITERS)
+        .map(|w| {
+            let m = Arc::clone(&m);
+            let log = PathBuf::from(format!("{path}.acked-{w}"));
+            std::thread::spawn(move || {
+                use std::io::Write;
+                let mut log = std::fs::File::create(log).unwrap();
+                let mut rng = rand::rngs::StdRng::seed_from_u64(seed * 16 + w);
+                let mut pending = Vec::new();
+                let blocks = DATA / BLOCK as u64 / KILL_WRITERS;
+                // Each round's numbers above the rounds' before.
+                for seq in (seed << 32).. {
+                    let at = (rng.gen_range(0..blocks) * KILL_WRITERS + w) * BLOCK as u64;
+                    let b = stamped(w, seq);
+                    match seq % 4 {
+                        0 => {
+                            m.write_through_at(at, &b).unwrap();
+                            pending.push((at, seq));
+                        }
+                        1 => {
+                            m.write_at(at, &b).unwrap();
+                            m.sync().unwrap();
+                            pending.push((at, seq));
+                        }
+                        2 => {
+                            m.write_at(at, &b).unwrap();
+                            pending.push((at, seq));
+                            continue;
+                        }
+                        _ => {
+                            let next = (at + KILL_WRITERS * BLOCK as u64) % DATA;
+                            let b2 = stamped(w, seq);
+                            m.write_many(&[(at, &b[..]), (next, &b2[..])]).unwrap();
+                            m.sync().unwrap();
+                            pending.push((at, seq));
+                            pending.push((next, seq));
+                        }
+                    }
+                    // One write(2) for all: the kill may cut it short, never mix it.
+                    let lines: String = pending
+                        .drain(..)
+                        .map(|(at, seq)| format!("{at} {seq}\n"))
+                        .collect();
+                    log.write_all(lines.as_bytes()).unwrap();
+                }
+            })
+        })
+        .collect();
+    threads.into_iter().for_each(|t| t.join().unwrap());
+}
+
+/// The primary's machine crashes mid-write, again and again (a child process killed
+/// with SIGKILL while four writers run), and the primary opens again on the same copy.
+/// A write in flight at the kill may have reached one member and not the other; the
+/// activity log lists every extent where that can be, so the member is given those
+/// extents alone (at most 4 of the 32), not a full copy, and ends equal byte for
+/// byte with every acknowledged write on both.
+#[test]
+fn a_primary_killed_mid_write_copies_only_its_active_extents() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = Member::new(dir.path(), "a");
+    let (path, m) = create(dir.path(), &[&a], &MirrorOptions::default());
+    m.reshape_activity_log(AL_EXTENT, AL_SLOTS).unwrap();
+    drop(m);
+    let mut rng = rand::rngs::StdRng::seed_from_u64(17);
+    let mut acked = std::collections::HashMap::<u64, u64>::new();
+    for round in 0..6u64 {
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["--ignored", "--exact", "activity_log_kill_loop_child"])
+            .env("HSCM_MIRROR_CHILD", &path)
+            .env("HSCM_MIRROR_SEED", round.to_string())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let logs: Vec<PathBuf> = (0..KILL_WRITERS)
+            .map(|w| PathBuf::from(format!("{}.acked-{w}", path.display())))
+            .collect();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while !logs
+            .iter()
+            .all(|l| std::fs::metadata(l).is_ok_and(|m| m.len() > 0))
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the writers wrote nothing"
+            );
+            assert!(child.try_wait().unwrap().is_none(), "the child ended");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        std::thread::sleep(Duration::from_millis(rng.gen_range(100..600)));
+        child.kill().unwrap();
+        child.wait().unwrap();
+        for l in &logs {
+            let text = std::fs::read_to_string(l).unwrap();
+            // A line the kill cut short was not recorded.
+            let whole = &text[..text.rfind('\n').map_or(0, |n| n + 1)];
+            for line in whole.lines() {
+                let (at, seq) = line.split_once(' ').unwrap();
+                acked.insert(at.parse().unwrap(), seq.parse().unwrap());
+            }
+            std::fs::remove_file(l).unwrap();
+        }
+        assert!(!MirrorBackend::header_at(&path).unwrap().clean);
+
+        let m = MirrorBackend::open(&path, true).unwrap();
+        let s = m.status();
+        let to_copy = s.members[1].to_copy;
+        assert!(
+            to_copy <= AL_SLOTS as u64 * AL_EXTENT,
+            "round {round}: after the crash {to_copy} bytes are to copy, more than the \
+             {AL_SLOTS} extents the log lists: {s:?}"
+        );
+        assert!(m.wait_in_sync(Duration::from_secs(30)), "{:?}", m.status());
+        m.sync().unwrap();
+        let (local, member) = (local_data(&path), a.data());
+        let differ = (0..DATA as usize)
+            .step_by(BLOCK)
+            .filter(|&at| local[at..at + BLOCK] != member[at..at + BLOCK])
+            .count();
+        assert_eq!(
+            differ, 0,
+            "round {round}: blocks differ between the members"
+        );
+        drop(m);
+        for (&at, &seq) in &acked {
+            let at = at as usize;
+            let got = &local[at..at + BLOCK];
+            let w = (at / BLOCK) as u64 % KILL_WRITERS;
+            let on_disk = u64::from_le_bytes(got[..8].try_into().unwrap());
+            assert!(
+                on_disk > seq && got == &stamped(w, on_disk - 1)[..],
+                "round {round}: the acknowledged write {seq} at {at} is lost \
+                 (the block holds write {on_disk})"
+            );
+        }
+    }
+}

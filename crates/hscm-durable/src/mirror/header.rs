@@ -38,6 +38,10 @@ pub struct MirrorHeader {
     pub on_no_quorum: OnNoQuorum,
     /// Whether the primary stopped cleanly (every member flushed, nothing in flight).
     pub clean: bool,
+    /// Whether the local member's activity log lists every extent a write may have
+    /// been in flight in (the primary's copy only; an hscm before it wrote 0 here, and
+    /// a mirror it ran gets a full copy after a crash).
+    pub activity_log: bool,
     /// Who the primary is, for messages (host, pid).
     pub primary: String,
     /// Member 0 is the primary's local copy.
@@ -78,7 +82,7 @@ impl MirrorHeader {
                 OnNoQuorum::SuspendIo => 1,
             })
             .u8(u8::from(self.clean))
-            .u8(0)
+            .u8(u8::from(self.activity_log))
             .u64(self.set_id)
             .u64(self.generation)
             .u64(self.epoch)
@@ -129,7 +133,7 @@ impl MirrorHeader {
             other => return Err(d.bad(format!("on-no-quorum code {other}"))),
         };
         let clean = d.u8()? != 0;
-        d.u8()?;
+        let activity_log = d.u8()? & 1 != 0;
         let (set_id, generation, epoch, self_id, data_len, chunk) =
             (d.u64()?, d.u64()?, d.u64()?, d.u64()?, d.u64()?, d.u64()?);
         let primary = String::from_utf8_lossy(&d.bytes()?).into_owned();
@@ -156,6 +160,7 @@ impl MirrorHeader {
             quorum,
             on_no_quorum,
             clean,
+            activity_log,
             primary,
             members,
         }))
@@ -177,6 +182,7 @@ mod tests {
             quorum: 0,
             on_no_quorum: OnNoQuorum::SuspendIo,
             clean: true,
+            activity_log: true,
             primary: "host-a (pid 1)".into(),
             members: vec![
                 Member {
@@ -214,9 +220,9 @@ mod tests {
         assert_eq!(&b[..8], b"HSCMMIR1");
         assert_eq!(b[8..12], 1u32.to_le_bytes());
         assert_eq!(
-            (b[12], b[13], b[14]),
-            (0, 1, 1),
-            "quorum, on-no-quorum, clean"
+            (b[12], b[13], b[14], b[15]),
+            (0, 1, 1, 1),
+            "quorum, on-no-quorum, clean, activity log"
         );
         assert_eq!(b[16..24], 7u64.to_le_bytes(), "set id");
         assert_eq!(b[24..32], 3u64.to_le_bytes(), "generation");

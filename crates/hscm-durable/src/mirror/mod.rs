@@ -25,6 +25,7 @@
 //! one bitmap region per remote member), the data, and the 4 KiB owner record at the
 //! end, so any member can be exported over NBD to a new primary.
 
+mod activity;
 mod bits;
 mod header;
 mod open;
@@ -45,6 +46,7 @@ use crate::device::{AlignedBuf, Backend, DeviceError, FileBackend, RemoteHealth,
 pub use crate::members::{MemberState, MemberStatus, MirrorStatus, OnNoQuorum};
 use crate::nbd::owner::{hostname, random_u64, OWNER_BLOCK};
 use crate::nbd::{NbdBackend, NbdUri};
+use activity::{ActivityLog, Record};
 use bits::{Bits, WORDS_PER_BLOCK};
 pub use header::{Member, MirrorHeader, HEADER_LEN, MAGIC, MAX_NAME};
 pub use open::create;
@@ -56,6 +58,9 @@ pub const META_LEN: u64 = 1 << 20;
 pub const MAX_REMOTES: usize = 4;
 /// One remote member's bitmap region.
 const BITMAP_LEN: u64 = 240 << 10;
+/// The activity log's two slots, after the last bitmap region.
+const ACTIVITY_AT: u64 = HEADER_LEN as u64 + MAX_REMOTES as u64 * BITMAP_LEN;
+const _: () = assert!(ACTIVITY_AT + 2 * IO_ALIGN <= META_LEN);
 /// The smallest region one bitmap bit stands for.
 const MIN_CHUNK: u64 = 64 << 10;
 /// How long a check of a remote member's claim is trusted before writing to it again.
@@ -120,6 +125,8 @@ struct Inner {
     /// Writes hold it shared; a resync step and the step into sync hold it alone.
     gate: RwLock<()>,
     fenced: Mutex<Option<String>>,
+    /// The extents writes may be in flight in, listed on the local member.
+    activity: ActivityLog,
     /// A member's state changed and the headers must say so before an acknowledgement.
     states_changed: AtomicBool,
     health: Arc<RemoteHealth>,
@@ -213,6 +220,7 @@ impl MirrorBackend {
         header: MirrorHeader,
         remotes: Vec<Remote>,
         writable: bool,
+        activity: ActivityLog,
     ) -> MirrorBackend {
         let health = Arc::new(RemoteHealth::default());
         let inner = Arc::new(Inner {
@@ -225,6 +233,7 @@ impl MirrorBackend {
             header: Mutex::new(header),
             gate: RwLock::new(()),
             fenced: Mutex::new(None),
+            activity,
             states_changed: AtomicBool::new(false),
             health,
             stop: AtomicBool::new(false),
@@ -484,6 +493,13 @@ impl Inner {
     fn write(&self, offset: u64, buf: &[u8], durable: bool) -> io::Result<()> {
         self.check_writable()?;
         self.checked(offset, buf.len() as u64)?;
+        let extents = self.list(&[(offset, buf.len() as u64)])?;
+        let done = self.write_listed(offset, buf, durable);
+        self.activity.end(&extents, durable, done.is_ok());
+        done
+    }
+
+    fn write_listed(&self, offset: u64, buf: &[u8], durable: bool) -> io::Result<()> {
         let chunks: Vec<u64> = self.chunks(offset, buf.len() as u64).collect();
         {
             let _shared = self.gate.read();
@@ -551,6 +567,7 @@ impl Inner {
 
     fn sync(&self) -> io::Result<()> {
         self.check_writable()?;
+        let writes = self.activity.writes();
         {
             let _shared = self.gate.read();
             self.persist_bitmaps()?;
@@ -567,7 +584,9 @@ impl Inner {
                 flushed?;
             }
         }
-        self.finish(true)
+        self.finish(true)?;
+        self.activity.flushed(writes);
+        Ok(())
     }
 
     fn status(&self) -> MirrorStatus {
@@ -669,19 +688,11 @@ impl Backend for MirrorBackend {
         for (at, b) in writes {
             m.checked(*at, b.len() as u64)?;
         }
-        let shifted: Vec<(u64, &[u8])> = writes.iter().map(|(a, b)| (META_LEN + a, *b)).collect();
-        let chunks: Vec<u64> = writes
-            .iter()
-            .flat_map(|(at, b)| m.chunks(*at, b.len() as u64))
-            .collect();
-        {
-            let _shared = m.gate.read();
-            m.local.write_many(&shifted)?;
-            for r in &m.remotes {
-                m.to_remote(r, &chunks, false, |l| l.write_many(&shifted))?;
-            }
-        }
-        m.finish(false)
+        let spans: Vec<(u64, u64)> = writes.iter().map(|(a, b)| (*a, b.len() as u64)).collect();
+        let extents = m.list(&spans)?;
+        let done = self.write_many_listed(writes);
+        m.activity.end(&extents, false, done.is_ok());
+        done
     }
 
     fn sync(&self) -> io::Result<()> {
@@ -727,6 +738,25 @@ impl Backend for MirrorBackend {
 
     fn mirror_status(&self) -> Option<MirrorStatus> {
         Some(self.status())
+    }
+}
+
+impl MirrorBackend {
+    fn write_many_listed(&self, writes: &[(u64, &[u8])]) -> io::Result<()> {
+        let m = &self.inner;
+        let shifted: Vec<(u64, &[u8])> = writes.iter().map(|(a, b)| (META_LEN + a, *b)).collect();
+        let chunks: Vec<u64> = writes
+            .iter()
+            .flat_map(|(at, b)| m.chunks(*at, b.len() as u64))
+            .collect();
+        {
+            let _shared = m.gate.read();
+            m.local.write_many(&shifted)?;
+            for r in &m.remotes {
+                m.to_remote(r, &chunks, false, |l| l.write_many(&shifted))?;
+            }
+        }
+        m.finish(false)
     }
 }
 

@@ -92,9 +92,19 @@ pub fn create(
         quorum: opts.quorum,
         on_no_quorum: opts.on_no_quorum,
         clean: false,
+        activity_log: true,
         primary: primary_name(),
         members: member_list,
     };
+    // The activity log before the header that says it is kept.
+    let activity = ActivityLog::new(activity::EXTENT, activity::SLOTS, 0);
+    let first = activity.first_record();
+    local
+        .write_through_at(activity::slot_of(ACTIVITY_AT, first.seq), &first.encode())
+        .map_err(dev_io(format!(
+            "cannot write the activity log of {}",
+            path.display()
+        )))?;
     write_header(&local, &header.encode_for(ids[0]), true).map_err(dev_io(format!(
         "cannot write the mirror header of {}",
         path.display()
@@ -108,7 +118,9 @@ pub fn create(
         .enumerate()
         .map(|(i, (uri, link))| Remote::new(i + 1, uri, Some(link), MemberState::InSync, &header))
         .collect();
-    Ok(MirrorBackend::start(path, local, header, remotes, true))
+    Ok(MirrorBackend::start(
+        path, local, header, remotes, true, activity,
+    ))
 }
 
 impl MirrorBackend {
@@ -151,7 +163,8 @@ impl MirrorBackend {
             )));
         }
         if !writable {
-            return Ok(Self::start(path, local, h, Vec::new(), false));
+            let idle = ActivityLog::new(activity::EXTENT, activity::SLOTS, 0);
+            return Ok(Self::start(path, local, h, Vec::new(), false, idle));
         }
         if h.self_id != h.primary_id() {
             let state = h
@@ -164,6 +177,15 @@ impl MirrorBackend {
                 h.members[0].name, h.primary
             )));
         }
+        // After a crash, the extents the activity log lists are what may differ
+        // between the members (None: everything may).
+        // A log the header does not vouch for (a promoted replica's old one, or none
+        // at all) only gives the sequence number to go on after.
+        let log = Record::read(&local, ACTIVITY_AT)
+            .map_err(dev_io(format!("cannot read the activity log of {shown}")))?;
+        let recovered = log
+            .as_ref()
+            .filter(|r| h.activity_log && !h.clean && !r.everything);
         let mut remotes = Vec::new();
         for slot in 1..h.members.len() {
             let m = h.members[slot].clone();
@@ -190,21 +212,37 @@ impl MirrorBackend {
                     (None, s)
                 }
             };
-            if !h.clean {
+            if !h.clean && recovered.is_none() {
                 // Writes in flight when the primary stopped may have reached one copy
-                // and not the other: only a full copy makes them equal again.
+                // and not the other, anywhere: only a full copy makes them equal again.
                 state = MemberState::NeedsFull;
+            } else if !h.clean && state == MemberState::InSync {
+                state = MemberState::Behind;
             }
             let remote = Remote::new(slot, uri, link, state, &h);
             if state == MemberState::Behind {
                 load_bitmap(&local, &remote)
                     .map_err(dev_io(format!("cannot read the bitmaps of {shown}")))?;
+                if let Some(r) = recovered {
+                    let mut bits = remote.bits.lock();
+                    r.chunks(h.chunk, h.data_len).for_each(|c| bits.mark(c));
+                }
             }
             remotes.push(remote);
         }
         h.clean = false;
         h.primary = primary_name();
-        let mirror = Self::start(path, local, h, remotes, true);
+        // The log goes on with the extent and size it had (a test may have made them
+        // small), after the sequence number its newest slot holds.
+        let activity = match &log {
+            Some(r) => ActivityLog::new(r.extent, usize::from(r.slots), r.seq),
+            None => ActivityLog::new(activity::EXTENT, activity::SLOTS, 0),
+        };
+        let mirror = Self::start(path, local, h, remotes, true, activity);
+        mirror
+            .inner
+            .start_activity_log()
+            .map_err(dev_io(format!("cannot start the activity log of {shown}")))?;
         mirror
             .inner
             .commit_header()

@@ -272,6 +272,9 @@ pub fn promote(path: &Path, opts: &PromoteOptions) -> Result<Promoted, DeviceErr
         epoch: newest.epoch + 1,
         self_id: mine.self_id,
         clean: true,
+        // Its activity log region holds nothing of this copy's: the first open
+        // starts one.
+        activity_log: false,
         primary: primary_name(),
         members,
         ..mine.clone()
