@@ -378,7 +378,10 @@ fn bench_cache_json_has_its_fields() {
     ]);
     assert_eq!(v["requests"], 50_000);
     assert!(v["lru_requests_per_cpu_s"].as_f64().unwrap() > 0.0);
-    assert_eq!(v["runs"].as_array().unwrap().len(), 8);
+    assert_eq!(v["runs"].as_array().unwrap().len(), 9);
+    assert_eq!(v["runs"][8]["policy"], "lru (volume default)");
+    assert!(v["volume_default_vs_no_cutoff"].as_f64().unwrap() > 0.0);
+    assert!(v["lru_volume_default_requests_per_cpu_s"].as_f64().unwrap() > 0.0);
     assert!(v["peak_rss_mb"].as_f64().unwrap() > 0.0);
 }
 

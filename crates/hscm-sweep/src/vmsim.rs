@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use hscm_policy::cache::AdmissionName;
+use hscm_policy::cache::{AdmissionName, DEFAULT_SEQUENTIAL_CUTOFF};
 use hscm_trace::{
     Format, MemRef, RequestFormat, RequestReader, RequestSynth, RequestSynthSpec, TraceError,
     TraceReader,
@@ -650,6 +650,10 @@ pub struct CacheBench {
     pub cache_objects: u64,
     pub runs: Vec<CacheBenchRun>,
     pub lru_requests_per_cpu_s: f64,
+    /// LRU as `hscm sim cache` runs it by default (the volume's sequential cutoff and
+    /// replay's placement), and its speed over LRU without them (`--sequential-cutoff 0`).
+    pub lru_volume_default_requests_per_cpu_s: f64,
+    pub volume_default_vs_no_cutoff: f64,
     /// Peak resident memory of an LRU run in its own process.
     pub peak_rss_mb: f64,
 }
@@ -682,17 +686,19 @@ pub fn bench_cache(requests: u64, objects: u64, progress: bool) -> Result<CacheB
     let cache_objects = (objects / 10).max(1);
     let profiles = vec![StorageProfile::from_name("scm").expect("known")];
     let mut runs: Vec<CacheBenchRun> = Vec::new();
+    // libCacheSim has no sequential cutoff: every run but the last goes without it.
     let plan = [
-        (PolicyName::Lru, &path),
-        (PolicyName::AcLru, &path),
-        (PolicyName::Clock, &path),
-        (PolicyName::Sieve, &path),
-        (PolicyName::S3fifo, &path),
-        (PolicyName::Arc, &path),
-        (PolicyName::Fifo, &path),
-        (PolicyName::Lru, &zst),
+        (PolicyName::Lru, &path, 0),
+        (PolicyName::AcLru, &path, 0),
+        (PolicyName::Clock, &path, 0),
+        (PolicyName::Sieve, &path, 0),
+        (PolicyName::S3fifo, &path, 0),
+        (PolicyName::Arc, &path, 0),
+        (PolicyName::Fifo, &path, 0),
+        (PolicyName::Lru, &zst, 0),
+        (PolicyName::Lru, &path, DEFAULT_SEQUENTIAL_CUTOFF),
     ];
-    for (policy, file) in plan {
+    for (policy, file, sequential_cutoff) in plan {
         let reqs = RequestReader::open(file, None, 4096)?;
         let spec = CacheRun {
             trace: "zipf",
@@ -702,8 +708,7 @@ pub fn bench_cache(requests: u64, objects: u64, progress: bool) -> Result<CacheB
             ghost_entries: None,
             admission: None,
             profiles: &profiles,
-            // libCacheSim has no sequential cutoff.
-            sequential_cutoff: 0,
+            sequential_cutoff,
         };
         let c0 = crate::memsim::cpu_seconds();
         let w0 = Instant::now();
@@ -711,6 +716,8 @@ pub fn bench_cache(requests: u64, objects: u64, progress: bool) -> Result<CacheB
         let cpu = (crate::memsim::cpu_seconds() - c0).max(1e-9);
         let label = if *file == zst {
             format!("{} (zstd input)", policy.name())
+        } else if sequential_cutoff > 0 {
+            format!("{} (volume default)", policy.name())
         } else {
             policy.name().to_string()
         };
@@ -758,11 +765,17 @@ pub fn bench_cache(requests: u64, objects: u64, progress: bool) -> Result<CacheB
     let peak_rss_mb = v[0]["peak_rss_mb"]
         .as_f64()
         .context("peak_rss_mb in `hscm sim cache --json`")?;
+    let volume_default = runs
+        .last()
+        .expect("the plan is not empty")
+        .requests_per_cpu_s;
     Ok(CacheBench {
         requests,
         objects,
         cache_objects,
         lru_requests_per_cpu_s: runs[0].requests_per_cpu_s,
+        lru_volume_default_requests_per_cpu_s: volume_default,
+        volume_default_vs_no_cutoff: volume_default / runs[0].requests_per_cpu_s,
         runs,
         peak_rss_mb,
     })
@@ -779,6 +792,10 @@ pub fn print_bench_cache(r: &CacheBench) -> Result<()> {
             run.vs_lru
         )?;
     }
+    outln!(
+        "LRU with the volume's defaults (sequential cutoff, placement): {:.2}x the speed without",
+        r.volume_default_vs_no_cutoff
+    )?;
     outln!("peak RSS {:.1} MB", r.peak_rss_mb)?;
     Ok(())
 }

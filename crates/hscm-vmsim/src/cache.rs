@@ -3,7 +3,7 @@
 use std::collections::BinaryHeap;
 
 use hscm_policy::cache::{
-    AdmissionName, CacheOutcome, CachePolicy, EvictionName, PolicySpec, SequentialCutoff,
+    AdmissionName, CacheOutcome, CachePolicy, EvictionName, FirstTouch, PolicySpec,
 };
 use hscm_trace::{Request, TraceError};
 use rustc_hash::FxHashMap;
@@ -337,12 +337,14 @@ pub fn run(
         for r in requests.by_ref().take(AHEAD) {
             let r = r?;
             cache.prefetch(r.key);
+            placement.prefetch(r.key);
             window.push_back(r);
         }
         while let Some(r) = window.pop_front() {
             if let Some(next) = requests.next() {
                 let next = next?;
                 cache.prefetch(next.key);
+                placement.prefetch(next.key);
                 window.push_back(next);
             }
             let weight = if spec.objects { 1 } else { u64::from(r.size) };
@@ -378,38 +380,6 @@ pub fn run(
     result.bypassed_sequential = bypassed_sequential;
     result.sequential_cutoff = applied_cutoff;
     Ok(result)
-}
-
-/// Replay's first-touch placement and the volume's sequential cutoff: each new key
-/// gets the next free offset (after the bytes of the keys placed before it), and each
-/// request is observed at its key's offset.
-struct FirstTouch {
-    cutoff: SequentialCutoff,
-    offsets: FxHashMap<u64, u64>,
-    next: u64,
-}
-
-impl FirstTouch {
-    fn new(cutoff: u64) -> FirstTouch {
-        FirstTouch {
-            cutoff: SequentialCutoff::new(cutoff),
-            offsets: FxHashMap::default(),
-            next: 0,
-        }
-    }
-
-    /// True when the request bypasses the cache on a miss.
-    fn is_sequential(&mut self, key: u64, size: u64) -> bool {
-        if self.cutoff.cutoff() == 0 {
-            return false;
-        }
-        let offset = *self.offsets.entry(key).or_insert_with(|| {
-            let at = self.next;
-            self.next += size;
-            at
-        });
-        self.cutoff.is_sequential(offset, size)
-    }
 }
 
 /// Belady's MIN: on a miss, evict the cached objects whose next use is farthest (or

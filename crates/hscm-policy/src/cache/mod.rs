@@ -47,7 +47,7 @@ pub use clock::ClockCache;
 pub use fifo::FifoCache;
 pub use lru::LruCache;
 pub use s3fifo::S3FifoCache;
-pub use sequential::{SequentialCutoff, DEFAULT_SEQUENTIAL_CUTOFF};
+pub use sequential::{FirstTouch, SequentialCutoff, DEFAULT_SEQUENTIAL_CUTOFF};
 pub use sieve::SieveCache;
 pub use spec::{AdmissionName, EvictionName, PolicySpec};
 
