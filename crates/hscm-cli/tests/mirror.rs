@@ -359,28 +359,7 @@ fn fio_verifies_its_blocks_on_a_mirror_before_and_after_a_kill_9_of_the_primary(
     create_mirrored(&a, &b_uri);
     let served = dir.path().join("served.sock");
     let uri = unix_uri(&served, "");
-    let fio = |extra: &[&str]| {
-        let o = std::process::Command::new("fio")
-            // fio leaves its verify state file in its working directory.
-            .current_dir(dir.path())
-            .args([
-                "--name=verify",
-                "--ioengine=nbd",
-                &format!("--uri={uri}"),
-                "--rw=randwrite",
-                "--bs=4k",
-                "--iodepth=8",
-                "--size=12M",
-                "--verify=crc32c",
-                "--verify_fatal=1",
-                "--randseed=7",
-            ])
-            .args(extra)
-            .output()
-            .expect("fio (scripts/setup.sh installs it)");
-        assert!(o.status.success(), "fio {extra:?}: {}", text(&o));
-        assert!(!text(&o).contains("verify: bad"), "{}", text(&o));
-    };
+    let fio = |extra: &[&str]| fio_verify(dir.path(), &uri, "12M", extra);
     let primary = hscm_nbd(a.to_str().unwrap(), &served);
     fio(&["--do_verify=1"]);
     let mut primary = primary;

@@ -448,27 +448,11 @@ fn fio_verifies_its_crc32c_blocks_before_and_after_a_kill_9() {
     let dir = tempfile::tempdir().unwrap();
     let v = volume(dir.path(), "immediate");
     let sock = dir.path().join("s.sock");
-    let fio = |uri: &str, extra: &[&str]| {
-        let mut c = tool("fio");
-        // fio leaves its verify state file in its working directory.
-        c.current_dir(dir.path());
-        c.args([
-            "--name=verify",
-            "--ioengine=nbd",
-            &format!("--uri={uri}"),
-            "--rw=randwrite",
-            "--bs=4k",
-            "--iodepth=8",
-            "--size=16M",
-            "--verify=crc32c",
-            "--verify_fatal=1",
-            "--randseed=7",
-        ]);
-        c.args(extra);
-        let o = c.output().unwrap();
-        assert!(o.status.success(), "fio {extra:?}: {}", text(&o));
-        assert!(!text(&o).contains("verify: bad"), "{}", text(&o));
-    };
+    assert!(
+        hscm_lab::installed("fio"),
+        "fio is not installed: run scripts/setup.sh"
+    );
+    let fio = |uri: &str, extra: &[&str]| crate::util::fio_verify(dir.path(), uri, "16M", extra);
     let (server, uri) = serve(&v, &sock, &[]);
     // Writes every block with a checksummed header, then reads them all back.
     fio(&uri, &["--do_verify=1"]);

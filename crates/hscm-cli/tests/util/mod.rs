@@ -239,6 +239,32 @@ pub fn hscm_nbd(home: &str, socket: &Path) -> Proc {
     Proc(spawn_until_line(&mut cmd, "nbd").0)
 }
 
+/// fio's NBD engine on `uri`: random 4 KiB writes at queue depth 8 over `size`, each
+/// block carrying fio's CRC-32C, with `extra` (`--do_verify=1` to write then check,
+/// `--verify_only=1` to check what an earlier run wrote); fails the test on any bad
+/// block. Runs in `dir`, where fio leaves its verify state file.
+pub fn fio_verify(dir: &Path, uri: &str, size: &str, extra: &[&str]) {
+    let o = Command::new("fio")
+        .current_dir(dir)
+        .args([
+            "--name=verify",
+            "--ioengine=nbd",
+            &format!("--uri={uri}"),
+            "--rw=randwrite",
+            "--bs=4k",
+            "--iodepth=8",
+            &format!("--size={size}"),
+            "--verify=crc32c",
+            "--verify_fatal=1",
+            "--randseed=7",
+        ])
+        .args(extra)
+        .output()
+        .expect("fio (scripts/setup.sh installs it)");
+    assert!(o.status.success(), "fio {extra:?}: {}", text(&o));
+    assert!(!text(&o).contains("verify: bad"), "{}", text(&o));
+}
+
 pub fn tool(program: &str, args: &[&str]) -> std::process::Output {
     Command::new(program)
         .args(args)
