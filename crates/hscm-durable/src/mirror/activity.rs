@@ -483,6 +483,17 @@ mod tests {
         };
         let b = r.encode();
         assert_eq!(Record::decode(&b), Some(r.clone()));
+        // The layout, byte by byte (docs/mirror.md): magic, sequence number, extent,
+        // slots, everything, count, 8 reserved bytes, the extents, the seal at the end.
+        assert_eq!(&b[..8], b"HSCMACT1");
+        assert_eq!(b[8..16], 5u64.to_le_bytes());
+        assert_eq!(b[16..24], (4u64 << 20).to_le_bytes());
+        assert_eq!(b[24..26], 1000u16.to_le_bytes());
+        assert_eq!((b[26], b[27]), (0, 0));
+        assert_eq!(b[28..32], 3u32.to_le_bytes());
+        assert_eq!(b[40..44], 1u32.to_le_bytes());
+        assert_eq!(b[48..52], 900u32.to_le_bytes());
+        assert_eq!(b[4092..], crc32c::crc32c(&b[..4092]).to_le_bytes());
         let mut torn = b.to_vec();
         torn[100..].fill(0);
         torn[20] ^= 1;
