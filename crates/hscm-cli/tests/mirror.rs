@@ -340,6 +340,12 @@ fn a_primary_restarted_after_a_crash_copies_only_its_active_extents_and_keeps_ev
     );
     let c = client(&served);
     assert_acknowledged(&c, &acked, "after the restart");
+    // What a crash would copy now: the extents written since the restart, the 4 MiB
+    // of this write (in the first 16 MiB) and of the client's claim (the last block).
+    let (at, data) = write_for(1 << 30);
+    c.write_durable_at(at, &data).unwrap();
+    let s = status_of(&served);
+    assert_eq!(s["mirror"]["crash_copy_bytes"], 8 << 20, "{s}");
     drop(c);
     stop_cleanly(primary);
     assert_members_equal(&a, &[&b]);

@@ -93,4 +93,7 @@ pub struct MirrorStatus {
     pub fenced: Option<String>,
     /// Member 0 is the local one.
     pub members: Vec<MemberStatus>,
+    /// The most a crash of the primary now makes the resync copy to each member: the
+    /// extents its activity log lists (docs/mirror.md).
+    pub crash_copy: u64,
 }

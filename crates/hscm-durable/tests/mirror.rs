@@ -715,6 +715,13 @@ fn a_primary_killed_mid_write_copies_only_its_active_extents() {
             differ, 0,
             "round {round}: blocks differ between the members"
         );
+        // The log starts empty at each open; a write (of the bytes already there)
+        // lists its extent.
+        assert_eq!(m.status().crash_copy, 0);
+        let mut first = AlignedBuf::zeroed(BLOCK);
+        m.read_at(0, &mut first).unwrap();
+        m.write_through_at(0, &first).unwrap();
+        assert_eq!(m.status().crash_copy, AL_EXTENT);
         drop(m);
         for (&at, &seq) in &acked {
             let at = at as usize;

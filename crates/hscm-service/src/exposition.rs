@@ -60,6 +60,7 @@ pub const FAMILIES: &[(&str, &str)] = &[
     ("hscm_mirror_members_in_sync", "gauge"),
     ("hscm_mirror_quorum", "gauge"),
     ("hscm_mirror_fenced", "gauge"),
+    ("hscm_mirror_crash_copy_bytes", "gauge"),
     ("hscm_mirror_member_in_sync", "gauge"),
     ("hscm_mirror_member_to_copy_bytes", "gauge"),
     ("hscm_mirror_member_copied_bytes_total", "counter"),
@@ -211,6 +212,11 @@ pub fn render(s: &Status) -> String {
             "hscm_mirror_fenced",
             "1 once another primary was promoted and this one refuses writes for good.",
             if m.fenced.is_some() { 1.0 } else { 0.0 },
+        );
+        w.one(
+            "hscm_mirror_crash_copy_bytes",
+            "The most a crash of the primary now makes resync copy to each member.",
+            m.crash_copy_bytes as f64,
         );
         let members: &[Family<crate::MirrorMember>] = &[
             (

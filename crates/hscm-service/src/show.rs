@@ -171,6 +171,13 @@ impl Status {
                 m.quorum,
                 m.on_no_quorum
             )?;
+            if m.crash_copy_bytes > 0 {
+                write!(
+                    f,
+                    "; a crash now would copy at most {} to each member",
+                    hscm_durable::units::human_bytes(m.crash_copy_bytes)
+                )?;
+            }
             if let Some(why) = &m.fenced {
                 write!(f, "\n    FENCED: {why}")?;
             }

@@ -73,6 +73,9 @@ pub struct Mirror {
     pub fenced: Option<String>,
     /// The local member first.
     pub members: Vec<MirrorMember>,
+    /// The most a crash of the primary now makes resync copy to each member (the
+    /// extents its activity log lists).
+    pub crash_copy_bytes: u64,
 }
 
 #[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
@@ -97,6 +100,7 @@ impl Mirror {
             quorum: m.needed as u64,
             on_no_quorum: m.on_no_quorum.name().into(),
             fenced: m.fenced.clone(),
+            crash_copy_bytes: m.crash_copy,
             members: m
                 .members
                 .iter()

@@ -398,6 +398,15 @@ impl ActivityLog {
     pub fn listed(&self) -> usize {
         self.state.lock().listed.len()
     }
+
+    /// The most a crash now makes the resync copy, in a volume of `data_len` bytes.
+    pub fn crash_copy(&self, data_len: u64) -> u64 {
+        let s = self.state.lock();
+        if s.everything {
+            return data_len;
+        }
+        (s.listed.len() as u64 * s.extent).min(data_len)
+    }
 }
 
 /// The mirror's side: the records written to the local member, and when.

@@ -641,6 +641,11 @@ impl Inner {
             on_no_quorum: h.on_no_quorum,
             fenced: self.fenced.lock().clone(),
             members,
+            crash_copy: if self.writable {
+                self.activity.crash_copy(h.data_len)
+            } else {
+                0
+            },
         }
     }
 
