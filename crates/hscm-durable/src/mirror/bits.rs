@@ -2,7 +2,8 @@
 
 use std::collections::BTreeSet;
 
-use crate::device::IO_ALIGN;
+use crate::codec::{Dec, Enc};
+use crate::device::{AlignedBuf, IO_ALIGN};
 
 /// A remote member's write-intent bitmap: `dirty` what resync must still copy,
 /// `persisted` what the local member's bitmap region says (a superset of what the
@@ -57,9 +58,56 @@ impl Bits {
         self.dirty_count -= out.len() as u64;
         out
     }
+    /// Block `blk` of the persisted bitmap as the local member keeps it: its words,
+    /// little-endian, zeros past the last.
+    pub fn encode_block(&self, blk: usize) -> AlignedBuf {
+        let first = blk * WORDS_PER_BLOCK;
+        let words = &self.persisted[first..(first + WORDS_PER_BLOCK).min(self.persisted.len())];
+        let mut e = Enc(Vec::with_capacity(IO_ALIGN as usize));
+        words.iter().for_each(|w| {
+            e.u64(*w);
+        });
+        let mut buf = AlignedBuf::zeroed(IO_ALIGN as usize);
+        buf[..e.0.len()].copy_from_slice(&e.0);
+        buf
+    }
+
+    /// Takes a persisted bitmap read back (whole blocks, as [`Bits::encode_block`]
+    /// wrote them): every set bit is to copy.
+    pub fn load(&mut self, bytes: &[u8]) {
+        let mut d = Dec::new(bytes, "a mirror bitmap");
+        for w in 0..self.persisted.len() {
+            let v = d.u64().unwrap_or(0);
+            self.persisted[w] = v;
+            self.dirty[w] = v;
+            self.dirty_count += u64::from(v.count_ones());
+        }
+    }
+
     pub fn put_back(&mut self, chunks: &[u64]) {
         for &c in chunks {
             self.mark(c);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bitmap_block_round_trips_in_little_endian_words() {
+        let mut b = Bits::new(1000);
+        b.mark(0);
+        b.mark(65);
+        b.mark(999);
+        let block = b.encode_block(0);
+        assert_eq!(block[..8], 1u64.to_le_bytes());
+        assert_eq!(block[8..16], 2u64.to_le_bytes());
+        let mut back = Bits::new(1000);
+        back.load(&block);
+        assert_eq!(back.persisted, b.persisted);
+        assert_eq!(back.dirty_count, 3);
+        assert_eq!(back.take(10), vec![0, 65, 999]);
     }
 }

@@ -393,15 +393,7 @@ impl Inner {
                 let changed = std::mem::take(&mut bits.changed_blocks);
                 changed
                     .into_iter()
-                    .map(|blk| {
-                        let mut buf = AlignedBuf::zeroed(IO_ALIGN as usize);
-                        let words = &bits.persisted[blk * WORDS_PER_BLOCK..]
-                            [..WORDS_PER_BLOCK.min(bits.persisted.len() - blk * WORDS_PER_BLOCK)];
-                        for (i, w) in words.iter().enumerate() {
-                            buf[i * 8..i * 8 + 8].copy_from_slice(&w.to_le_bytes());
-                        }
-                        (blk, buf)
-                    })
+                    .map(|blk| (blk, bits.encode_block(blk)))
                     .collect()
             };
             for (blk, buf) in &blocks {

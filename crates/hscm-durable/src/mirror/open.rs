@@ -285,11 +285,6 @@ pub(super) fn load_bitmap(local: &FileBackend, r: &Remote) -> io::Result<()> {
     let bytes = (words * 8).div_ceil(IO_ALIGN as usize) * IO_ALIGN as usize;
     let mut buf = AlignedBuf::zeroed(bytes);
     local.read_at(r.bitmap_offset(), &mut buf)?;
-    for w in 0..words {
-        let v = u64::from_le_bytes(buf[w * 8..w * 8 + 8].try_into().expect("8 bytes"));
-        bits.persisted[w] = v;
-        bits.dirty[w] = v;
-        bits.dirty_count += u64::from(v.count_ones());
-    }
+    bits.load(&buf);
     Ok(())
 }
