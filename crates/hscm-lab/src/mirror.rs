@@ -255,8 +255,8 @@ fn run_at(a: &MirrorBenchArgs, rtt: f64) -> Result<(Vec<MirrorRow>, ResyncRow)> 
             .close()?;
     }
 
-    // A full resync: the header marked as after an unclean stop, so opening copies
-    // everything to the member.
+    // A full resync: the header marked as after an unclean stop without an activity
+    // log (as an older hscm leaves it), so opening copies everything to the member.
     mark_unclean(&mirrored)?;
     let started = Instant::now();
     let home = MirrorBackend::open(&mirrored, true)?;
@@ -284,6 +284,7 @@ fn run_at(a: &MirrorBenchArgs, rtt: f64) -> Result<(Vec<MirrorRow>, ResyncRow)> 
 fn mark_unclean(path: &Path) -> Result<()> {
     let mut h: MirrorHeader = MirrorBackend::header_at(path)?;
     h.clean = false;
+    h.activity_log = false;
     let mut block = AlignedBuf::zeroed(mirror::HEADER_LEN);
     block.copy_from_slice(&h.encode_for(h.self_id));
     let f = FileBackend::open(path, true)?;
