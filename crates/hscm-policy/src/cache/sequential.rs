@@ -11,12 +11,19 @@ const STREAMS: usize = 16;
 
 /// Recent sequential runs: a request that starts where a run ended extends it; one that
 /// starts anywhere else replaces the least recently extended run.
+///
+/// The runs are kept as three arrays rather than an array of runs, so that finding the
+/// run a request continues and the least recently used one each read 16 adjacent
+/// words: this runs on every request of `hscm sim cache` with its defaults (7% fewer
+/// instructions per request than the array of runs, by callgrind).
 #[derive(Debug, Clone)]
 pub struct SequentialCutoff {
     /// Bytes a run may reach before its requests bypass; 0 turns the cutoff off.
     cutoff: u64,
-    /// (next offset, run length in bytes, last use)
-    runs: [(u64, u64, u64); STREAMS],
+    /// Each run's next offset, its length in bytes and its last use.
+    next: [u64; STREAMS],
+    len: [u64; STREAMS],
+    used: [u64; STREAMS],
     clock: u64,
 }
 
@@ -24,7 +31,9 @@ impl SequentialCutoff {
     pub fn new(cutoff: u64) -> SequentialCutoff {
         SequentialCutoff {
             cutoff,
-            runs: [(u64::MAX, 0, 0); STREAMS],
+            next: [u64::MAX; STREAMS],
+            len: [0; STREAMS],
+            used: [0; STREAMS],
             clock: 0,
         }
     }
@@ -35,28 +44,39 @@ impl SequentialCutoff {
 
     /// Records a request of `len` bytes at `offset`; true when its run is longer than
     /// the cutoff (the request should bypass the cache on a miss).
+    #[inline]
     pub fn is_sequential(&mut self, offset: u64, len: u64) -> bool {
         let run = self.observe(offset, len);
         self.cutoff > 0 && run > self.cutoff
     }
 
     /// Records a request and returns the length of the run it belongs to.
+    #[inline]
     fn observe(&mut self, offset: u64, len: u64) -> u64 {
         self.clock += 1;
         let end = offset.saturating_add(len);
-        if let Some(r) = self.runs.iter_mut().find(|r| r.0 == offset) {
-            r.0 = end;
-            r.1 = r.1.saturating_add(len);
-            r.2 = self.clock;
-            return r.1;
-        }
-        let oldest = self
-            .runs
-            .iter_mut()
-            .min_by_key(|r| r.2)
-            .expect("STREAMS is not zero");
-        *oldest = (end, len, self.clock);
-        len
+        // The first run ending here, as a scan in order would find it.
+        let continued = self.next.iter().position(|&n| n == offset);
+        let i = match continued {
+            Some(i) => {
+                self.len[i] = self.len[i].saturating_add(len);
+                i
+            }
+            None => {
+                // The least recently extended (the first of equals, as a scan finds).
+                let oldest = *self.used.iter().min().expect("STREAMS is not zero");
+                let i = self
+                    .used
+                    .iter()
+                    .position(|&u| u == oldest)
+                    .expect("the minimum is there");
+                self.len[i] = len;
+                i
+            }
+        };
+        self.next[i] = end;
+        self.used[i] = self.clock;
+        self.len[i]
     }
 }
 
@@ -137,6 +157,35 @@ mod tests {
         // Off: nothing is placed or sequential.
         let mut off = FirstTouch::new(0);
         assert!((0..10).all(|k| !off.is_sequential(k, 4096)));
+    }
+
+    proptest::proptest! {
+        /// The arrays give what the plain scan over (next, length, last use) runs gives,
+        /// request by request, on requests that often continue a run, tie, or jump.
+        #[test]
+        fn the_arrays_find_what_a_scan_of_runs_finds(
+            reqs in proptest::collection::vec((0u64..40, 1u64..4), 0..3000)
+        ) {
+            let mut fast = SequentialCutoff::new(0);
+            let mut runs = [(u64::MAX, 0u64, 0u64); STREAMS];
+            let mut clock = 0;
+            for (block, blocks) in reqs {
+                let (offset, len) = (block * 4096, blocks * 4096);
+                clock += 1;
+                let want = match runs.iter_mut().find(|r| r.0 == offset) {
+                    Some(r) => {
+                        *r = (offset + len, r.1 + len, clock);
+                        r.1
+                    }
+                    None => {
+                        let oldest = runs.iter_mut().min_by_key(|r| r.2).unwrap();
+                        *oldest = (offset + len, len, clock);
+                        len
+                    }
+                };
+                proptest::prop_assert_eq!(fast.observe(offset, len), want);
+            }
+        }
     }
 
     #[test]
