@@ -736,3 +736,37 @@ fn a_primary_killed_mid_write_copies_only_its_active_extents() {
         }
     }
 }
+
+/// Bad input on the activity log's paths: an extent that is not a power of two is
+/// refused with a clear error and nothing changes; a log damaged on the media (both
+/// slots) after an unclean stop cannot say where the members may differ, so the member
+/// gets a full copy, and ends equal.
+#[test]
+fn a_damaged_activity_log_gives_a_full_copy_and_a_bad_extent_is_refused() {
+    use std::os::unix::fs::FileExt;
+    let dir = tempfile::tempdir().unwrap();
+    let a = Member::new(dir.path(), "a");
+    let (path, m) = create(dir.path(), &[&a], &MirrorOptions::default());
+    let e = m.reshape_activity_log(3 << 20, 4).unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    assert!(e.to_string().contains("power of two"), "{e}");
+    let mut model = vec![0u8; DATA as usize];
+    let mut rng = rand::rngs::StdRng::seed_from_u64(23);
+    write_some(&m, &mut model, &mut rng, 40);
+    drop(m);
+    // As after a crash (the header says unclean), with both slots of the log, at byte
+    // 987,136 of the local copy (docs/mirror.md), overwritten.
+    let mut h = MirrorBackend::header_at(&path).unwrap();
+    h.clean = false;
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.write_all_at(&h.encode_for(h.self_id), 0).unwrap();
+    f.write_all_at(&[0x5a; 8192], 987_136).unwrap();
+    drop(f);
+    let m = MirrorBackend::open(&path, true).unwrap();
+    let s = m.status();
+    assert_eq!(s.members[1].state, MemberState::NeedsFull, "{s:?}");
+    assert!(m.wait_in_sync(Duration::from_secs(30)), "{:?}", m.status());
+    assert!(m.status().members[1].copied >= DATA);
+    assert!(a.data() == model && local_data(&path) == model);
+    drop(m);
+}

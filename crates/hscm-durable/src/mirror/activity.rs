@@ -84,7 +84,7 @@ impl Record {
         d.u8().ok()?;
         let count = d.u32().ok()? as usize;
         d.raw(8).ok()?;
-        if count > MAX_SLOTS || !extent.is_power_of_two() {
+        if count > MAX_SLOTS || !extent.is_power_of_two() || extent < IO_ALIGN {
             return None;
         }
         let extents = (0..count).map(|_| d.u32()).collect::<Result<_, _>>().ok()?;
@@ -110,7 +110,10 @@ impl Record {
         let per = (self.extent / chunk).max(1);
         let last = data_len.div_ceil(chunk);
         self.extents.iter().flat_map(move |&x| {
-            let first = (u64::from(x) * self.extent / chunk).min(last);
+            // A damaged record may name an extent past any volume: it covers nothing.
+            let first = u64::from(x)
+                .checked_mul(self.extent)
+                .map_or(last, |at| (at / chunk).min(last));
             first..(first + per).min(last)
         })
     }
@@ -519,6 +522,24 @@ mod tests {
         // Extents as bitmap chunks: 4 MiB extents of 1 MiB chunks, cut at the end.
         let chunks: Vec<u64> = r.chunks(1 << 20, 30 << 20).collect();
         assert_eq!(chunks, vec![4, 5, 6, 7, 28, 29]);
+        // Extents past the volume (or past u64 once multiplied) cover nothing.
+        let wild = Record {
+            extent: 1 << 62,
+            extents: vec![u32::MAX, 3],
+            ..r.clone()
+        };
+        assert_eq!(wild.chunks(1 << 20, 30 << 20).count(), 0);
+        // An extent below a block is refused at decode.
+        assert_eq!(
+            Record::decode(
+                &Record {
+                    extent: 512,
+                    ..r.clone()
+                }
+                .encode()
+            ),
+            None
+        );
     }
 
     #[test]
