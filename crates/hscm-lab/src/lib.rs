@@ -34,6 +34,7 @@ pub mod kv;
 pub mod mirror;
 pub mod nbd;
 pub mod nbd_strangers;
+pub mod placement;
 pub mod remote;
 pub mod ring;
 pub mod tier;

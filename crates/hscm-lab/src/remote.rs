@@ -16,6 +16,11 @@
 //! * `flat-remote`: the same volume with its home on the export, served the same way;
 //! * `tier-remote`: a tiered volume with an eighth of its size in DRAM on the export;
 //!   `randread-hot` reads a region that fits in DRAM (hits), `randread` all of it.
+//!
+//! Every point runs at each `--placement`: `shared` (every process on any core, the
+//! figures this bench always gave) and `split` (the export's server and the relay on
+//! the last CPU, fio and hscm on the others: two machines' worth of separation, so a
+//! point's bound shows as the side whose cores are full; see [`crate::placement`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -29,8 +34,10 @@ use hscm_nbd::{ExportOptions, Server};
 
 use crate::delay_relay::DelayRelay;
 use crate::nbd::metrics::Served;
+use crate::placement::{on_cpus, pin_process, Placement, Sides};
 use hscm_tier::{TierConfig, TieredVolume};
 use hscm_volume::{CreateOptions, Durability, OpenOptions, Volume};
+use rustix::process::CpuSet;
 use serde::{Deserialize, Serialize};
 
 use crate::units::{parse_size, size_arg};
@@ -53,6 +60,11 @@ pub struct RemoteBenchArgs {
     /// Added round-trip times, in milliseconds, comma-separated.
     #[arg(long, value_delimiter = ',', default_values_t = [0.0, 1.0])]
     pub rtt_ms: Vec<f64>,
+    /// Where the two sides run, comma-separated: shared (every process on any core)
+    /// and/or split (the export's server and the delay relay on the last CPU, fio
+    /// and hscm on the others, as if on two machines).
+    #[arg(long, value_enum, value_delimiter = ',', default_values_t = [Placement::Shared])]
+    pub placement: Vec<Placement>,
     /// Directory for the local volume (default: the system temporary directory).
     #[arg(long)]
     pub dir: Option<PathBuf>,
@@ -88,6 +100,19 @@ pub struct RemoteRow {
     pub busy_cores: Option<f64>,
     #[serde(default)]
     pub cpu_us_per_request: Option<f64>,
+    /// shared or split (see `--placement`).
+    #[serde(default = "shared")]
+    pub placement: String,
+    /// split: the cores of the client side (fio and hscm) kept busy, and that per
+    /// request; a client side near its core count is the point's bound.
+    #[serde(default)]
+    pub client_busy_cores: Option<f64>,
+    #[serde(default)]
+    pub client_cpu_us_per_request: Option<f64>,
+}
+
+fn shared() -> String {
+    Placement::Shared.name().into()
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -126,8 +151,19 @@ pub fn bench(a: &RemoteBenchArgs) -> Result<RemoteBench> {
         size: a.size,
         skipped: Vec::new(),
     };
-    for &rtt in &a.rtt_ms {
-        out.rows.extend(run_at(a, rtt)?);
+    for &placement in &a.placement {
+        let sides = match placement {
+            Placement::Shared => None,
+            Placement::Split => Some(Sides::split()?),
+        };
+        for &rtt in &a.rtt_ms {
+            let rows = match &sides {
+                None => run_at(a, rtt, None)?,
+                // What the client side starts (hscm's threads, fio) inherits its CPUs.
+                Some(s) => on_cpus(&s.client, || run_at(a, rtt, Some(s)))?,
+            };
+            out.rows.extend(rows);
+        }
     }
     out.ratios = ratios(&out.rows);
     Ok(out)
@@ -149,13 +185,22 @@ impl Drop for Export {
 
 /// The export (nbdkit's memory plugin), reached through a [`DelayRelay`] when `rtt`
 /// adds any delay.
-fn start_export(size: u64, rtt: f64) -> Result<Export> {
-    start_nbdkit(&["memory", &size.to_string(), "allocator=malloc"], rtt)
+fn start_export(size: u64, rtt: f64, sides: Option<&Sides>) -> Result<Export> {
+    start_nbdkit_on(
+        &["memory", &size.to_string(), "allocator=malloc"],
+        rtt,
+        sides.map(|s| &s.remote),
+    )
 }
 
 /// nbdkit with `plugin` (its name and arguments) over TCP on 127.0.0.1, reached
 /// through a [`DelayRelay`] when `rtt` (ms) adds any delay.
 pub(crate) fn start_nbdkit(plugin: &[&str], rtt: f64) -> Result<Export> {
+    start_nbdkit_on(plugin, rtt, None)
+}
+
+/// [`start_nbdkit`], nbdkit and the relay pinned to `cpus` where given.
+fn start_nbdkit_on(plugin: &[&str], rtt: f64, cpus: Option<&CpuSet>) -> Result<Export> {
     let port = std::net::TcpListener::bind("127.0.0.1:0")?
         .local_addr()?
         .port();
@@ -180,9 +225,16 @@ pub(crate) fn start_nbdkit(plugin: &[&str], rtt: f64) -> Result<Export> {
         }
         std::thread::sleep(Duration::from_millis(20));
     }
-    let relay = (rtt > 0.0)
-        .then(|| DelayRelay::start(port, Duration::from_secs_f64(rtt / 2000.0)))
-        .transpose()?;
+    if let Some(cpus) = cpus {
+        pin_process(child.id(), cpus)?;
+    }
+    let delay = Duration::from_secs_f64(rtt / 2000.0);
+    let relay = match (rtt > 0.0, cpus) {
+        (false, _) => None,
+        (true, None) => Some(DelayRelay::start(port, delay)?),
+        // The relay's threads inherit the pinned starting thread's CPUs.
+        (true, Some(cpus)) => Some(on_cpus(cpus, || DelayRelay::start(port, delay))?),
+    };
     let reached = relay.as_ref().map_or(port, |r| r.port);
     Ok(Export {
         child,
@@ -200,40 +252,66 @@ fn serve(target: Arc<dyn BlockTarget>, dir: &Path, name: &str) -> Result<Served>
     )
 }
 
-/// Busy and total clock ticks of every CPU, from /proc/stat (None where unreadable).
-fn cpu_ticks() -> Option<(u64, u64)> {
+/// Busy and total clock ticks from /proc/stat and how many CPUs they sum: of every CPU
+/// (`cpus` None), or of the CPUs `cpus` names. None where unreadable. (Counted here,
+/// not by `available_parallelism`, which a pinned caller would see as its own set.)
+fn cpu_ticks(cpus: Option<&[usize]>) -> Option<(u64, u64, usize)> {
     let text = std::fs::read_to_string("/proc/stat").ok()?;
-    let line = text.lines().find(|l| l.starts_with("cpu "))?;
-    let v: Vec<u64> = line
-        .split_whitespace()
-        .skip(1)
-        .filter_map(|x| x.parse().ok())
-        .collect();
-    let total: u64 = v.iter().sum();
-    // idle and iowait are the 4th and 5th fields.
-    let idle = v.get(3)? + v.get(4).copied().unwrap_or(0);
-    Some((total - idle, total))
+    let mut sum = (0, 0, 0);
+    for line in text.lines() {
+        let mut fields = line.split_whitespace();
+        let name = fields.next()?;
+        let wanted = name
+            .strip_prefix("cpu")
+            .and_then(|n| n.parse::<usize>().ok())
+            .is_some_and(|n| cpus.is_none_or(|set| set.contains(&n)));
+        if !wanted {
+            continue;
+        }
+        let v: Vec<u64> = fields.filter_map(|x| x.parse().ok()).collect();
+        let total: u64 = v.iter().sum();
+        // idle and iowait are the 4th and 5th fields.
+        let idle = v.get(3)? + v.get(4).copied().unwrap_or(0);
+        sum = (sum.0 + (total - idle), sum.1 + total, sum.2 + 1);
+    }
+    (sum.2 > 0).then_some(sum)
+}
+
+/// Cores busy between two samples of `cpu_ticks` (of the same CPUs).
+fn busy_between(a: (u64, u64, usize), b: (u64, u64, usize)) -> Option<f64> {
+    let (busy, total) = (b.0.saturating_sub(a.0), b.1.saturating_sub(a.1));
+    (total > 0 && a.2 == b.2).then(|| busy as f64 / total as f64 * b.2 as f64)
 }
 
 /// A measured point, with the cores this machine kept busy over its middle part
-/// (after fio's start and ramp, before its end).
+/// (after fio's start and ramp, before its end): all of them, and those of the client
+/// side where the point is split.
 fn fio_measured(
     uri: &str,
     (rw, bs, qd, jobs): (&str, u64, u32, u32),
     size: u64,
     seconds: f64,
-) -> Result<(crate::fio::FioResult, Option<f64>)> {
+    sides: Option<&Sides>,
+) -> Result<(crate::fio::FioResult, Option<f64>, Option<f64>)> {
+    let client_cpus = sides.map(|s| s.client_cpus.clone());
     let sampler = std::thread::spawn(move || {
+        let sample = || {
+            (
+                cpu_ticks(None),
+                client_cpus.as_deref().and_then(|c| cpu_ticks(Some(c))),
+            )
+        };
         std::thread::sleep(Duration::from_millis(400));
-        let a = cpu_ticks()?;
+        let a = sample();
         std::thread::sleep(Duration::from_secs_f64((seconds * 0.7).max(0.05)));
-        let b = cpu_ticks()?;
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get()) as f64;
-        let (busy, total) = (b.0.saturating_sub(a.0), b.1.saturating_sub(a.1));
-        (total > 0).then(|| busy as f64 / total as f64 * cores)
+        let b = sample();
+        let all = a.0.zip(b.0).and_then(|(a, b)| busy_between(a, b));
+        let client = a.1.zip(b.1).and_then(|(a, b)| busy_between(a, b));
+        (all, client)
     });
     let r = fio_point(uri, rw, bs, qd, jobs, size, Some(seconds))?;
-    Ok((r, sampler.join().ok().flatten()))
+    let (all, client) = sampler.join().unwrap_or((None, None));
+    Ok((r, all, client))
 }
 
 fn fio_point(
@@ -258,14 +336,19 @@ fn fio_point(
 }
 
 /// Every point of one RTT.
-fn run_at(a: &RemoteBenchArgs, rtt: f64) -> Result<Vec<RemoteRow>> {
+fn run_at(a: &RemoteBenchArgs, rtt: f64, sides: Option<&Sides>) -> Result<Vec<RemoteRow>> {
+    let placement = if sides.is_some() {
+        Placement::Split
+    } else {
+        Placement::Shared
+    };
     let scratch = crate::scratch::Scratch::new("remote", a.dir.as_deref())?;
     let dir = scratch.path();
     let home_len = a.size + (64 << 20);
     let mut rows = Vec::new();
     let row = |target: &str,
                (rw, bs, qd, jobs): (&str, u64, u32, u32),
-               (r, busy): (crate::fio::FioResult, Option<f64>),
+               (r, busy, client_busy): (crate::fio::FioResult, Option<f64>, Option<f64>),
                hit: Option<f64>| RemoteRow {
         workload: rw.into(),
         bs,
@@ -280,13 +363,18 @@ fn run_at(a: &RemoteBenchArgs, rtt: f64) -> Result<Vec<RemoteRow>> {
         hit_ratio: hit,
         busy_cores: busy,
         cpu_us_per_request: busy.filter(|_| r.iops > 0.0).map(|c| c * 1e6 / r.iops),
+        placement: placement.name().into(),
+        client_busy_cores: client_busy,
+        client_cpu_us_per_request: client_busy
+            .filter(|_| r.iops > 0.0)
+            .map(|c| c * 1e6 / r.iops),
     };
 
     // fio straight at the export: one round trip per request.
-    let direct = start_export(home_len, rtt)?;
+    let direct = start_export(home_len, rtt, sides)?;
     fio_point(&direct.uri, "write", 1 << 20, 1, 1, a.size, None)?;
     for p in POINTS {
-        let r = fio_measured(&direct.uri, p, a.size, a.seconds)?;
+        let r = fio_measured(&direct.uri, p, a.size, a.seconds, sides)?;
         rows.push(row("direct", p, r, None));
     }
     drop(direct);
@@ -310,7 +398,7 @@ fn run_at(a: &RemoteBenchArgs, rtt: f64) -> Result<Vec<RemoteRow>> {
     };
     // The flat volume, on a local file and on the export, served alike.
     let local = dir.join("flat.hscm");
-    let export = start_export(home_len, rtt)?;
+    let export = start_export(home_len, rtt, sides)?;
     for (target, home) in [
         ("flat-local", local.clone()),
         ("flat-remote", PathBuf::from(&export.uri)),
@@ -318,14 +406,14 @@ fn run_at(a: &RemoteBenchArgs, rtt: f64) -> Result<Vec<RemoteRow>> {
         let served = serve(flat(&home)?, dir, target)?;
         fio_point(&served.uri, "write", 1 << 20, 1, 1, a.size, None)?;
         for p in POINTS {
-            let r = fio_measured(&served.uri, p, a.size, a.seconds)?;
+            let r = fio_measured(&served.uri, p, a.size, a.seconds, sides)?;
             rows.push(row(target, p, r, None));
         }
     }
     drop(export);
 
     // The tiered volume on the export: an eighth of it in DRAM.
-    let export = start_export(home_len, rtt)?;
+    let export = start_export(home_len, rtt, sides)?;
     let ram = (a.size / 8).max(4 << 20);
     let home = PathBuf::from(&export.uri);
     TieredVolume::create(&home, &TierConfig::new(a.size, ram), true)?;
@@ -345,7 +433,7 @@ fn run_at(a: &RemoteBenchArgs, rtt: f64) -> Result<Vec<RemoteRow>> {
         }
         let before = tier.stats().tiers[0].clone();
         let fio_rw = if rw == "randread-hot" { "randread" } else { rw };
-        let r = fio_measured(&served.uri, (fio_rw, bs, qd, jobs), span, a.seconds)?;
+        let r = fio_measured(&served.uri, (fio_rw, bs, qd, jobs), span, a.seconds, sides)?;
         let after = tier.stats().tiers[0].clone();
         let hits = after.read_hits.saturating_sub(before.read_hits) as f64;
         let misses = after.read_misses.saturating_sub(before.read_misses) as f64;
@@ -356,8 +444,31 @@ fn run_at(a: &RemoteBenchArgs, rtt: f64) -> Result<Vec<RemoteRow>> {
     Ok(rows)
 }
 
-/// The ratios the targets are read against.
+/// The ratios the targets are read against: within one placement, each keyed
+/// as the JSON contract says, with " split" after the key for split points.
 fn ratios(rows: &[RemoteRow]) -> BTreeMap<String, f64> {
+    let mut out = BTreeMap::new();
+    for placement in [Placement::Shared, Placement::Split] {
+        let name = placement.name();
+        let these: Vec<RemoteRow> = rows
+            .iter()
+            .filter(|r| r.placement == name)
+            .cloned()
+            .collect();
+        let suffix = if placement == Placement::Split {
+            " split"
+        } else {
+            ""
+        };
+        for (k, v) in ratios_of(&these) {
+            out.insert(format!("{k}{suffix}"), v);
+        }
+    }
+    out
+}
+
+/// [`ratios`] of the points of one placement.
+fn ratios_of(rows: &[RemoteRow]) -> BTreeMap<String, f64> {
     let find = |target: &str, rw: &str, bs: u64, qd: u32, rtt: f64| {
         rows.iter().find(|r| {
             r.target == target && r.workload == rw && r.bs == bs && r.qd == qd && r.rtt_ms == rtt
@@ -409,11 +520,12 @@ impl RemoteBench {
             self.size >> 20
         );
         s += &format!(
-            "{:<13} {:>8} {:>8} {:<12} {:>6} {:>10} {:>9} {:>9} {:>9} {:>6} {:>6} {:>8}\n",
+            "{:<13} {:>8} {:>8} {:<12} {:<6} {:>6} {:>10} {:>9} {:>9} {:>9} {:>6} {:>6} {:>8} {:>7}\n",
             "workload",
             "bs",
             "qd x j",
             "target",
+            "place",
             "rtt",
             "IOPS",
             "MB/s",
@@ -421,15 +533,17 @@ impl RemoteBench {
             "p99 µs",
             "hits",
             "cores",
-            "CPU µs"
+            "CPU µs",
+            "client"
         );
         for r in &self.rows {
             s += &format!(
-                "{:<13} {:>8} {:>8} {:<12} {:>6} {:>10.0} {:>9.1} {:>9.1} {:>9.1} {:>6} {:>6} {:>8}\n",
+                "{:<13} {:>8} {:>8} {:<12} {:<6} {:>6} {:>10.0} {:>9.1} {:>9.1} {:>9.1} {:>6} {:>6} {:>8} {:>7}\n",
                 r.workload,
                 r.bs,
                 format!("{}x{}", r.qd, r.jobs),
                 r.target,
+                r.placement,
                 format!("{}ms", r.rtt_ms),
                 r.iops,
                 r.mbps,
@@ -439,10 +553,12 @@ impl RemoteBench {
                     .map_or("-".into(), |h| format!("{:.0}%", h * 100.0)),
                 r.busy_cores.map_or("-".into(), |c| format!("{c:.2}")),
                 r.cpu_us_per_request
-                    .map_or("-".into(), |c| format!("{c:.1}"))
+                    .map_or("-".into(), |c| format!("{c:.1}")),
+                r.client_busy_cores
+                    .map_or("-".into(), |c| format!("{c:.2}"))
             );
         }
-        s += "\ncores: this machine's CPUs kept busy during the point (fio, hscm, the delay relay and the export's server all run here); CPU µs: that per request\n";
+        s += "\ncores: this machine's CPUs kept busy during the point (fio, hscm, the delay relay and the export's server all run here); CPU µs: that per request; place: shared (every process on any core) or split (the export's server and the relay on the last CPU, fio and hscm on the others); client: the client side's cores kept busy (split)\n";
         s += "\nratios (same run):\n";
         for (k, v) in &self.ratios {
             s += &format!("  {k:<58} {v:.2}x\n");
@@ -451,5 +567,31 @@ impl RemoteBench {
             s += &format!("skipped: {why}\n");
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busy_cores_count_every_cpu_even_from_a_pinned_thread() {
+        let Ok(sides) = Sides::split() else {
+            return; // one CPU: no split to measure from
+        };
+        let (all, client) = on_cpus(&sides.remote, || {
+            Ok((cpu_ticks(None), cpu_ticks(Some(&sides.client_cpus))))
+        })
+        .unwrap();
+        let (all, client) = (all.unwrap(), client.unwrap());
+        // The pinned thread may run on one CPU, yet the machine has them all.
+        assert_eq!(all.2, sides.client_cpus.len() + 1);
+        assert_eq!(client.2, sides.client_cpus.len());
+        assert!(client.1 <= all.1 && client.0 <= all.0);
+        assert_eq!(
+            busy_between(all, (all.0 + 5, all.1 + 10, all.2)),
+            Some(all.2 as f64 / 2.0)
+        );
+        assert_eq!(busy_between(all, client), None, "samples of other CPU sets");
     }
 }

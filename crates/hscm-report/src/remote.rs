@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 use anyhow::Result;
 
 use crate::{targets, Check};
+use hscm_lab::placement::{Placement, Sides};
 use hscm_lab::remote::{self, RemoteBench, RemoteBenchArgs};
 
 fn ratio(b: &RemoteBench, key: &str) -> f64 {
@@ -17,6 +18,13 @@ pub fn subsection(md: &mut String, quick: bool) -> Result<(Vec<(String, Check)>,
     let args = RemoteBenchArgs {
         seconds: if quick { 0.3 } else { 2.0 },
         size: if quick { 16 << 20 } else { 128 << 20 },
+        // Split (each side on its own cores) shows which side bounds a point.
+        // (and needs two CPUs).
+        placement: if quick || Sides::split().is_err() {
+            vec![Placement::Shared]
+        } else {
+            vec![Placement::Shared, Placement::Split]
+        },
         ..hscm_lab::flag_defaults()
     };
     note!("[nbd] volumes on a home over the network, against the export itself");
@@ -31,18 +39,22 @@ pub fn subsection(md: &mut String, quick: bool) -> Result<(Vec<(String, Check)>,
         b.seconds, hscm_lab::units::human_bytes(b.size))?;
     writeln!(
         md,
-        "| workload | bs | QD x jobs | target | added RTT | IOPS | p50 µs | p99 µs | DRAM hits | busy cores | CPU µs/request |"
+        "| workload | bs | QD x jobs | target | placement | added RTT | IOPS | p50 µs | p99 µs | DRAM hits | busy cores | CPU µs/request | client cores | client µs/request |"
     )?;
-    writeln!(md, "|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|")?;
+    writeln!(
+        md,
+        "|---|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+    )?;
     for r in &b.rows {
         writeln!(
             md,
-            "| {} | {} | {}x{} | {} | {} ms | {:.0} | {:.1} | {:.1} | {} | {} | {} |",
+            "| {} | {} | {}x{} | {} | {} | {} ms | {:.0} | {:.1} | {:.1} | {} | {} | {} | {} | {} |",
             r.workload,
             hscm_lab::units::human_bytes(r.bs),
             r.qd,
             r.jobs,
             r.target,
+            r.placement,
             r.rtt_ms,
             r.iops,
             r.p50_us,
@@ -51,6 +63,10 @@ pub fn subsection(md: &mut String, quick: bool) -> Result<(Vec<(String, Check)>,
                 .map_or("".into(), |h| format!("{:.0}%", h * 100.0)),
             r.busy_cores.map_or("".into(), |c| format!("{c:.2}")),
             r.cpu_us_per_request
+                .map_or("".into(), |c| format!("{c:.1}")),
+            r.client_busy_cores
+                .map_or("".into(), |c| format!("{c:.2}")),
+            r.client_cpu_us_per_request
                 .map_or("".into(), |c| format!("{c:.1}"))
         )?;
     }
@@ -59,7 +75,10 @@ pub fn subsection(md: &mut String, quick: bool) -> Result<(Vec<(String, Check)>,
         the client's connections (64 writers keep 64 requests in flight on 4 connections). What stands between it and \
         the export's own rate is this machine's two cores, which fio, hscm, the delay relay and the export's server all \
         share here (on real machines the server and the wire are elsewhere): `busy cores` is how many of them the point \
-        kept busy and `CPU µs/request` that per request, everything on the machine counted. Writers of different \
+        kept busy and `CPU µs/request` that per request, everything on the machine counted. The `split` rows stand in \
+        for two machines: nbdkit and the relay pinned to the last CPU, fio and hscm to the others; `client cores` and \
+        `client µs/request` count the client side's CPUs alone, so a point whose client cores are full is bound by \
+        the client's CPU time per request, not by the other side. Writers of different \
         sectors no longer wait for each other's round trips (a write holds its sectors, not its 1 MiB chunk, while its \
         bytes travel). The tiered volume sends each run of consecutive \
         blocks home as one request and reads a miss's run ahead in one, but serves requests one at a time under its \
@@ -88,6 +107,18 @@ pub fn subsection(md: &mut String, quick: bool) -> Result<(Vec<(String, Check)>,
             ),
         ),
     ));
+    if args.placement.contains(&Placement::Split) {
+        checks.push((
+            format!("split, {rtt} ms"),
+            Check::new(
+                &targets::REMOTE_DURABLE_WRITE_VS_DIRECT,
+                ratio(
+                    &b,
+                    &format!("randwrite 4096 qd16x4 rtt{rtt} flat-remote/direct split"),
+                ),
+            ),
+        ));
+    }
     checks.push((
         format!("{rtt} ms"),
         Check::new(
