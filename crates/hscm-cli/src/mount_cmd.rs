@@ -68,11 +68,11 @@ pub struct MountArgs {
     /// Which files stay in RAM under a budget, as `hscm sim cache` names policies
     /// (lru, fifo, clock, sieve, s3fifo, arc, with +second-miss admission).
     #[arg(long, default_value = "lru")]
-    pub ram_policy: hscm_policy::cache::PolicySpec,
+    pub ram_policy: hscm_serving::PolicySpec,
     /// On-flush: how much of what closed files hold in RAM, not yet home, may wait
     /// for the next fsync (which takes it home). Past it, a close takes its file
     /// home itself, with everything waiting: a bound on the next fsync's work.
-    #[arg(long, value_parser = crate::units::parse_size, default_value = crate::units::size_arg(hscm_fs::DEFAULT_DIRTY_MAX))]
+    #[arg(long, value_parser = crate::units::parse_size, default_value = crate::units::size_arg(hscm_serving::FilesOptions::default().dirty_max))]
     pub dirty_max: u64,
     /// Serve every read through the daemon and the kernel's page cache, as FUSE did
     /// before passthrough: slower cold reads, and a second copy of what is read.

@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use anyhow::{bail, Context, Result};
 use clap::builder::TypedValueParser as _;
-use hscm_block::Counted;
 use hscm_lab::units::{parse_seconds, parse_size, size_arg};
 use hscm_nbd::{Endpoint, ExportOptions, ListenLimits, Listener, Server, Tls, TlsMode};
 use hscm_volume::Durability;
@@ -224,7 +223,7 @@ pub fn serve(a: &NbdArgs) -> Result<()> {
         },
     )?;
     let engine = opened.engine().clone();
-    let target = Arc::new(Counted::new(opened.target()));
+    let target = opened.counted_target();
     let server = Arc::new(Server::new(target.clone(), export));
     let stats = server.stats();
     let uri = client_uri(listener.uri(&a.export), a.tls);

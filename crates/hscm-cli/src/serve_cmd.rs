@@ -3,11 +3,9 @@
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use hscm_block::Counted;
 use hscm_ring::{Server, ServerOptions};
 
 #[derive(clap::Args)]
@@ -56,7 +54,7 @@ pub fn serve(a: &ServeArgs) -> Result<()> {
         max_clients: a.max_clients,
         ..Default::default()
     };
-    let target = Arc::new(Counted::new(opened.target()));
+    let target = opened.counted_target();
     let server = Server::bind(&path, target.clone(), opts)?;
     let stats = server.stats();
     let service = {

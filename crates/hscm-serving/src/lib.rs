@@ -32,6 +32,8 @@ pub use error::{Error, Result};
 pub use inspect::{describe, saved_counters, Description};
 pub use kind::{detect, Kind};
 pub use lifecycle::stop_on_signals;
+// The type of [`FilesOptions::ram_policy`], so callers name it where they set it.
+pub use hscm_policy::cache::PolicySpec;
 pub use open::{
     open, open_files, open_target, require_files, Engine, FilesOptions, Opened, TargetOptions,
     SERVED_STATS_EVERY,

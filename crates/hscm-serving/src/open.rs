@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use hscm_block::BlockTarget;
+use hscm_block::{BlockTarget, Counted};
 use hscm_fs::{FileSystem, MountOptions, RamOptions};
 use hscm_policy::cache::PolicySpec;
 use hscm_tier::TieredVolume;
@@ -258,6 +258,12 @@ impl Opened {
             Engine::Flat(v) | Engine::Files { volume: v, .. } => v.clone(),
             Engine::Tiered(t) => t.clone(),
         }
+    }
+
+    /// [`Opened::target`] with its operations counted, as a front-end serves it (the
+    /// counts are what its status probe reports).
+    pub fn counted_target(&self) -> Arc<Counted<Arc<dyn BlockTarget>>> {
+        Arc::new(Counted::new(self.target()))
     }
 
     /// Bytes the target holds.
