@@ -420,21 +420,29 @@ fn qemu_nbd_over_tls() {
     conformance(&open(&uri), 6);
 }
 
-#[test]
-fn a_server_killed_or_stopped_mid_write_and_started_again_loses_nothing_acknowledged() {
-    let dir = tempfile::tempdir().unwrap();
-    let file = dir.path().join("disk");
+/// An export of a zeroed file in `dir` whose writes stay in the server's memory until a
+/// flush (nbdkit's cache filter in write-back mode), so a killed server loses what it
+/// acknowledged and had not flushed: the client's replay copy is what brings it back.
+/// The file, the server's socket, and nbdkit's arguments.
+fn write_back_cached_file(dir: &Path) -> (PathBuf, PathBuf, Vec<String>) {
+    let file = dir.join("disk");
     std::fs::write(&file, vec![0u8; SIZE as usize]).unwrap();
-    let sock = dir.path().join("s");
-    // Writes stay in the server's memory until a flush (nbdkit's cache filter in
-    // write-back mode), so a killed server loses what it acknowledged and had not
-    // flushed: the client's replay copy is what brings it back.
     let args = [
         "--filter=cache",
         "file",
         file.to_str().unwrap(),
         "cache=writeback",
-    ];
+    ]
+    .map(String::from)
+    .to_vec();
+    (file, dir.join("s"), args)
+}
+
+#[test]
+fn a_server_killed_or_stopped_mid_write_and_started_again_loses_nothing_acknowledged() {
+    let dir = tempfile::tempdir().unwrap();
+    let (file, sock, args) = write_back_cached_file(dir.path());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
     let mut server = Some(Server::nbdkit(&sock, &args));
     let b = std::sync::Arc::new(open(&server.as_ref().unwrap().uri("&timeout=20")));
     let mut model = vec![0u8; USABLE as usize];
@@ -1033,4 +1041,48 @@ fn an_overlapped_durable_write_runs_the_callers_work_once_and_while_it_travels()
     );
     b.write_durable_overlapped(0, &[4u8; BLOCK], &mut || {})
         .unwrap();
+}
+
+/// A block written plainly (kept for replay until a flush) and then durably (FUA):
+/// after the server is killed and started again, the replay copy written again must
+/// not be the older bytes over the newer, acknowledged durable ones.
+#[test]
+fn a_durable_write_is_not_undone_by_the_replay_of_an_older_plain_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, sock, args) = write_back_cached_file(dir.path());
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let server = Server::nbdkit(&sock, &args);
+    let b = open(&server.uri("&timeout=20"));
+    let at = 7 * BLOCK as u64;
+    b.write_at(at, &[1u8; BLOCK]).unwrap();
+    b.write_durable_at(at, &[2u8; BLOCK]).unwrap();
+    // And one covered only in part by the durable write: the copy takes its bytes.
+    let partly = 9 * BLOCK as u64;
+    b.write_at(partly, &[3u8; BLOCK]).unwrap();
+    b.write_durable_at(partly + 512, &[4u8; 512]).unwrap();
+    server.kill();
+    let _restarted = Server::nbdkit(&sock, &args);
+    // The next request finds the connection lost, makes it again and replays.
+    let mut got = vec![0u8; BLOCK];
+    b.read_at(at, &mut got).unwrap();
+    assert!(
+        got.iter().all(|&x| x == 2),
+        "the durable write was overwritten by the replay of an older one (read {})",
+        got[0]
+    );
+    b.read_at(partly, &mut got).unwrap();
+    let mut want = vec![3u8; BLOCK];
+    want[512..1024].fill(4);
+    assert!(
+        got == want,
+        "a durable write over part of a kept block was undone"
+    );
+    assert!(
+        b.health()
+            .reconnects
+            .load(std::sync::atomic::Ordering::Relaxed)
+            >= 1
+    );
+    // Before the server goes: closing releases the owner record on it.
+    drop(b);
 }

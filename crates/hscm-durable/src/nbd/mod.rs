@@ -396,6 +396,41 @@ impl NbdBackend {
         }
     }
 
+    /// A durable write (FUA) the server acknowledged over `[offset, offset + len)`,
+    /// with its bytes (None: zeroes): the replay copy of every block it covers goes,
+    /// and one it covers in part takes its bytes, so that writing the copy again after
+    /// a lost connection never undoes it.
+    fn forget_replay_of(&self, offset: u64, len: u64, bytes: Option<&[u8]>) {
+        let mut r = self.replay.lock();
+        if r.blocks.is_empty() {
+            return;
+        }
+        let end = offset.saturating_add(len);
+        // Kept blocks are at most IO_ALIGN long: any that overlaps starts past this.
+        let first = offset.saturating_sub(IO_ALIGN - 1);
+        let touched: Vec<u64> = r.blocks.range(first..end).map(|(at, _)| *at).collect();
+        for at in touched {
+            let Some((_, block)) = r.blocks.get_mut(&at) else {
+                continue;
+            };
+            let block_end = at + block.len() as u64;
+            if offset <= at && block_end <= end {
+                let freed = block.len() as u64;
+                r.blocks.remove(&at);
+                r.bytes -= freed;
+                continue;
+            }
+            let (from, to) = (offset.max(at), end.min(block_end));
+            let part = &mut block[(from - at) as usize..(to - at) as usize];
+            match bytes {
+                Some(b) => {
+                    part.copy_from_slice(&b[(from - offset) as usize..(to - offset) as usize])
+                }
+                None => part.fill(0),
+            }
+        }
+    }
+
     /// Writes every kept block again on connection `conn` (made anew), with no other
     /// request in flight.
     fn replay_all(&self, conn: usize, deadline: Instant) -> io::Result<()> {

@@ -378,10 +378,19 @@ impl NbdBackend {
                 );
                 return self.lose(conn, session, vec![e], why);
             }
-            if e.op.kind == CMD_WRITE && e.op.error.is_none() && e.op.flags & CMD_FLAG_FUA == 0 {
+            let written = matches!(e.op.kind, CMD_WRITE | CMD_WRITE_ZEROES) && e.op.error.is_none();
+            if written && e.op.flags & CMD_FLAG_FUA == 0 {
                 if let Some(bytes) = e.op.data.write_bytes(CMD_WRITE) {
                     self.keep_for_replay(e.op.offset, bytes);
                 }
+            } else if written {
+                // Durable now: an older copy of these blocks written again after a lost
+                // connection would undo it.
+                let bytes =
+                    e.op.data
+                        .write_bytes(e.op.kind)
+                        .filter(|_| e.op.kind == CMD_WRITE);
+                self.forget_replay_of(e.op.offset, u64::from(e.op.len), bytes);
             }
             self.health.reachable.store(true, Ordering::Relaxed);
             e.group.hand_back(e.index, e.op, None);
