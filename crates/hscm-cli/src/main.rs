@@ -271,7 +271,9 @@ fn main() -> std::process::ExitCode {
             e.exit()
         }
     };
-    match run(cli) {
+    let ran = run(cli);
+    hscm_lab::scratch::let_a_signal_end_the_process();
+    match ran {
         Ok(()) => std::process::ExitCode::SUCCESS,
         // The reader went away (`hscm … | head -1`): what it wanted, it has.
         Err(e) if errors::is_closed_pipe(&e) => std::process::ExitCode::SUCCESS,

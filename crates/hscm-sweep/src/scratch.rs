@@ -11,7 +11,9 @@
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, Once};
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 
@@ -29,6 +31,8 @@ enum Undo {
 /// What to undo if the process is stopped by a signal, oldest first.
 static LIVE: Mutex<Vec<Undo>> = Mutex::new(Vec::new());
 static HANDLER: Once = Once::new();
+/// Set once a signal arrived: the handler is undoing the list and will end the process.
+static STOPPING: AtomicBool = AtomicBool::new(false);
 
 fn track(undo: Undo) {
     HANDLER.call_once(|| {
@@ -41,6 +45,7 @@ fn track(undo: Undo) {
                 .name("hscm-cleanup".into())
                 .spawn(move || {
                     if let Some(sig) = signals.forever().next() {
+                        STOPPING.store(true, Ordering::SeqCst);
                         let name = if sig == signal_hook::consts::SIGINT {
                             "SIGINT"
                         } else {
@@ -56,6 +61,18 @@ fn track(undo: Undo) {
         }
     });
     lock_live().push(undo);
+}
+
+/// Where a signal is being handled, waits for the handler to end the process with the
+/// signal's exit status: the command's own ending meanwhile (often an error, as what
+/// it worked in is removed under it) must not win the race with a status of its own.
+/// Returns at once otherwise, or if the handler has not ended it within a minute.
+pub fn let_a_signal_end_the_process() {
+    let mut waited = Duration::ZERO;
+    while STOPPING.load(Ordering::SeqCst) && waited < Duration::from_secs(60) {
+        std::thread::sleep(Duration::from_millis(50));
+        waited += Duration::from_millis(50);
+    }
 }
 
 fn untrack(undo: &Undo) {
