@@ -1,12 +1,13 @@
 //! Counters and latencies for any target, as a wrapper: a front-end that reports them pays for the
 //! atomic adds; the engines' own hot paths do not.
 
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Instant;
 
 use crate::latency::{Latency, LatencySnapshot};
 
-use crate::{BlockTarget, Capabilities, Result, WriteFlags, ZeroFlags};
+use crate::{BlockTarget, Capabilities, Result, WriteDone, WriteFlags, ZeroFlags};
 
 /// Requests and bytes a [`Counted`] target has served, and how many failed.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -104,7 +105,8 @@ pub struct OpSnapshot {
 /// `T`, counting and timing what it serves.
 pub struct Counted<T> {
     inner: T,
-    ops: [OpCounter; 5],
+    /// Shared with the callbacks of started writes, which count when they complete.
+    ops: Arc<[OpCounter; 5]>,
 }
 
 const READ: usize = 0;
@@ -148,7 +150,7 @@ impl<T: BlockTarget> Counted<T> {
     /// Every kind of request, in [`OPS`]'s order, with its latencies.
     pub fn ops(&self) -> Vec<OpSnapshot> {
         OPS.iter()
-            .zip(&self.ops)
+            .zip(self.ops.iter())
             .map(|(name, op)| op.snapshot(name))
             .collect()
     }
@@ -179,6 +181,29 @@ impl<T: BlockTarget> BlockTarget for Counted<T> {
         self.count(WRITE, data.len() as u64, || {
             self.inner.write_at(offset, data, flags)
         })
+    }
+
+    fn start_write(
+        &self,
+        offset: u64,
+        data: &[u8],
+        flags: WriteFlags,
+        done: WriteDone,
+    ) -> std::result::Result<(), WriteDone> {
+        let (ops, started, bytes) = (self.ops.clone(), Instant::now(), data.len() as u64);
+        // Cleared where the write is not started: the caller then writes it with
+        // `write_at`, which counts it, and calls the callback handed back.
+        let counting = Arc::new(AtomicBool::new(true));
+        let counts = counting.clone();
+        let counted: WriteDone = Box::new(move |r: Result<()>| {
+            if counts.load(Ordering::Acquire) {
+                ops[WRITE].record(started, r.is_ok(), bytes);
+            }
+            done(r)
+        });
+        self.inner
+            .start_write(offset, data, flags, counted)
+            .inspect_err(|_| counting.store(false, Ordering::Release))
     }
 
     fn flush(&self) -> Result<()> {

@@ -92,6 +92,9 @@ pub struct Capabilities {
     pub block_sizes: BlockSizes,
 }
 
+/// What completes a started write ([`BlockTarget::start_write`]).
+pub type WriteDone = Box<dyn FnOnce(Result<()>) + Send>;
+
 /// A byte-addressed device that a front-end serves.
 ///
 /// Every request names `[offset, offset + len)`; one outside `[0, size())` fails with
@@ -119,6 +122,23 @@ pub trait BlockTarget: Send + Sync {
     }
 
     fn write_at(&self, offset: u64, data: &[u8], flags: WriteFlags) -> Result<()>;
+
+    /// Starts [`Self::write_at`] and returns at once: `done` hears the outcome,
+    /// exactly once, from whichever thread sees the write complete (so it must not
+    /// wait for the caller). Err(done), nothing started, where the target cannot
+    /// start this write (the default); the caller then calls `write_at`. For a
+    /// front-end that keeps many writes in flight from one thread, where each would
+    /// otherwise wait on a thread of its own (a durable write to a network home).
+    fn start_write(
+        &self,
+        offset: u64,
+        data: &[u8],
+        flags: WriteFlags,
+        done: WriteDone,
+    ) -> std::result::Result<(), WriteDone> {
+        let _ = (offset, data, flags);
+        Err(done)
+    }
 
     /// Makes every write completed before the call durable.
     fn flush(&self) -> Result<()>;
@@ -161,6 +181,16 @@ impl<T: BlockTarget + ?Sized> BlockTarget for std::sync::Arc<T> {
 
     fn write_at(&self, offset: u64, data: &[u8], flags: WriteFlags) -> Result<()> {
         (**self).write_at(offset, data, flags)
+    }
+
+    fn start_write(
+        &self,
+        offset: u64,
+        data: &[u8],
+        flags: WriteFlags,
+        done: WriteDone,
+    ) -> std::result::Result<(), WriteDone> {
+        (**self).start_write(offset, data, flags, done)
     }
 
     fn flush(&self) -> Result<()> {

@@ -3,10 +3,10 @@
 //! (requests, journal, checkpoints, write-back, the loader) is counted in one place.
 
 use std::io;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-use crate::backend::Backend;
+use crate::backend::{Backend, WriteDone};
 
 /// Device operations since the volume opened.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -103,6 +103,31 @@ impl Backend for CountingBackend {
         DeviceCounters::add(&self.counters.written_bytes, buf.len() as u64);
         DeviceCounters::add(&self.counters.syncs, 1);
         Ok(())
+    }
+
+    fn start_write_through(
+        &self,
+        offset: u64,
+        buf: &[u8],
+        done: WriteDone,
+    ) -> Result<(), WriteDone> {
+        let counters = self.counters.clone();
+        let len = buf.len() as u64;
+        // Cleared if the write is not started: the callback handed back is then
+        // called after the caller's `write_through_at`, which counts it already.
+        let started = Arc::new(AtomicBool::new(true));
+        let counts = started.clone();
+        let counted: WriteDone = Box::new(move |r: io::Result<()>| {
+            if r.is_ok() && counts.load(Ordering::Acquire) {
+                DeviceCounters::add(&counters.writes, 1);
+                DeviceCounters::add(&counters.written_bytes, len);
+                DeviceCounters::add(&counters.syncs, 1);
+            }
+            done(r)
+        });
+        self.inner
+            .start_write_through(offset, buf, counted)
+            .inspect_err(|_| started.store(false, Ordering::Release))
     }
 
     fn describe(&self) -> String {

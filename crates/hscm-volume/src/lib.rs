@@ -42,7 +42,7 @@ pub use journal::{JOURNAL_OFFSET, MIN_JOURNAL};
 pub use ram::{check_fits_in_memory, memory_available_for_volumes};
 pub use volume::{
     CreateOptions, Inspection, JournalStats, LoadProgress, LoadState, OpenOptions, Volume,
-    WriteBackStats, DEFAULT_CHUNK_SIZE, DEFAULT_DIRTY_MAX,
+    WriteBackStats, WriteDone, DEFAULT_CHUNK_SIZE, DEFAULT_DIRTY_MAX,
 };
 
 /// When a write is durable (hscm-durable holds the one vocabulary every engine uses).

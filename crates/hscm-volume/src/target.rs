@@ -98,6 +98,32 @@ impl BlockTarget for Volume {
             .map_err(block_error)
     }
 
+    /// Started where the write is immediate (FUA, or an immediate volume) and the
+    /// volume can start it ([`Volume::can_start_write`]): a network home.
+    fn start_write(
+        &self,
+        offset: u64,
+        data: &[u8],
+        flags: WriteFlags,
+        done: hscm_block::WriteDone,
+    ) -> Result<(), hscm_block::WriteDone> {
+        let durability = if flags.fua {
+            Durability::Immediate
+        } else {
+            self.durability()
+        };
+        if !self.can_start_write(offset, data.len(), durability) {
+            return Err(done);
+        }
+        Volume::start_write(
+            self,
+            offset,
+            data,
+            Box::new(move |r| done(r.map_err(block_error))),
+        );
+        Ok(())
+    }
+
     fn flush(&self) -> hscm_block::Result<()> {
         Volume::flush(self).map_err(block_error)
     }

@@ -61,6 +61,9 @@ type Result<T> = std::result::Result<T, DeviceError>;
 /// sector (`hscm_ring::PROTOCOL_SECTOR`), which only counts in commands.
 pub const IO_ALIGN: u64 = 4096;
 
+/// What completes a started write ([`Backend::start_write_through`]).
+pub type WriteDone = Box<dyn FnOnce(io::Result<()>) + Send>;
+
 pub trait Backend: Send + Sync {
     /// Size of the store in bytes.
     fn len(&self) -> u64;
@@ -95,6 +98,21 @@ pub trait Backend: Send + Sync {
     fn write_through_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
         self.write_at(offset, buf)?;
         self.sync()
+    }
+    /// Starts [`Self::write_through_at`] without waiting for it: `done` is called
+    /// exactly once with its outcome, from whichever thread sees it complete (it must
+    /// not wait on the caller). Err(done), nothing started, where the backend cannot
+    /// start this write now; the caller then writes with `write_through_at`. A network
+    /// home does it so that one thread keeps many writes in flight with no thread
+    /// waiting for each.
+    fn start_write_through(
+        &self,
+        offset: u64,
+        buf: &[u8],
+        done: WriteDone,
+    ) -> std::result::Result<(), WriteDone> {
+        let _ = (offset, buf);
+        Err(done)
     }
     /// Names the store in messages (a path, or what a test backend stands for).
     fn describe(&self) -> String;

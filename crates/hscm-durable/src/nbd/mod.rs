@@ -17,6 +17,7 @@
 //! call fails with an error naming the export and what went wrong; nothing is
 //! reported as written that the server did not acknowledge.
 
+mod backend;
 mod mux;
 pub mod owner;
 pub mod psk;
@@ -30,12 +31,13 @@ pub mod wire;
 use std::collections::BTreeMap;
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
 
 use parking_lot::{Mutex, RwLock};
 
-use crate::device::{Backend, DeviceError, RemoteHealth, IO_ALIGN};
+use crate::device::{DeviceError, RemoteHealth, IO_ALIGN};
+pub use backend::NbdBackend;
 use mux::Conn;
 use session::{ConnectError, Data, Export, Op, Session};
 use stream::TlsClient;
@@ -64,7 +66,11 @@ struct Replay {
     seq: u64,
 }
 
-pub struct NbdBackend {
+/// What every caller of an [`NbdBackend`] and its helper threads share: the
+/// connections, the replay copy and the owner claim.
+pub struct NbdClient {
+    /// This client, for the threads that retry a started write after a lost connection.
+    me: Weak<NbdClient>,
     uri: NbdUri,
     tls: Option<TlsClient>,
     export: Export,
@@ -85,6 +91,10 @@ pub struct NbdBackend {
     owner: Mutex<Option<owner::OwnerRecord>>,
     /// Why writes are refused since another opener took the export over.
     fenced: Mutex<Option<String>>,
+    /// Started writes ([`started`]) queued or out on a connection.
+    started: AtomicUsize,
+    /// Set when the backend is dropped: its helper threads leave.
+    stopping: AtomicBool,
 }
 
 impl NbdBackend {
@@ -155,7 +165,8 @@ impl NbdBackend {
         }
         let health = Arc::new(RemoteHealth::default());
         health.reachable.store(true, Ordering::Relaxed);
-        let backend = NbdBackend {
+        let client = Arc::new_cyclic(|me| NbdClient {
+            me: me.clone(),
             uri: uri.clone(),
             tls,
             export,
@@ -170,9 +181,11 @@ impl NbdBackend {
             usable: (export.size - owner::OWNER_BLOCK) / IO_ALIGN * IO_ALIGN,
             owner: Mutex::new(None),
             fenced: Mutex::new(None),
-        };
+            started: AtomicUsize::new(0),
+            stopping: AtomicBool::new(false),
+        });
         if claim {
-            let mine = backend
+            let mine = client
                 .owner_io()
                 .claim(&uri.to_string(), uri.take_over)
                 .map_err(|e| match e.kind() {
@@ -182,11 +195,13 @@ impl NbdBackend {
                         source: e,
                     },
                 })?;
-            *backend.owner.lock() = Some(mine);
+            *client.owner.lock() = Some(mine);
         }
-        Ok(backend)
+        Ok(NbdBackend::around(client))
     }
+}
 
+impl NbdClient {
     /// The owner block's reads and durable writes, past what engines see.
     fn owner_io(&self) -> owner::Claim<'_> {
         owner::Claim(self)
@@ -269,7 +284,7 @@ impl NbdBackend {
             if let Some(f) = hook.take() {
                 f();
             }
-            self.write_at(offset, buf).and_then(|()| self.sync())
+            self.write_plain(offset, buf).and_then(|()| self.flush())
         };
         if let Some(f) = hook.take() {
             f();
@@ -299,6 +314,17 @@ impl NbdBackend {
         } else {
             self.flush()
         }
+    }
+
+    /// Writes `buf` (acknowledged, not yet durable: the replay copy keeps it until a
+    /// flush covers it, and a write that would keep too much flushes first).
+    fn write_plain(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
+        self.checked(offset, buf.len() as u64, "write")?;
+        if self.replay.lock().bytes + buf.len() as u64 > REPLAY_MAX {
+            self.flush()?;
+        }
+        let mut ops = self.split(CMD_WRITE, 0, offset, Data::Write(buf));
+        self.run(&mut ops)
     }
 
     /// Tells the server a range is no longer needed (NBD_CMD_TRIM, where offered; a
@@ -438,6 +464,17 @@ impl NbdBackend {
         if !self.needs_replay.load(Ordering::Acquire) {
             return Ok(());
         }
+        // Started writes went out under the gate shared: each is answered soon, or
+        // lost and handed to a thread that sends it again after this.
+        while self.started.load(Ordering::Acquire) > 0 {
+            if Instant::now() >= deadline {
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    "started writes are still out",
+                ));
+            }
+            std::thread::park_timeout(Duration::from_millis(1));
+        }
         // An opener another took over while the link was down must not write its
         // old blocks over the new owner's.
         let mine = self.owner.lock().clone();
@@ -559,7 +596,7 @@ impl NbdBackend {
     }
 }
 
-impl owner::OwnerIo for NbdBackend {
+impl owner::OwnerIo for NbdClient {
     fn read_owner(&self, buf: &mut [u8]) -> io::Result<()> {
         let at = self.export.size - owner::OWNER_BLOCK;
         let mut ops = self.split(CMD_READ, 0, at, Data::Read(buf));
@@ -580,7 +617,7 @@ impl owner::OwnerIo for NbdBackend {
 }
 
 /// A connection error carries whether it is permanent in its kind (InvalidData) and
-/// a marker in the message, so [`NbdBackend::run`] stops retrying at once.
+/// a marker in the message, so [`NbdClient::run`] stops retrying at once.
 fn mark(e: ConnectError) -> io::Error {
     if e.permanent {
         io::Error::new(
@@ -649,122 +686,34 @@ fn command(kind: u16) -> &'static str {
     }
 }
 
-fn zero_by_writing(b: &dyn Backend, offset: u64, len: u64) -> io::Result<()> {
+fn zero_by_writing(c: &NbdClient, offset: u64, len: u64) -> io::Result<()> {
     let zeros = vec![0u8; len.min(4 << 20) as usize];
     let mut at = offset;
     while at < offset + len {
         let n = (offset + len - at).min(zeros.len() as u64) as usize;
-        b.write_at(at, &zeros[..n])?;
+        c.write_plain(at, &zeros[..n])?;
         at += n as u64;
     }
-    b.sync()
+    c.flush()
 }
 
-impl Backend for NbdBackend {
-    fn len(&self) -> u64 {
-        self.usable
-    }
-
-    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
-        self.checked(offset, buf.len() as u64, "read")?;
-        let mut ops = self.split(CMD_READ, 0, offset, Data::Read(buf));
-        self.run(&mut ops)
-    }
-
-    fn read_vectored_at(&self, offset: u64, bufs: &mut [&mut [u8]]) -> io::Result<()> {
-        let total: u64 = bufs.iter().map(|b| b.len() as u64).sum();
-        self.checked(offset, total, "read")?;
-        let mut ops = Vec::new();
-        let mut at = offset;
-        for b in bufs.iter_mut() {
-            let n = b.len() as u64;
-            ops.extend(self.split(CMD_READ, 0, at, Data::Read(b)));
-            at += n;
-        }
-        self.run(&mut ops)
-    }
-
-    fn write_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
-        self.checked(offset, buf.len() as u64, "write")?;
-        if self.replay.lock().bytes + buf.len() as u64 > REPLAY_MAX {
-            self.flush()?;
-        }
-        let mut ops = self.split(CMD_WRITE, 0, offset, Data::Write(buf));
-        self.run(&mut ops)
-    }
-
-    fn write_many(&self, writes: &[(u64, &[u8])]) -> io::Result<()> {
-        let total: u64 = writes.iter().map(|(_, b)| b.len() as u64).sum();
-        for (at, b) in writes {
-            self.checked(*at, b.len() as u64, "write")?;
-        }
-        if self.replay.lock().bytes + total > REPLAY_MAX {
-            self.flush()?;
-        }
-        let n = self.conns.len().min(writes.len().max(1));
-        let groups: Vec<Vec<(u64, &[u8])>> = (0..n)
-            .map(|g| writes.iter().skip(g).step_by(n).copied().collect())
-            .collect();
-        let run_group = |group: &Vec<(u64, &[u8])>| -> io::Result<()> {
-            let mut ops = Vec::new();
-            for (at, b) in group {
-                ops.extend(self.split(CMD_WRITE, 0, *at, Data::Write(b)));
-            }
-            self.run(&mut ops)
-        };
-        if n == 1 {
-            return run_group(&groups[0]);
-        }
-        std::thread::scope(|s| {
-            let handles: Vec<_> = groups
-                .iter()
-                .map(|g| s.spawn(move || run_group(g)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| {
-                    h.join()
-                        .unwrap_or_else(|_| Err(io::Error::other("a write thread panicked")))
-                })
-                .collect::<Vec<_>>()
-                .into_iter()
-                .collect::<io::Result<()>>()
-        })
-    }
-
-    fn sync(&self) -> io::Result<()> {
-        self.flush()
-    }
-
-    fn prefers_write_through(&self) -> bool {
-        self.export.has(TX_SEND_FUA)
-    }
-
-    fn write_through_at(&self, offset: u64, buf: &[u8]) -> io::Result<()> {
-        self.write_durable_at(offset, buf)
-    }
-
-    fn describe(&self) -> String {
-        self.uri.to_string()
-    }
-
-    fn exact_len(&self) -> bool {
-        false
-    }
-
-    fn remote_health(&self) -> Option<Arc<RemoteHealth>> {
-        Some(self.health.clone())
-    }
-}
-
-impl Drop for NbdBackend {
-    fn drop(&mut self) {
+impl NbdClient {
+    /// Lets the export go (the owner record says nobody holds it), unless another
+    /// opener took it over meanwhile.
+    fn release_owner(&self) {
         let mine = self.owner.lock().take();
         if let Some(mine) = mine.filter(|_| self.fenced.lock().is_none()) {
             if let Err(e) = self.owner_io().release(&mine) {
                 tracing::warn!("{}: could not release the owner record: {e}", self.uri);
             }
         }
+    }
+}
+
+impl Drop for NbdClient {
+    fn drop(&mut self) {
+        // A client never wrapped in a backend (its claim failed) still holds it.
+        self.release_owner();
         for c in &self.conns {
             c.close();
         }

@@ -10,6 +10,11 @@
 //! gives up at its deadline leaves nothing borrowed behind. A lost connection hands
 //! every request it held or had queued back unanswered, to be sent again by its caller
 //! (after the replay copy: see the parent module).
+//!
+//! A started write ([`crate::device::Backend::start_write_through`]) has no caller
+//! waiting: its entry carries the callback that completes it, and the connection's
+//! helper thread (see `backend`) drives while such entries are out, as a caller would.
+//! One lost under a connection goes out again from a thread of its own.
 
 use std::collections::{HashMap, VecDeque};
 use std::io;
@@ -23,9 +28,10 @@ use parking_lot::Mutex;
 use super::session::{ConnectError, Op, Session};
 use super::wire::*;
 use super::{
-    command, is_permanent, mark, NbdBackend, FIRST_BACKOFF, MAX_BACKOFF, MAX_BYTES_IN_FLIGHT,
+    command, is_permanent, mark, NbdClient, FIRST_BACKOFF, MAX_BACKOFF, MAX_BYTES_IN_FLIGHT,
     MAX_IN_FLIGHT,
 };
+use crate::device::WriteDone;
 
 /// How long a waiting caller sleeps before looking again whether the connection needs
 /// a driver (a wake-up is normally what ends the wait).
@@ -35,7 +41,7 @@ const LOOK_AGAIN: Duration = Duration::from_millis(5);
 const GIVE_UP_AFTER: Duration = Duration::from_secs(2);
 
 /// Work a caller does while its requests are on their way (see
-/// [`NbdBackend::write_durable_overlapped`]); taken when called, so it runs once.
+/// [`NbdClient::write_durable_overlapped`]); taken when called, so it runs once.
 pub(super) type Meanwhile<'a> = Option<&'a mut dyn FnMut()>;
 
 /// One connection to the server and the requests on it.
@@ -52,14 +58,50 @@ struct Inner {
     pending: HashMap<u64, Entry>,
     bytes_in_flight: u64,
     next_cookie: u64,
+    /// Started writes queued or out: while there are any, the helper drives.
+    started: usize,
+    /// The thread that drives for started writes (None until it runs).
+    helper: Option<Thread>,
 }
 
 /// A request on its way, and whose it is.
 struct Entry {
     op: Op<'static>,
-    group: Arc<Group>,
-    index: usize,
+    waiter: Waiter,
     deadline: Instant,
+}
+
+/// Who hears of a request's answer.
+enum Waiter {
+    /// A caller waiting in [`NbdClient::submit`]: its group, and which of its requests.
+    Caller { group: Arc<Group>, index: usize },
+    /// A started write: its callback.
+    Started(WriteDone),
+}
+
+/// Whose requests a driver waits for: it drives until they are answered.
+#[derive(Clone, Copy)]
+enum Mine<'a> {
+    Group(&'a Group),
+    /// The helper's: every started write on the connection.
+    Started,
+}
+
+impl Mine<'_> {
+    fn complete(self, inner: &Inner) -> bool {
+        match self {
+            Mine::Group(g) => g.complete(),
+            Mine::Started => inner.started == 0,
+        }
+    }
+
+    fn owns(self, e: &Entry) -> bool {
+        match (self, &e.waiter) {
+            (Mine::Group(g), Waiter::Caller { group, .. }) => std::ptr::eq(Arc::as_ptr(group), g),
+            (Mine::Started, Waiter::Started(_)) => true,
+            _ => false,
+        }
+    }
 }
 
 /// One caller's requests: handed back one by one as they are answered or lost.
@@ -111,6 +153,22 @@ impl Conn {
         inner.queue.len() + inner.pending.len()
     }
 
+    /// Names the thread that drives for started writes.
+    pub fn set_helper(&self, helper: Thread) {
+        self.inner.lock().helper = Some(helper);
+    }
+
+    /// Takes the connection to drive for started writes, if any are queued or out and
+    /// nobody drives it; else whether any are (the helper then waits for a wake-up).
+    pub fn take_for_started(&self) -> Result<Option<Session>, bool> {
+        let mut inner = self.inner.lock();
+        if inner.started == 0 || inner.driving {
+            return Err(inner.started > 0);
+        }
+        inner.driving = true;
+        Ok(inner.session.take())
+    }
+
     /// Ends the connection, if nobody is driving it (a driver notices on its own).
     pub fn close(&self) {
         let mut inner = self.inner.lock();
@@ -138,12 +196,24 @@ impl Inner {
     fn wake_a_successor(&self) {
         let newest = self.pending.iter().max_by_key(|(cookie, _)| **cookie);
         if let Some(e) = newest.map(|(_, e)| e).or(self.queue.front()) {
-            e.group.owner.unpark();
+            self.wake(e);
+        }
+    }
+
+    /// Wakes whoever waits for `e`: its caller, or the helper for a started write.
+    fn wake(&self, e: &Entry) {
+        match &e.waiter {
+            Waiter::Caller { group, .. } => group.owner.unpark(),
+            Waiter::Started(_) => {
+                if let Some(h) = &self.helper {
+                    h.unpark();
+                }
+            }
         }
     }
 }
 
-impl NbdBackend {
+impl NbdClient {
     /// Runs a batch of requests on one connection, pipelined, until every one has its
     /// answer: a lost connection is made again (and the replay copy written first)
     /// until the deadline. The first error a server answered with fails the batch.
@@ -157,7 +227,16 @@ impl NbdBackend {
         ops: &mut [Op<'_>],
         meanwhile: &mut Meanwhile<'_>,
     ) -> io::Result<()> {
-        let deadline = Instant::now() + self.uri.timeout;
+        self.run_until(ops, Instant::now() + self.uri.timeout, meanwhile)
+    }
+
+    /// As [`Self::run_with`], with the deadline given.
+    pub(super) fn run_until(
+        &self,
+        ops: &mut [Op<'_>],
+        deadline: Instant,
+        meanwhile: &mut Meanwhile<'_>,
+    ) -> io::Result<()> {
         let conn = self.pick();
         let mut backoff = FIRST_BACKOFF;
         loop {
@@ -170,27 +249,32 @@ impl NbdBackend {
             std::thread::sleep(backoff.min(left));
             backoff = (backoff * 2).min(MAX_BACKOFF);
         }
-        if let Some(op) = ops.iter().find(|o| o.error.is_some()) {
-            let (errno, msg) = op.error.clone().expect("found");
-            self.health.failed_requests.fetch_add(1, Ordering::Relaxed);
-            let base = io::Error::from_raw_os_error(errno as i32);
-            return Err(io::Error::new(
-                base.kind(),
-                format!(
-                    "{}: the server failed a {} of {} bytes at {}: {base}{}",
-                    self.uri,
-                    command(op.kind),
-                    op.len,
-                    op.offset,
-                    if msg.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" ({msg})")
-                    }
-                ),
-            ));
+        match ops.iter().find(|o| o.error.is_some()) {
+            Some(op) => Err(self.server_failed(op)),
+            None => Ok(()),
         }
-        Ok(())
+    }
+
+    /// What the caller of `op`, which the server answered with an error, is told.
+    pub(super) fn server_failed(&self, op: &Op<'_>) -> io::Error {
+        let (errno, msg) = op.error.clone().unwrap_or((EIO, String::new()));
+        self.health.failed_requests.fetch_add(1, Ordering::Relaxed);
+        let base = io::Error::from_raw_os_error(errno as i32);
+        io::Error::new(
+            base.kind(),
+            format!(
+                "{}: the server failed a {} of {} bytes at {}: {base}{}",
+                self.uri,
+                command(op.kind),
+                op.len,
+                op.offset,
+                if msg.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({msg})")
+                }
+            ),
+        )
     }
 
     /// One pass of [`Self::run`]: the replay copy first where a connection was lost,
@@ -206,6 +290,7 @@ impl NbdBackend {
         if self.needs_replay.load(Ordering::Acquire) {
             self.replay_all(conn, deadline)?;
         }
+        // (Started writes check the same before they go out: see `backend`.)
         let _shared = self.gate.read();
         self.submit(&self.conns[conn], ops, deadline, meanwhile)?;
         // A server that failed a request is still there: only a lost connection
@@ -213,7 +298,7 @@ impl NbdBackend {
         Ok(())
     }
 
-    fn failed(&self, e: io::Error) -> io::Error {
+    pub(super) fn failed(&self, e: io::Error) -> io::Error {
         self.health.failed_requests.fetch_add(1, Ordering::Relaxed);
         let msg = format!(
             "{}: no answer within {:.1} s ({e}); nothing unanswered is counted as written",
@@ -260,14 +345,16 @@ impl NbdBackend {
                 op.resend();
                 inner.queue.push_back(Entry {
                     op,
-                    group: group.clone(),
-                    index: i,
+                    waiter: Waiter::Caller {
+                        group: group.clone(),
+                        index: i,
+                    },
                     deadline,
                 });
             }
         }
         if let Some(work) = meanwhile.take() {
-            self.push_out(conn, &group);
+            self.push_out(conn, Mine::Group(&group));
             work();
         }
         while !group.complete() {
@@ -281,7 +368,7 @@ impl NbdBackend {
                 }
             };
             match session {
-                Some(session) => self.drive(conn, session, &group),
+                Some(session) => self.drive(conn, session, Mine::Group(&group)),
                 None => {
                     if Instant::now() > deadline + GIVE_UP_AFTER {
                         return Err(io::Error::new(
@@ -305,9 +392,37 @@ impl NbdBackend {
         }
     }
 
+    /// Queues a started write on `conn` and sends it now if nobody drives the
+    /// connection; the helper then drives for its answer. The caller holds the gate
+    /// shared and counted the write in `started`.
+    pub(super) fn start(
+        &self,
+        conn: &Conn,
+        mut op: Op<'static>,
+        done: WriteDone,
+        deadline: Instant,
+    ) {
+        op.resend();
+        {
+            let mut inner = conn.inner.lock();
+            inner.started += 1;
+            inner.queue.push_back(Entry {
+                op,
+                waiter: Waiter::Started(done),
+                deadline,
+            });
+        }
+        self.push_out(conn, Mine::Started);
+    }
+
+    /// Drives `conn` for the started writes on it (the helper's part).
+    pub(super) fn drive_started(&self, conn: &Conn, session: Option<Session>) {
+        self.drive(conn, session, Mine::Started)
+    }
+
     /// Drives `conn` until `mine` is answered (or the connection is lost), holding
     /// its session; leaves it to the next caller.
-    fn drive(&self, conn: &Conn, mut session: Option<Session>, mine: &Group) {
+    fn drive(&self, conn: &Conn, mut session: Option<Session>, mine: Mine<'_>) {
         loop {
             if session.is_none() {
                 let deadline = conn.inner.lock().earliest();
@@ -330,7 +445,7 @@ impl NbdBackend {
                 let idle = inner.pending.is_empty() && inner.queue.is_empty();
                 // Replies already read are handed out first: cheaper here than by a
                 // successor woken for them.
-                if idle || (mine.complete() && !s.reply_at_hand()) {
+                if idle || (mine.complete(&inner) && !s.reply_at_hand()) {
                     inner.session = session;
                     inner.driving = false;
                     inner.wake_a_successor();
@@ -393,18 +508,35 @@ impl NbdBackend {
                 self.forget_replay_of(e.op.offset, u64::from(e.op.len), bytes);
             }
             self.health.reachable.store(true, Ordering::Relaxed);
-            e.group.hand_back(e.index, e.op, None);
+            match e.waiter {
+                Waiter::Caller { group, index } => group.hand_back(index, e.op, None),
+                Waiter::Started(done) => {
+                    conn.inner.lock().started -= 1;
+                    self.started.fetch_sub(1, Ordering::AcqRel);
+                    let outcome = match e.op.error {
+                        None => Ok(()),
+                        Some(_) => Err(self.server_failed(&e.op)),
+                    };
+                    done(outcome);
+                }
+            }
         }
     }
 
     /// Sends what is queued on `conn` (up to the window) if nobody is driving it, and
     /// leaves the replies to whoever drives next: a caller with work of its own to do
-    /// meanwhile. Another caller whose requests are out is woken to read replies,
-    /// since one may have found the connection taken while this one sent.
-    fn push_out(&self, conn: &Conn, mine: &Group) {
+    /// meanwhile, or one that started a write. Another caller whose requests are out
+    /// (the helper, for a started write) is woken to read replies, since one may have
+    /// found the connection taken while this one sent.
+    fn push_out(&self, conn: &Conn, mine: Mine<'_>) {
         let mut session = {
             let mut inner = conn.inner.lock();
             if inner.driving || inner.session.is_none() {
+                // A lost connection is made again by its next driver: for a started
+                // write, the helper.
+                if let (Mine::Started, false, Some(h)) = (mine, inner.driving, &inner.helper) {
+                    h.unpark();
+                }
                 return;
             }
             inner.driving = true;
@@ -416,7 +548,15 @@ impl NbdBackend {
         let mut inner = conn.inner.lock();
         inner.session = Some(session);
         inner.driving = false;
-        let not_mine = |e: &&Entry| !std::ptr::eq(Arc::as_ptr(&e.group), mine);
+        if let Mine::Started = mine {
+            // The helper drives for every started write, and hands over to a caller
+            // once they are answered.
+            if let Some(h) = &inner.helper {
+                h.unpark();
+            }
+            return;
+        }
+        let not_mine = |e: &&Entry| !mine.owns(e);
         let other = inner
             .pending
             .iter()
@@ -427,7 +567,7 @@ impl NbdBackend {
             // sends it once replies make room.
             .or_else(|| inner.queue.iter().find(not_mine));
         if let Some(e) = other {
-            e.group.owner.unpark();
+            inner.wake(e);
         }
     }
 
@@ -442,14 +582,23 @@ impl NbdBackend {
         let mut inner = conn.inner.lock();
         inner.driving = false;
         inner.bytes_in_flight = 0;
+        inner.started = 0;
         held.extend(inner.pending.drain().map(|(_, e)| e));
         held.extend(inner.queue.drain(..));
         drop(inner);
         self.needs_replay.store(true, Ordering::Release);
         self.health.reachable.store(false, Ordering::Relaxed);
+        let mut started = Vec::new();
         for mut e in held {
             e.op.resend();
-            e.group.hand_back(e.index, e.op, Some(&why));
+            match e.waiter {
+                Waiter::Caller { group, index } => group.hand_back(index, e.op, Some(&why)),
+                Waiter::Started(done) => started.push((e.op, done, e.deadline)),
+            }
+        }
+        if !started.is_empty() {
+            self.started.fetch_sub(started.len(), Ordering::AcqRel);
+            self.retry_started(started, &why.1);
         }
     }
 

@@ -93,3 +93,50 @@ impl Server {
         }
     }
 }
+
+/// A TCP relay in front of a server whose connections the test can cut at any moment
+/// (a dropped link), while new connections still get through.
+pub struct CuttableRelay {
+    pub port: u16,
+    live: std::sync::Arc<std::sync::Mutex<Vec<std::net::TcpStream>>>,
+}
+
+impl CuttableRelay {
+    pub fn start(upstream: &Path) -> CuttableRelay {
+        use std::os::unix::net::UnixStream;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let live = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let keep = live.clone();
+        let upstream = upstream.to_path_buf();
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { return };
+                let Ok(server) = UnixStream::connect(&upstream) else {
+                    continue;
+                };
+                keep.lock().unwrap().push(client.try_clone().unwrap());
+                let (mut c1, mut c2) = (client.try_clone().unwrap(), client);
+                let (mut s1, mut s2) = (server.try_clone().unwrap(), server);
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut c1, &mut s1);
+                    let _ = s1.shutdown(std::net::Shutdown::Both);
+                });
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut s2, &mut c2);
+                    let _ = c2.shutdown(std::net::Shutdown::Both);
+                });
+            }
+        });
+        CuttableRelay { port, live }
+    }
+
+    /// Drops every connection through the relay, as a failed link does.
+    pub fn cut(&self) -> usize {
+        let mut live = self.live.lock().unwrap();
+        for c in live.iter() {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+        std::mem::take(&mut *live).len()
+    }
+}

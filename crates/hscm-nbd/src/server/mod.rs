@@ -15,6 +15,7 @@
 //!   the target, and the reply (or error) it gets.
 
 mod handshake;
+mod replies;
 mod requests;
 mod transmission;
 

@@ -1,14 +1,19 @@
 //! The transmission phase: a connection's threads take turns reading requests (and
-//! their payloads), run them, and write each whole reply under one lock.
+//! their payloads), run them, and write each whole reply under one lock. A durable
+//! write the target can start (a volume on a network home) is started by the reader,
+//! which reads on, and answered when it completes (`replies`).
 
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
+
+use hscm_block::{WriteDone, WriteFlags};
 
 use crate::proto::{self, Request, REQUEST_LEN};
 use crate::stream::Stream;
 use crate::Error;
 
+use super::replies::Replies;
 use super::requests::{errno_of, error_reply};
 use super::{Server, Session};
 
@@ -20,8 +25,8 @@ const READ_PIECE: usize = 256 << 10;
 
 /// One connection in its transmission phase, shared by the threads serving it.
 struct Connection<'a> {
-    /// Whole replies go out under this lock.
-    writer: Mutex<Stream>,
+    /// Whole replies go out through this, one at a time.
+    replies: Arc<Replies>,
     /// Locked only by the thread whose turn it is to read.
     reader: Mutex<io::BufReader<Stream>>,
     turn: Mutex<Turn>,
@@ -58,7 +63,7 @@ impl Server {
         stop: &AtomicBool,
     ) -> Result<(), Error> {
         let conn = Connection {
-            writer: Mutex::new(stream.try_clone()?),
+            replies: Arc::new(Replies::new(stream.try_clone()?)),
             reader: Mutex::new(io::BufReader::with_capacity(READ_BUFFER, stream)),
             turn: Mutex::new(Turn {
                 taken: false,
@@ -71,6 +76,7 @@ impl Server {
             stop,
         };
         std::thread::scope(|scope| self.take_turns(&conn, scope));
+        conn.replies.wait_for_started();
         let turn = match conn.turn.into_inner() {
             Ok(turn) => turn,
             Err(poisoned) => poisoned.into_inner(),
@@ -128,6 +134,16 @@ impl Server {
                     && (!reader.buffer().is_empty() || reader.get_ref().pending() > 0);
                 (next.map(|r| r.map(|request| (request, pace))), more_sent)
             };
+            // A durable write started keeps the turn, as a copy out of RAM does:
+            // nothing waits for it here. Only for a deep client (more sent, or writes
+            // started already): at depth one, waiting here costs no thread's wake-up.
+            if let Ok(Some(((req, payload), Pace::Long))) = &next {
+                let deep = more_sent || conn.replies.any_started();
+                if req.kind == proto::CMD_WRITE && deep && self.start_write(conn, req, payload) {
+                    my_turn = true;
+                    continue;
+                }
+            }
             let (req, payload) = {
                 let Ok(mut turn) = conn.turn.lock() else {
                     return;
@@ -170,9 +186,10 @@ impl Server {
                 }
             };
             let sent = if req.kind == proto::CMD_READ {
-                self.answer_read(&conn.writer, &req, conn.session)
+                self.answer_read(&conn.replies, &req, conn.session)
             } else {
-                send(&conn.writer, &self.execute(&req, &payload, conn.session))
+                conn.replies
+                    .send(&self.execute(&req, &payload, conn.session))
             };
             if !sent {
                 // The client is gone (the failed reply shut the stream down): the
@@ -230,6 +247,45 @@ impl Server {
         Ok(Some((req, payload)))
     }
 
+    /// Starts a durable write (checked as any request is first), its reply sent when
+    /// it completes; false where it is not started (an error to answer, the
+    /// connection's bound on started writes reached, a target that cannot start it):
+    /// it then runs the waiting way.
+    fn start_write(&self, conn: &Connection<'_>, req: &Request, payload: &[u8]) -> bool {
+        if self.check(req, conn.session).is_err() || req.len > self.caps.block_sizes.maximum {
+            return false;
+        }
+        let bytes = u64::from(req.len);
+        if !conn.replies.try_start(bytes) {
+            return false;
+        }
+        // Counted until dropped: answered, or never started after all.
+        let counted = StartedWrite {
+            replies: conn.replies.clone(),
+            bytes,
+        };
+        let (stats, req_copy, session) = (self.stats.clone(), *req, conn.session);
+        let done: WriteDone = Box::new(move |r| {
+            let reply = match r {
+                Ok(()) => proto::simple_reply(0, req_copy.cookie).to_vec(),
+                Err(e) => {
+                    stats.errors.fetch_add(1, Ordering::Relaxed);
+                    error_reply(&req_copy, session, errno_of(&e), &e.to_string())
+                }
+            };
+            counted.replies.post(&reply);
+            drop(counted);
+        });
+        let flags = if req.flags & proto::CMD_FLAG_FUA != 0 {
+            WriteFlags::FUA
+        } else {
+            WriteFlags::NONE
+        };
+        self.target
+            .start_write(req.offset, payload, flags, done)
+            .is_ok()
+    }
+
     fn pace(&self, req: &Request) -> Pace {
         match req.kind {
             proto::CMD_READ | proto::CMD_CACHE | proto::CMD_BLOCK_STATUS => Pace::Ram,
@@ -247,12 +303,12 @@ impl Server {
     /// first piece is read before the header goes out, so an error found there is
     /// answered as an error; one found later (the header already said success)
     /// ends the connection. False once the client is gone.
-    fn answer_read(&self, writer: &Mutex<Stream>, req: &Request, session: Session) -> bool {
+    fn answer_read(&self, replies: &Replies, req: &Request, session: Session) -> bool {
         if let Err((errno, why)) = self.check(req, session) {
             self.stats.errors.fetch_add(1, Ordering::Relaxed);
-            return send(writer, &error_reply(req, session, errno, &why));
+            return replies.send(&error_reply(req, session, errno, &why));
         }
-        let Ok(mut w) = writer.lock() else {
+        let Some(mut w) = replies.hold() else {
             return false;
         };
         let len = req.len as usize;
@@ -271,7 +327,7 @@ impl Server {
                 if at == 0 {
                     let reply = error_reply(req, session, errno_of(&e), &e.to_string());
                     drop(w);
-                    return send(writer, &reply);
+                    return replies.send(&reply);
                 }
                 tracing::warn!("a read failed after its reply began: {e}; dropping the client");
                 w.shutdown();
@@ -291,18 +347,28 @@ impl Server {
                 } else {
                     proto::simple_reply(0, req.cookie).to_vec()
                 };
-                if w.write_all(&header).is_err() {
-                    w.shutdown();
+                if !w.write_all(&header) {
                     return false;
                 }
             }
-            if w.write_all(&piece).is_err() {
-                w.shutdown();
+            if !w.write_all(&piece) {
                 return false;
             }
             at += n;
         }
         true
+    }
+}
+
+/// A started write, counted against its connection's bound until dropped.
+struct StartedWrite {
+    replies: Arc<Replies>,
+    bytes: u64,
+}
+
+impl Drop for StartedWrite {
+    fn drop(&mut self) {
+        self.replies.finish_started(self.bytes);
     }
 }
 
@@ -316,18 +382,6 @@ enum Pace {
     /// A sync, or a range of writes: FLUSH, FUA, TRIM, WRITE_ZEROES, and every write
     /// to a target that syncs each one.
     Long,
-}
-
-/// Writes one whole reply; false once the client is gone (then reading stops too).
-fn send(writer: &Mutex<Stream>, reply: &[u8]) -> bool {
-    let Ok(mut w) = writer.lock() else {
-        return false;
-    };
-    if w.write_all(reply).is_err() {
-        w.shutdown();
-        return false;
-    }
-    true
 }
 
 /// Reads a whole request header; false when the client closed cleanly between requests.

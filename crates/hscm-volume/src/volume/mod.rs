@@ -1,7 +1,7 @@
 //! The durable hybrid volume: its API, its options, and the invariants every part
-//! keeps. The parts: `read`, `write` (with group commit and failure), `checkpoint`
-//! (the journal's batches and checkpoints), `loader` (warm-up), `dirty` (the dirty
-//! bitmap) and `recovery` (what opening does).
+//! keeps. The parts: `read`, `write` (group commit, failure), `started` (writes that
+//! complete by callback), `checkpoint` (the journal's batches and checkpoints),
+//! `loader` (warm-up), `dirty` (the dirty bitmap), `recovery` (what opening does).
 //!
 //! Locking invariant (what makes the unsafe RAM accesses sound):
 //! * Each chunk has an `io` mutex and a `ram` rwlock, and a `state`
@@ -16,7 +16,8 @@
 //! * Written in place (no journal, no write-back): a writer first holds its sectors
 //!   (`ranges`), then the `io` locks. While its chunks are all Loaded it lets the `io`
 //!   locks go during its home write and takes them again to write RAM; its held
-//!   sectors keep other writers off the bytes it reads and writes meanwhile.
+//!   sectors keep other writers off the bytes it reads and writes meanwhile. A started
+//!   write holds its sectors until the home acknowledged it, but writes RAM first.
 //! * With a journal, the batch leader writes RAM on behalf of the records in its batch.
 //!   Each record's owner holds the io locks of its chunks and waits until the leader is
 //!   done, so the leader acts as that holder; it also takes each chunk's `ram` write lock.
@@ -28,7 +29,7 @@
 //!   lock; a checkpoint copies and clears them under the `ram` read lock, so what it
 //!   captures is exactly what those bits describe.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -37,21 +38,16 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use parking_lot::{Condvar, Mutex, MutexGuard, RwLock};
 
-use std::collections::BTreeMap;
-
 use crate::backend::{AlignedBuf, Backend};
 use crate::device_counters::{CountingBackend, DeviceCounters, DeviceStats};
 use crate::error::{Error, Result};
 use crate::header::{
     validate_geometry, validate_journal, Header, FORMAT_VERSION, HEADER_LEN, IO_ALIGN,
 };
-#[cfg(doc)]
-use crate::journal::MIN_JOURNAL;
 use crate::journal::{self, Checkpoint, JOURNAL_OFFSET};
 use crate::ram::{check_fits_in_memory, RamImage};
 use crate::Durability;
-use hscm_durable::home;
-use hscm_durable::{CommitError, GroupCommit, Poison};
+use hscm_durable::{home, CommitError, GroupCommit, Poison};
 
 mod away;
 mod batch;
@@ -61,11 +57,13 @@ mod loader;
 mod ranges;
 mod read;
 mod recovery;
+mod started;
 mod write;
 mod writeback;
 
 use self::dirty::{dirty_spans, mark_dirty, take_dirty, SpanRule};
 use self::recovery::{check_backing_len, read_header, recover};
+pub use self::started::WriteDone;
 use self::writeback::WriteBack;
 pub use self::writeback::{WriteBackStats, DEFAULT_DIRTY_MAX};
 
@@ -120,7 +118,7 @@ pub struct CreateOptions {
     /// Replace an existing regular file at the path.
     pub overwrite: bool,
     /// Bytes of write-ahead journal: 0 (the default) for none, every write going to its
-    /// home location; else at least [`MIN_JOURNAL`]. A journal pays off when it holds
+    /// home location; else at least [`MIN_JOURNAL`](crate::MIN_JOURNAL). A journal pays off when it holds
     /// the writes between two checkpoints of the hot set (docs/design.md); it also
     /// bounds replay after a crash (one journal's worth).
     pub journal_size: u64,
@@ -764,6 +762,8 @@ impl Volume {
     }
 
     fn stop_threads(&mut self) {
+        // Started writes are durable on their own (FUA): they need only complete.
+        self.shared.writing.wait_for_started();
         self.shared.stop.store(true, Ordering::Relaxed);
         if let Some(j) = &self.shared.journal {
             j.state.lock().stop = true;

@@ -12,15 +12,36 @@
 //! RAM, while the rest overlap their round trips.
 //!
 //! Lock order: a range here first, then io locks (ascending). Nothing waits for a range
-//! while it holds an io lock.
+//! while it holds an io lock. A started write (`started`) holds its range from before
+//! its bytes go to RAM until the home acknowledged them, with no thread waiting.
 
 use parking_lot::{Condvar, Mutex};
 
 #[derive(Default)]
 pub(super) struct WritingRanges {
-    /// `[start, end)` of every write holding its range, in no order.
-    held: Mutex<Vec<(u64, u64)>>,
+    held: Mutex<Held>,
+    /// Signalled when a range is released.
     released: Condvar,
+}
+
+#[derive(Default)]
+struct Held {
+    /// `[start, end)` of every write holding its range, in no order.
+    ranges: Vec<(u64, u64)>,
+    /// How many of them are started writes (`started`), which no thread waits on.
+    started: usize,
+}
+
+impl Held {
+    fn overlaps(&self, start: u64, end: u64) -> bool {
+        self.ranges.iter().any(|&(s, e)| s < end && start < e)
+    }
+
+    fn remove(&mut self, range: (u64, u64)) {
+        if let Some(i) = self.ranges.iter().position(|&r| r == range) {
+            self.ranges.swap_remove(i);
+        }
+    }
 }
 
 /// Holds `[start, end)` until dropped.
@@ -33,24 +54,49 @@ impl WritingRanges {
     /// Waits until no held range overlaps `[start, end)`, then holds it.
     pub(super) fn hold(&self, start: u64, end: u64) -> RangeGuard<'_> {
         let mut held = self.held.lock();
-        while held.iter().any(|&(s, e)| s < end && start < e) {
+        while held.overlaps(start, end) {
             self.released.wait(&mut held);
         }
-        held.push((start, end));
+        held.ranges.push((start, end));
         RangeGuard {
             ranges: self,
             range: (start, end),
+        }
+    }
+
+    /// Holds `[start, end)` for a started write, if no held range overlaps it (false:
+    /// nothing held). [`Self::release_started`] lets it go, from whichever thread
+    /// completes the write.
+    pub(super) fn try_hold_started(&self, start: u64, end: u64) -> bool {
+        let mut held = self.held.lock();
+        if held.overlaps(start, end) {
+            return false;
+        }
+        held.ranges.push((start, end));
+        held.started += 1;
+        true
+    }
+
+    pub(super) fn release_started(&self, start: u64, end: u64) {
+        let mut held = self.held.lock();
+        held.remove((start, end));
+        held.started -= 1;
+        drop(held);
+        self.released.notify_all();
+    }
+
+    /// Waits until no started write holds a range (they complete by their deadline).
+    pub(super) fn wait_for_started(&self) {
+        let mut held = self.held.lock();
+        while held.started > 0 {
+            self.released.wait(&mut held);
         }
     }
 }
 
 impl Drop for RangeGuard<'_> {
     fn drop(&mut self) {
-        let mut held = self.ranges.held.lock();
-        if let Some(i) = held.iter().position(|&r| r == self.range) {
-            held.swap_remove(i);
-        }
-        drop(held);
+        self.ranges.held.lock().remove(self.range);
         self.ranges.released.notify_all();
     }
 }

@@ -193,7 +193,13 @@ impl Shared {
 
     /// A failed write of `len` bytes at volume offset `start`: the volume waits for a
     /// network home that timed out (`away`), and fails for good on anything else.
-    fn home_write_failed(&self, what: &str, start: u64, len: usize, e: std::io::Error) -> Error {
+    pub(super) fn home_write_failed(
+        &self,
+        what: &str,
+        start: u64,
+        len: usize,
+        e: std::io::Error,
+    ) -> Error {
         let why = format!(
             "{what} of {len} bytes at volume offset {start} to {} failed: {e}",
             self.name
